@@ -1,0 +1,24 @@
+import js from '@eslint/js';
+import tseslint from 'typescript-eslint';
+
+export default tseslint.config(
+  { ignores: ['dist/**', 'node_modules/**', 'bench/out/**', 'eslint.config.mjs'] },
+  js.configs.recommended,
+  ...tseslint.configs.recommended,
+  {
+    languageOptions: {
+      parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
+    },
+    rules: {
+      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/consistent-type-imports': 'error',
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_' }],
+      'no-restricted-properties': [
+        'error',
+        { object: 'it', property: 'only', message: '.only silences the rest of the suite' },
+        { object: 'describe', property: 'only', message: '.only silences the rest of the suite' },
+        { object: 'test', property: 'only', message: '.only silences the rest of the suite' },
+      ],
+    },
+  },
+);

@@ -1,0 +1,148 @@
+/**
+ * Configuration (SPEC §8): every LONGRUN_* variable parsed once into one typed,
+ * fully-defaulted Config. An invalid value throws ConfigError naming the variable and
+ * what was expected; main() prints it and exits 1.
+ */
+import { readFileSync } from 'node:fs';
+import os from 'node:os';
+import { z } from 'zod';
+
+export interface ListenAddress {
+  host: string;
+  port: number;
+}
+
+export interface Config {
+  listen: ListenAddress;
+  opsListen: ListenAddress;
+  /** Unset → the sandbox (SPEC §9) provides the owner and workflow services. */
+  ownerUrl: URL | undefined;
+  /** The 32-byte HS256 secret shared with the owner; undefined only in the sandbox. */
+  secret: Buffer | undefined;
+  /** Unset → the in-process lock backend (single replica). */
+  redisUrl: string | undefined;
+  acceptWaitMs: number;
+  runLimitMs: number;
+  stopAckTimeoutMs: number;
+  leaseTtlMs: number;
+  stopPollMs: number;
+  stopKeyTtlMs: number;
+  keepaliveMs: number;
+  shutdownDelayMs: number;
+  drainTimeoutMs: number;
+  maxDetachedRuns: number;
+  maxRunsPerActor: number;
+  preauthTimeoutMs: number;
+  relayTimeoutMs: number;
+  /** gRPC connections per workflow-service target; streams are spread over them. */
+  grpcConnectionsPerTarget: number;
+  replicaId: string;
+  logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+}
+
+export class ConfigError extends Error {
+  constructor(
+    readonly variable: string,
+    expected: string,
+    received: string | undefined,
+  ) {
+    super(`invalid ${variable}: expected ${expected}, got ${JSON.stringify(received)}`);
+    this.name = 'ConfigError';
+  }
+}
+
+type Env = Record<string, string | undefined>;
+
+const durationMs = z.coerce.number().int().min(1).max(2 ** 31 - 1);
+const nonNegativeMs = z.coerce.number().int().min(0).max(2 ** 31 - 1);
+const count = z.coerce.number().int().min(0);
+
+function read<T>(env: Env, name: string, schema: z.ZodType<T>, expected: string, fallback: T): T {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const parsed = schema.safeParse(raw.trim());
+  if (!parsed.success) throw new ConfigError(name, expected, raw);
+  return parsed.data;
+}
+
+function parseListen(env: Env, name: string, fallback: string): ListenAddress {
+  const raw = env[name] === undefined || env[name] === '' ? fallback : (env[name] as string);
+  const match = /^(?:\[([0-9a-fA-F:.]+)\]|([^:[\]]+)):(\d{1,5})$/.exec(raw.trim());
+  const port = match ? Number(match[3]) : NaN;
+  if (!match || port > 65_535) throw new ConfigError(name, 'host:port (port 0-65535)', env[name]);
+  return { host: (match[1] ?? match[2]) as string, port };
+}
+
+function parseOwnerUrl(env: Env): URL | undefined {
+  const raw = env['LONGRUN_OWNER_URL'];
+  if (raw === undefined || raw === '') return undefined;
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ConfigError('LONGRUN_OWNER_URL', 'an absolute http(s) URL', raw);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw new ConfigError('LONGRUN_OWNER_URL', 'an absolute http(s) URL', raw);
+  }
+  return url;
+}
+
+/** Reads a Workhorse-format secret file: base64 of exactly 32 bytes. */
+export function readSecretFile(file: string): Buffer {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8').trim();
+  } catch (err) {
+    throw new ConfigError('LONGRUN_SECRET_FILE', `a readable file (${(err as Error).message})`, file);
+  }
+  const bytes = Buffer.from(text, 'base64');
+  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(text) || bytes.length !== 32) {
+    throw new ConfigError('LONGRUN_SECRET_FILE', 'a file holding base64 of 32 bytes', file);
+  }
+  return bytes;
+}
+
+const logLevels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
+/** Parses the environment into a Config. Throws ConfigError on the first invalid variable. */
+export function loadConfig(env: Env = process.env): Config {
+  const ownerUrl = parseOwnerUrl(env);
+  const secretFile = env['LONGRUN_SECRET_FILE'];
+  let secret: Buffer | undefined;
+  if (secretFile !== undefined && secretFile !== '') secret = readSecretFile(secretFile);
+  else if (ownerUrl) throw new ConfigError('LONGRUN_SECRET_FILE', 'a path (required when LONGRUN_OWNER_URL is set)', secretFile);
+
+  const redisUrl = env['LONGRUN_REDIS_URL'] || undefined;
+  if (redisUrl !== undefined && !/^(rediss?|redis\+sentinel):\/\//.test(redisUrl)) {
+    throw new ConfigError('LONGRUN_REDIS_URL', 'a redis://, rediss:// or redis+sentinel:// URL', redisUrl);
+  }
+
+  const leaseTtlMs = read(env, 'LONGRUN_LEASE_TTL_MS', durationMs.min(30), 'an integer number of milliseconds >= 30', 60_000);
+
+  return {
+    listen: parseListen(env, 'LONGRUN_LISTEN', '127.0.0.1:8181'),
+    opsListen: parseListen(env, 'LONGRUN_OPS_LISTEN', '127.0.0.1:9181'),
+    ownerUrl,
+    secret,
+    redisUrl,
+    acceptWaitMs: read(env, 'LONGRUN_ACCEPT_WAIT_MS', durationMs, 'a positive integer number of milliseconds', 10_000),
+    // 55 min: below the workflow service's one-hour stream cap and two-hour token TTL.
+    runLimitMs: read(env, 'LONGRUN_RUN_LIMIT_MS', durationMs, 'a positive integer number of milliseconds', 3_300_000),
+    stopAckTimeoutMs: read(env, 'LONGRUN_STOP_ACK_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 10_000),
+    leaseTtlMs,
+    stopPollMs: read(env, 'LONGRUN_STOP_POLL_MS', durationMs, 'a positive integer number of milliseconds', 5_000),
+    stopKeyTtlMs: read(env, 'LONGRUN_STOP_KEY_TTL_MS', durationMs, 'a positive integer number of milliseconds', 600_000),
+    keepaliveMs: read(env, 'LONGRUN_KEEPALIVE_MS', durationMs, 'a positive integer number of milliseconds', 20_000),
+    shutdownDelayMs: read(env, 'LONGRUN_SHUTDOWN_DELAY_MS', nonNegativeMs, 'a non-negative integer number of milliseconds', 0),
+    // 8 s fits a drain inside Kubernetes' default 10 s SIGTERM→SIGKILL window.
+    drainTimeoutMs: read(env, 'LONGRUN_DRAIN_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 8_000),
+    maxDetachedRuns: read(env, 'LONGRUN_MAX_DETACHED_RUNS', count, 'a non-negative integer', 10_000),
+    maxRunsPerActor: read(env, 'LONGRUN_MAX_RUNS_PER_ACTOR', count, 'a non-negative integer (0 = off)', 0),
+    preauthTimeoutMs: read(env, 'LONGRUN_PREAUTH_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 10_000),
+    relayTimeoutMs: read(env, 'LONGRUN_RELAY_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 5_000),
+    grpcConnectionsPerTarget: read(env, 'LONGRUN_GRPC_CONNECTIONS', z.coerce.number().int().min(1).max(256), 'an integer from 1 to 256', 4),
+    replicaId: read(env, 'LONGRUN_REPLICA_ID', z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/), 'a name of [A-Za-z0-9_.:-], at most 128 characters', `${os.hostname()}-${process.pid}`),
+    logLevel: read(env, 'LONGRUN_LOG_LEVEL', z.enum(logLevels), logLevels.join('|'), 'info'),
+  };
+}

@@ -1,0 +1,70 @@
+/**
+ * Every error a caller can see, with its stable code and HTTP status (SPEC §3 status
+ * table). Routes throw or return a GatewayError; src/http/error-response.ts is the one
+ * place that turns it into a response. docs/errors.md lists every code (a test checks).
+ */
+
+interface ErrorSpec {
+  status: number;
+  retryable: boolean;
+}
+
+export const errorCatalog = {
+  INVALID_REQUEST: { status: 400, retryable: false },
+  UNAUTHORIZED: { status: 401, retryable: false },
+  // The owner's own status is passed through; 403 is only the catalogue's placeholder.
+  PREAUTH_DENIED: { status: 403, retryable: false },
+  USAGE_QUOTA_EXCEEDED: { status: 403, retryable: false },
+  NOT_FOUND: { status: 404, retryable: false },
+  WORKFLOW_LOCKED: { status: 409, retryable: true },
+  STOPPED: { status: 409, retryable: false },
+  NOT_CANCELLABLE: { status: 409, retryable: false },
+  ACTOR_LIMIT: { status: 429, retryable: true },
+  INTERNAL: { status: 500, retryable: true },
+  NOT_IMPLEMENTED: { status: 501, retryable: false },
+  OWNER_UNAVAILABLE: { status: 502, retryable: true },
+  PREAUTH_INVALID: { status: 502, retryable: true },
+  WORKFLOW_SERVICE_UNAVAILABLE: { status: 502, retryable: true },
+  LOCK_UNAVAILABLE: { status: 503, retryable: true },
+  DRAINING: { status: 503, retryable: true },
+  CAPACITY_EXHAUSTED: { status: 503, retryable: true },
+} as const satisfies Record<string, ErrorSpec>;
+
+export type ErrorCode = keyof typeof errorCatalog;
+
+export interface GatewayErrorOptions {
+  cause?: unknown;
+  /** Seconds for Retry-After (always sent with a 503). */
+  retryAfterS?: number;
+  /** Overrides the catalogue status (PREAUTH_DENIED passes the owner's through). */
+  status?: number;
+}
+
+export class GatewayError extends Error {
+  readonly status: number;
+  readonly retryable: boolean;
+  readonly retryAfterS: number | undefined;
+
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    options: GatewayErrorOptions = {},
+  ) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'GatewayError';
+    const spec: ErrorSpec = errorCatalog[code];
+    this.status = options.status ?? spec.status;
+    this.retryable = spec.retryable;
+    this.retryAfterS = options.retryAfterS ?? (this.status === 503 ? 1 : undefined);
+  }
+
+  toBody(): { error: { code: ErrorCode; message: string; retryable: boolean } } {
+    return { error: { code: this.code, message: this.message, retryable: this.retryable } };
+  }
+}
+
+/** Any thrown value as a GatewayError; an unexpected one becomes INTERNAL with no detail. */
+export function toGatewayError(err: unknown): GatewayError {
+  if (err instanceof GatewayError) return err;
+  return new GatewayError('INTERNAL', 'internal error', { cause: err });
+}

@@ -1,0 +1,238 @@
+/**
+ * The simulated owner service (a Rails stand-in): a real express server that answers
+ * the pre-authorization of SPEC §2 (per-workflow configurable), verifies the
+ * Gitlab-Workhorse-Api-Request JWT, serves a few API endpoints for runHTTPRequest to
+ * hit, receives segment-end callbacks (§6) and records everything it received.
+ */
+import { EventEmitter } from 'node:events';
+import type { AddressInfo } from 'node:net';
+import type http from 'node:http';
+import express from 'express';
+import { verifyJwt, WORKHORSE_ISSUER } from '../owner/jwt';
+
+export interface PreauthConfig {
+  detached?: boolean;
+  lockConcurrentFlow?: boolean;
+  timeoutHTTPRequests?: boolean;
+  actorId?: string;
+  serverCapabilities?: string[];
+  mcpServers?: Record<string, { URL: string; Headers?: Record<string, string>; Tools?: string[] | null; PreApprovedTools?: string[]; Trusted?: boolean }>;
+  /** Extra gRPC metadata for Service.Headers (x-gitlab-oauth-token is always set). */
+  serviceHeaders?: Record<string, string>;
+  /** Service.URI; default the workflow simulator given at start. */
+  serviceUri?: string;
+  /** Answer this status and body instead of a preauth (the owner refusing). */
+  deny?: { status: number; body: string; contentType?: string };
+  /** Answer a 200 that is malformed in this way. */
+  malformed?: 'content-type' | 'json' | 'missing-uri' | 'missing-workflow-id';
+  /** Delay the answer (to test the preauth deadline). */
+  delayMs?: number;
+}
+
+export interface ReceivedRequest {
+  method: string;
+  path: string;
+  headers: Record<string, string | string[] | undefined>;
+  body: string;
+  at: number;
+}
+
+export interface SegmentEnd {
+  workflow_id: string;
+  run_id: string;
+  reason: string;
+  segment_duration_s: number;
+  actions: number;
+}
+
+export interface OwnerSimulatorOptions {
+  secret: Uint8Array;
+  /** The workflow service address put in Service.URI. */
+  workflowServiceUri: string;
+  host?: string;
+  port?: number;
+  /** Defaults for every workflow not configured with configure(). */
+  defaults?: PreauthConfig;
+  /** The user's API token put in Service.Headers["x-gitlab-oauth-token"]. */
+  oauthToken?: string;
+}
+
+export const OWNER_OAUTH_TOKEN = 'sim-oauth-token-0123456789';
+
+export class OwnerServiceSimulator {
+  readonly preauths: ReceivedRequest[] = [];
+  readonly apiRequests: ReceivedRequest[] = [];
+  readonly segmentEnds: SegmentEnd[] = [];
+  readonly rejectedJwt: ReceivedRequest[] = [];
+  /** Answer the next N segment-end callbacks with this status (to test retries). */
+  segmentEndFailures: { remaining: number; status: number } = { remaining: 0, status: 503 };
+  /** Called for every accepted segment-end callback (e.g. to re-dispatch the turn). */
+  onSegmentEnd: ((end: SegmentEnd) => void) | undefined;
+  private readonly configs = new Map<string, PreauthConfig>();
+  private readonly events = new EventEmitter();
+  private closing: Promise<void> | undefined;
+
+  private constructor(
+    private readonly server: http.Server,
+    readonly url: string,
+    private readonly options: OwnerSimulatorOptions,
+  ) {
+    this.events.setMaxListeners(0);
+  }
+
+  static async start(options: OwnerSimulatorOptions): Promise<OwnerServiceSimulator> {
+    const app = express();
+    let sim: OwnerServiceSimulator | undefined;
+    app.use(express.text({ type: () => true, limit: '16mb' }));
+    app.use((req, res, next) => (sim ? sim.route(req, res, next) : next()));
+    const server = app.listen(options.port ?? 0, options.host ?? '127.0.0.1');
+    await new Promise<void>((resolve, reject) => {
+      server.once('listening', resolve);
+      server.once('error', reject);
+    });
+    const { address, port } = server.address() as AddressInfo;
+    const host = address.includes(':') ? `[${address}]` : address;
+    sim = new OwnerServiceSimulator(server, `http://${host}:${port}`, options);
+    return sim;
+  }
+
+  /** Sets how preauth answers for one workflow (merged over the defaults). */
+  configure(workflowId: string, config: PreauthConfig): void {
+    this.configs.set(workflowId, config);
+  }
+
+  waitFor(predicate: () => boolean, timeoutMs = 10_000, what = 'condition'): Promise<void> {
+    if (predicate()) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const check = (): void => {
+        if (!predicate()) return;
+        cleanup();
+        resolve();
+      };
+      const timer = setTimeout(() => {
+        cleanup();
+        reject(new Error(`owner simulator: timed out after ${timeoutMs} ms waiting for ${what}`));
+      }, timeoutMs);
+      const cleanup = (): void => {
+        clearTimeout(timer);
+        this.events.off('change', check);
+      };
+      this.events.on('change', check);
+    });
+  }
+
+  close(): Promise<void> {
+    this.closing ??= new Promise<void>((resolve) => {
+      this.server.close(() => resolve());
+      this.server.closeAllConnections();
+    });
+    return this.closing;
+  }
+
+  private record(req: express.Request): ReceivedRequest {
+    return {
+      method: req.method,
+      path: req.originalUrl,
+      headers: { ...req.headers },
+      body: typeof req.body === 'string' ? req.body : '',
+      at: Date.now(),
+    };
+  }
+
+  private async jwtOk(req: express.Request): Promise<boolean> {
+    const token = req.get('gitlab-workhorse-api-request');
+    return token !== undefined && (await verifyJwt(this.options.secret, token, WORKHORSE_ISSUER));
+  }
+
+  private route(req: express.Request, res: express.Response, next: express.NextFunction): void {
+    void this.dispatch(req, res).then(
+      () => this.events.emit('change'),
+      (err: unknown) => next(err),
+    );
+  }
+
+  private async dispatch(req: express.Request, res: express.Response): Promise<void> {
+    const received = this.record(req);
+    const executeMatch = /\/api\/v4\/ai\/duo_workflows\/workflows\/([^/]+)\/execute$/.exec(req.path);
+    const segmentEndMatch = /\/api\/v4\/internal\/ai\/duo_workflows\/workflows\/([^/]+)\/segment_end$/.exec(req.path);
+    if ((executeMatch || segmentEndMatch) && !(await this.jwtOk(req))) {
+      this.rejectedJwt.push(received);
+      res.status(401).json({ message: '401 Unauthorized: missing or invalid Gitlab-Workhorse-Api-Request' });
+      return;
+    }
+    if (executeMatch) {
+      this.preauths.push(received);
+      await this.answerPreauth(decodeURIComponent(executeMatch[1] as string), res);
+      return;
+    }
+    if (segmentEndMatch) {
+      if (this.segmentEndFailures.remaining > 0) {
+        this.segmentEndFailures.remaining -= 1;
+        res.status(this.segmentEndFailures.status).json({ message: 'simulated failure' });
+        return;
+      }
+      const end = JSON.parse(received.body || '{}') as SegmentEnd;
+      this.segmentEnds.push(end);
+      res.status(204).end();
+      this.onSegmentEnd?.(end);
+      return;
+    }
+    this.apiRequests.push(received);
+    this.answerApi(req, res, received);
+  }
+
+  private async answerPreauth(workflowId: string, res: express.Response): Promise<void> {
+    const config: PreauthConfig = { ...this.options.defaults, ...this.configs.get(workflowId) };
+    if (config.delayMs) await new Promise((r) => setTimeout(r, config.delayMs));
+    if (config.deny) {
+      res.status(config.deny.status).type(config.deny.contentType ?? 'application/json').send(config.deny.body);
+      return;
+    }
+    const body = {
+      DuoWorkflow: {
+        Service: {
+          URI: config.malformed === 'missing-uri' ? undefined : (config.serviceUri ?? this.options.workflowServiceUri),
+          Headers: { 'x-gitlab-oauth-token': this.options.oauthToken ?? OWNER_OAUTH_TOKEN, ...config.serviceHeaders },
+          Secure: false,
+        },
+        McpServers: config.mcpServers ?? {},
+        LockConcurrentFlow: config.lockConcurrentFlow ?? true,
+        ServerCapabilities: config.serverCapabilities ?? ['owner_capability'],
+        TimeoutHTTPRequests: config.timeoutHTTPRequests ?? true,
+        WorkflowID: config.malformed === 'missing-workflow-id' ? undefined : workflowId,
+        ...(config.actorId === undefined ? {} : { ActorID: config.actorId }),
+      },
+      ...(config.detached === undefined ? {} : { Detached: config.detached }),
+    };
+    if (config.malformed === 'json') {
+      res.status(200).type('application/vnd.gitlab-workhorse+json').send('{"DuoWorkflow": ');
+    } else if (config.malformed === 'content-type') {
+      res.status(200).type('application/json').send(JSON.stringify(body));
+    } else {
+      res.status(200).type('application/vnd.gitlab-workhorse+json').send(JSON.stringify(body));
+    }
+  }
+
+  /** API endpoints for relayed runHTTPRequest actions. */
+  private answerApi(req: express.Request, res: express.Response, received: ReceivedRequest): void {
+    const path = req.path;
+    if (path === '/api/v4/echo') {
+      res.status(200).json({ method: req.method, path: req.originalUrl, body: received.body, headers: req.headers });
+    } else if (path === '/api/v4/slow') {
+      const ms = Number(req.query['ms'] ?? 10_000);
+      const timer = setTimeout(() => res.status(200).json({ slow: true, ms }), ms);
+      res.on('close', () => clearTimeout(timer));
+    } else if (path === '/api/v4/large') {
+      const bytes = Number(req.query['bytes'] ?? 5 * 1024 * 1024);
+      res.status(200).type('text/plain').send('x'.repeat(bytes));
+    } else if (path === '/api/v4/redirect') {
+      res.redirect(302, String(req.query['to'] ?? 'http://127.0.0.1:1/elsewhere'));
+    } else if (path === '/api/v4/status') {
+      res.status(Number(req.query['code'] ?? 500)).json({ message: 'as asked' });
+    } else if (/^\/api\/v4\/projects\/[^/]+$/.test(path)) {
+      res.status(200).json({ id: path.split('/').pop(), name: 'sandbox-project' });
+    } else {
+      res.status(404).json({ message: '404 Not Found' });
+    }
+  }
+}

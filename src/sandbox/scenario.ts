@@ -1,0 +1,85 @@
+/**
+ * The simulated workflow service's scenario vocabulary. A scenario is read from
+ * StartWorkflowRequest.workflowMetadata: `{"scenario": [step, ...]}`. Steps run in order;
+ * after the last one the call ends OK. Without a scenario the default is one checkpoint
+ * then end.
+ *
+ *   {"op":"checkpoint","text":"...","status":"RUNNING"}   emit newCheckpoint (no answer awaited)
+ *   {"op":"http","method":"GET","path":"/api/v4/...","body":"..."}
+ *                                                         request runHTTPRequest, await and record the httpResponse
+ *   {"op":"mcp","name":"tool","args":"{}"}                 request runMCPTool, await and record the answer
+ *   {"op":"unsupported","kind":"runReadFile"}             request an action longrun must refuse, await and record the error
+ *   {"op":"wait","ms":100}                                 do nothing for ms (stops are still served)
+ *   {"op":"fail","code":"UNAVAILABLE","message":"..."}     end the call with that gRPC status
+ *   {"op":"hang"}                                          never send anything again (until stopped or cancelled)
+ *   {"op":"end"}                                           end the call OK now
+ *   {"op":"repeat","times":N,"steps":[...]}                run the nested steps N times
+ */
+import { z } from 'zod';
+
+export const grpcCodeNames = [
+  'CANCELLED',
+  'UNKNOWN',
+  'INVALID_ARGUMENT',
+  'DEADLINE_EXCEEDED',
+  'NOT_FOUND',
+  'ALREADY_EXISTS',
+  'PERMISSION_DENIED',
+  'RESOURCE_EXHAUSTED',
+  'FAILED_PRECONDITION',
+  'ABORTED',
+  'OUT_OF_RANGE',
+  'UNIMPLEMENTED',
+  'INTERNAL',
+  'UNAVAILABLE',
+  'DATA_LOSS',
+  'UNAUTHENTICATED',
+] as const;
+
+export type Step =
+  | { op: 'checkpoint'; text?: string; status?: string }
+  | { op: 'http'; method?: string; path: string; body?: string }
+  | { op: 'mcp'; name: string; args?: string }
+  | { op: 'unsupported'; kind?: string }
+  | { op: 'wait'; ms: number }
+  | { op: 'fail'; code: (typeof grpcCodeNames)[number]; message?: string }
+  | { op: 'hang' }
+  | { op: 'end' }
+  | { op: 'repeat'; times: number; steps: Step[] };
+
+const stepSchema: z.ZodType<Step> = z.lazy(() =>
+  z.discriminatedUnion('op', [
+    z.object({ op: z.literal('checkpoint'), text: z.string().optional(), status: z.string().optional() }),
+    z.object({ op: z.literal('http'), method: z.string().optional(), path: z.string(), body: z.string().optional() }),
+    z.object({ op: z.literal('mcp'), name: z.string(), args: z.string().optional() }),
+    z.object({ op: z.literal('unsupported'), kind: z.string().optional() }),
+    z.object({ op: z.literal('wait'), ms: z.number().int().min(0).max(3_600_000) }),
+    z.object({ op: z.literal('fail'), code: z.enum(grpcCodeNames), message: z.string().optional() }),
+    z.object({ op: z.literal('hang') }),
+    z.object({ op: z.literal('end') }),
+    z.object({ op: z.literal('repeat'), times: z.number().int().min(0).max(1_000_000), steps: z.array(stepSchema) }),
+  ]),
+);
+
+const metadataSchema = z.object({ scenario: z.array(stepSchema).optional() }).passthrough();
+
+export const defaultScenario: Step[] = [{ op: 'checkpoint', text: 'done' }, { op: 'end' }];
+
+/** Parses workflowMetadata; throws with a readable message when the scenario is malformed. */
+export function parseScenario(workflowMetadata: string | undefined): Step[] {
+  if (!workflowMetadata) return defaultScenario;
+  let json: unknown;
+  try {
+    json = JSON.parse(workflowMetadata);
+  } catch {
+    throw new Error('workflowMetadata is not JSON');
+  }
+  const parsed = metadataSchema.safeParse(json);
+  if (!parsed.success) throw new Error(`bad scenario: ${parsed.error.issues[0]?.message ?? 'invalid'}`);
+  return parsed.data.scenario ?? defaultScenario;
+}
+
+/** workflowMetadata text for a scenario (what tests put in a StartWorkflowRequest). */
+export function scenarioMetadata(steps: Step[]): string {
+  return JSON.stringify({ scenario: steps });
+}

@@ -1,0 +1,307 @@
+/**
+ * The simulated workflow service: a real grpc-js server on a loopback port that plays
+ * the scenario named in each StartWorkflowRequest (see scenario.ts), answers
+ * stopWorkflow as the real service does (infra allowlist → UNAVAILABLE, other reasons →
+ * OK) and records every call for assertions. Used by the sandbox, the tests and the
+ * benchmarks; never inside the gateway.
+ */
+import { EventEmitter } from 'node:events';
+import { setTimeout as sleep } from 'node:timers/promises';
+import * as grpc from '@grpc/grpc-js';
+import {
+  duoWorkflowService,
+  type Action,
+  type ActionResponse,
+  type DecodedClientEvent,
+  type StartWorkflowRequest,
+} from '../workflow/contract';
+import { parseScenario, type Step } from './scenario';
+
+export const defaultInfraStopReasons = [
+  'WORKHORSE_SERVER_SHUTDOWN',
+  'WORKHORSE_RUN_LIMIT',
+  'WORKHORSE_LOCK_LOST',
+] as const;
+
+export interface CallEnd {
+  how: 'ok' | 'status' | 'cancelled';
+  /** gRPC status name when how is 'status'. */
+  code?: string;
+  at: number;
+}
+
+/** What the simulator saw of one ExecuteWorkflow call. */
+export interface CallRecord {
+  workflowId: string;
+  startRequest: StartWorkflowRequest;
+  /** Request metadata (headers) as received. */
+  metadata: Record<string, string>;
+  startedAt: number;
+  actionsSent: number;
+  actionResponses: Array<{ kind: string; requestID: string; response: ActionResponse }>;
+  stopReasons: string[];
+  stopReceivedAt: number[];
+  heartbeats: number;
+  ended?: CallEnd;
+}
+
+export interface WorkflowSimulatorOptions {
+  host?: string;
+  port?: number;
+  /** Stop reasons treated as "client went away" (ended with UNAVAILABLE). */
+  infraStopReasons?: readonly string[];
+  /** Ignore stopWorkflow entirely (to test the stop-ack timeout). */
+  ignoreStops?: boolean;
+  /** grpc.max_concurrent_streams for the server's HTTP/2 connections. */
+  maxConcurrentStreams?: number;
+}
+
+class CallEnded extends Error {}
+
+export class WorkflowServiceSimulator {
+  readonly calls: CallRecord[] = [];
+  infraStopReasons: Set<string>;
+  ignoreStops: boolean;
+  private readonly events = new EventEmitter();
+  private readonly live = new Set<grpc.ServerDuplexStream<DecodedClientEvent, Action>>();
+  private closing: Promise<void> | undefined;
+
+  private constructor(
+    private readonly server: grpc.Server,
+    readonly port: number,
+    readonly host: string,
+    options: WorkflowSimulatorOptions,
+  ) {
+    this.infraStopReasons = new Set(options.infraStopReasons ?? defaultInfraStopReasons);
+    this.ignoreStops = options.ignoreStops ?? false;
+    this.events.setMaxListeners(0);
+  }
+
+  /** Starts the server on host:port (default 127.0.0.1:0). */
+  static async start(options: WorkflowSimulatorOptions = {}): Promise<WorkflowServiceSimulator> {
+    const host = options.host ?? '127.0.0.1';
+    const serverOptions: grpc.ServerOptions = {};
+    if (options.maxConcurrentStreams !== undefined) {
+      serverOptions['grpc.max_concurrent_streams'] = options.maxConcurrentStreams;
+    }
+    const server = new grpc.Server(serverOptions);
+    let sim: WorkflowServiceSimulator | undefined;
+    server.addService(duoWorkflowService, {
+      ExecuteWorkflow: (call: grpc.ServerDuplexStream<DecodedClientEvent, Action>) => sim?.handle(call),
+    });
+    const hostPort = host.includes(':') ? `[${host}]:${options.port ?? 0}` : `${host}:${options.port ?? 0}`;
+    const port = await new Promise<number>((resolve, reject) => {
+      server.bindAsync(hostPort, grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p)));
+    });
+    sim = new WorkflowServiceSimulator(server, port, host, options);
+    return sim;
+  }
+
+  /** host:port, as the owner's Service.URI. */
+  get address(): string {
+    return this.host.includes(':') ? `[${this.host}]:${this.port}` : `${this.host}:${this.port}`;
+  }
+
+  callsFor(workflowId: string): CallRecord[] {
+    return this.calls.filter((c) => c.workflowId === workflowId);
+  }
+
+  /** Calls that have not ended yet. */
+  get openCalls(): number {
+    return this.live.size;
+  }
+
+  /** Resolves when `predicate` holds, re-checked on every recorded change; rejects after timeoutMs. */
+  waitFor(predicate: () => boolean, timeoutMs = 10_000, what = 'condition'): Promise<void> {
+    if (predicate()) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const check = (): void => {
+        if (!predicate()) return;
+        cleanup();
+        resolve();
+      };
+      const timer = setTimeout(() => {
+        cleanup();
+        reject(new Error(`workflow simulator: timed out after ${timeoutMs} ms waiting for ${what}`));
+      }, timeoutMs);
+      const cleanup = (): void => {
+        clearTimeout(timer);
+        this.events.off('change', check);
+      };
+      this.events.on('change', check);
+    });
+  }
+
+  /** Ends every open call with CANCELLED-free shutdown and closes the server. Idempotent. */
+  close(): Promise<void> {
+    this.closing ??= new Promise<void>((resolve) => {
+      this.server.tryShutdown(() => resolve());
+      // Open calls would hold tryShutdown forever; end them.
+      for (const call of this.live) call.destroy();
+      setTimeout(() => this.server.forceShutdown(), 2_000).unref();
+    });
+    return this.closing;
+  }
+
+  private changed(): void {
+    this.events.emit('change');
+  }
+
+  private handle(call: grpc.ServerDuplexStream<DecodedClientEvent, Action>): void {
+    this.live.add(call);
+    let record: CallRecord | undefined;
+    let ended = false;
+    let nextRequestId = 1;
+    const waiting = new Map<string, (response: ActionResponse) => void>();
+    const abort = new AbortController();
+
+    const finish = (how: CallEnd['how'], code?: keyof typeof grpc.status, message?: string): void => {
+      if (ended) return;
+      ended = true;
+      abort.abort();
+      this.live.delete(call);
+      if (record) record.ended = { how, code, at: Date.now() };
+      if (how === 'ok') call.end();
+      else if (how === 'status' && code) call.emit('error', { code: grpc.status[code], details: message ?? code });
+      this.changed();
+    };
+
+    const send = (action: Action): void => {
+      if (ended) throw new CallEnded();
+      if (record) record.actionsSent += 1;
+      call.write(action);
+      this.changed();
+    };
+
+    const request = async (action: Omit<Action, 'requestID'>, kind: string): Promise<ActionResponse> => {
+      const requestID = String(nextRequestId++);
+      const answered = new Promise<ActionResponse>((resolve, reject) => {
+        waiting.set(requestID, resolve);
+        abort.signal.addEventListener('abort', () => reject(new CallEnded()), { once: true });
+      });
+      send({ requestID, ...action } as Action);
+      const response = await answered;
+      record?.actionResponses.push({ kind, requestID, response });
+      this.changed();
+      return response;
+    };
+
+    const runStep = async (step: Step): Promise<void> => {
+      switch (step.op) {
+        case 'checkpoint':
+          send({
+            requestID: String(nextRequestId++),
+            newCheckpoint: { status: step.status ?? 'RUNNING', checkpoint: step.text ?? '', goal: record?.startRequest.goal ?? '' },
+          });
+          return;
+        case 'http':
+          await request(
+            { runHTTPRequest: { method: step.method ?? 'GET', path: step.path, ...(step.body === undefined ? {} : { body: step.body }) } },
+            'runHTTPRequest',
+          );
+          return;
+        case 'mcp':
+          await request({ runMCPTool: { name: step.name, args: step.args ?? '{}' } }, 'runMCPTool');
+          return;
+        case 'unsupported': {
+          const kind = step.kind ?? 'runReadFile';
+          await request({ [kind]: unsupportedPayload(kind) }, kind);
+          return;
+        }
+        case 'wait':
+          await sleep(step.ms, undefined, { signal: abort.signal }).catch(() => {
+            throw new CallEnded();
+          });
+          return;
+        case 'fail':
+          finish('status', step.code, step.message);
+          throw new CallEnded();
+        case 'hang':
+          await new Promise((_resolve, reject) => abort.signal.addEventListener('abort', () => reject(new CallEnded()), { once: true }));
+          return;
+        case 'end':
+          finish('ok');
+          throw new CallEnded();
+        case 'repeat':
+          for (let i = 0; i < step.times; i++) for (const inner of step.steps) await runStep(inner);
+          return;
+      }
+    };
+
+    const play = async (steps: Step[]): Promise<void> => {
+      try {
+        for (const step of steps) await runStep(step);
+        finish('ok');
+      } catch (err) {
+        if (!(err instanceof CallEnded)) finish('status', 'INTERNAL', String(err));
+      }
+    };
+
+    call.on('data', (event: DecodedClientEvent) => {
+      if (ended) return;
+      if (!record) {
+        if (!event.startRequest) {
+          finish('status', 'INVALID_ARGUMENT', 'first event must be startRequest');
+          return;
+        }
+        const metadata: Record<string, string> = {};
+        for (const [k, v] of Object.entries(call.metadata.getMap())) metadata[k] = String(v);
+        record = {
+          workflowId: event.startRequest.workflowID ?? '',
+          startRequest: event.startRequest,
+          metadata,
+          startedAt: Date.now(),
+          actionsSent: 0,
+          actionResponses: [],
+          stopReasons: [],
+          stopReceivedAt: [],
+          heartbeats: 0,
+        };
+        this.calls.push(record);
+        this.changed();
+        let steps: Step[];
+        try {
+          steps = parseScenario(event.startRequest.workflowMetadata);
+        } catch (err) {
+          finish('status', 'INVALID_ARGUMENT', (err as Error).message);
+          return;
+        }
+        void play(steps);
+        return;
+      }
+      if (event.actionResponse) {
+        const resolve = waiting.get(event.actionResponse.requestID);
+        waiting.delete(event.actionResponse.requestID);
+        resolve?.(event.actionResponse);
+      } else if (event.stopWorkflow) {
+        const reason = event.stopWorkflow.reason ?? '';
+        record.stopReasons.push(reason);
+        record.stopReceivedAt.push(Date.now());
+        this.changed();
+        if (this.ignoreStops) return;
+        if (this.infraStopReasons.has(reason)) finish('status', 'UNAVAILABLE', `workflow interrupted: ${reason}`);
+        else finish('ok');
+      } else if (event.heartbeat) {
+        record.heartbeats += 1;
+      }
+    });
+    call.on('cancelled', () => finish('cancelled'));
+    call.on('end', () => finish('ok'));
+    call.on('error', () => finish('cancelled'));
+  }
+}
+
+function unsupportedPayload(kind: string): Record<string, unknown> {
+  switch (kind) {
+    case 'runCommand':
+      return { program: 'ls' };
+    case 'runGitCommand':
+      return { command: 'status' };
+    case 'runShellCommand':
+      return { command: 'ls' };
+    case 'listDirectory':
+      return { directory: '.' };
+    default:
+      return {};
+  }
+}
