@@ -34,8 +34,8 @@ export interface Config {
   maxRunsPerActor: number;
   preauthTimeoutMs: number;
   relayTimeoutMs: number;
-  /** gRPC connections per workflow-service target; streams are spread over them. */
-  grpcConnectionsPerTarget: number;
+  /** Streams per gRPC connection before another connection to the same target is opened. */
+  grpcStreamsPerConnection: number;
   replicaId: string;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 }
@@ -141,7 +141,8 @@ export function loadConfig(env: Env = process.env): Config {
     maxRunsPerActor: read(env, 'LONGRUN_MAX_RUNS_PER_ACTOR', count, 'a non-negative integer (0 = off)', 0),
     preauthTimeoutMs: read(env, 'LONGRUN_PREAUTH_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 10_000),
     relayTimeoutMs: read(env, 'LONGRUN_RELAY_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 5_000),
-    grpcConnectionsPerTarget: read(env, 'LONGRUN_GRPC_CONNECTIONS', z.coerce.number().int().min(1).max(256), 'an integer from 1 to 256', 4),
+    // 100 is the usual per-connection stream cap of gRPC servers.
+    grpcStreamsPerConnection: read(env, 'LONGRUN_GRPC_STREAMS_PER_CONNECTION', z.coerce.number().int().min(1).max(10_000), 'an integer from 1 to 10000', 100),
     replicaId: read(env, 'LONGRUN_REPLICA_ID', z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/), 'a name of [A-Za-z0-9_.:-], at most 128 characters', `${os.hostname()}-${process.pid}`),
     logLevel: read(env, 'LONGRUN_LOG_LEVEL', z.enum(logLevels), logLevels.join('|'), 'info'),
   };

@@ -58,12 +58,22 @@ export interface WorkflowSimulatorOptions {
 
 class CallEnded extends Error {}
 
+type Finish = (how: CallEnd['how'], code?: keyof typeof grpc.status, message?: string) => void;
+
+/**
+ * How long a client half-close waits before the call is ended OK. A grpc-js client's
+ * cancel() sends END_STREAM and then RST_STREAM, so the server sees 'end' a moment before
+ * 'cancelled'; ending OK at once would record every cancel as a clean end.
+ */
+const HALF_CLOSE_GRACE_MS = 50;
+
 export class WorkflowServiceSimulator {
   readonly calls: CallRecord[] = [];
   infraStopReasons: Set<string>;
   ignoreStops: boolean;
   private readonly events = new EventEmitter();
-  private readonly live = new Set<grpc.ServerDuplexStream<DecodedClientEvent, Action>>();
+  /** Open calls, each with the function that ends it. */
+  private readonly live = new Map<grpc.ServerDuplexStream<DecodedClientEvent, Action>, Finish>();
   private closing: Promise<void> | undefined;
 
   private constructor(
@@ -132,12 +142,15 @@ export class WorkflowServiceSimulator {
     });
   }
 
-  /** Ends every open call with CANCELLED-free shutdown and closes the server. Idempotent. */
+  /**
+   * Ends every open call with UNAVAILABLE (what a client of a service going down sees)
+   * and closes the server. Idempotent.
+   */
   close(): Promise<void> {
     this.closing ??= new Promise<void>((resolve) => {
       this.server.tryShutdown(() => resolve());
       // Open calls would hold tryShutdown forever; end them.
-      for (const call of this.live) call.destroy();
+      for (const finish of [...this.live.values()]) finish('status', 'UNAVAILABLE', 'workflow service shutting down');
       setTimeout(() => this.server.forceShutdown(), 2_000).unref();
     });
     return this.closing;
@@ -148,16 +161,17 @@ export class WorkflowServiceSimulator {
   }
 
   private handle(call: grpc.ServerDuplexStream<DecodedClientEvent, Action>): void {
-    this.live.add(call);
     let record: CallRecord | undefined;
     let ended = false;
     let nextRequestId = 1;
+    let halfCloseTimer: NodeJS.Timeout | undefined;
     const waiting = new Map<string, (response: ActionResponse) => void>();
     const abort = new AbortController();
 
-    const finish = (how: CallEnd['how'], code?: keyof typeof grpc.status, message?: string): void => {
+    const finish: Finish = (how, code, message) => {
       if (ended) return;
       ended = true;
+      clearTimeout(halfCloseTimer);
       abort.abort();
       this.live.delete(call);
       if (record) record.ended = { how, code, at: Date.now() };
@@ -165,6 +179,7 @@ export class WorkflowServiceSimulator {
       else if (how === 'status' && code) call.emit('error', { code: grpc.status[code], details: message ?? code });
       this.changed();
     };
+    this.live.set(call, finish);
 
     const send = (action: Action): void => {
       if (ended) throw new CallEnded();
@@ -176,8 +191,14 @@ export class WorkflowServiceSimulator {
     const request = async (action: Omit<Action, 'requestID'>, kind: string): Promise<ActionResponse> => {
       const requestID = String(nextRequestId++);
       const answered = new Promise<ActionResponse>((resolve, reject) => {
-        waiting.set(requestID, resolve);
-        abort.signal.addEventListener('abort', () => reject(new CallEnded()), { once: true });
+        // One listener per pending request, removed when answered: a long scenario must
+        // not pile listeners on the call's signal.
+        const onAbort = (): void => reject(new CallEnded());
+        abort.signal.addEventListener('abort', onAbort, { once: true });
+        waiting.set(requestID, (response) => {
+          abort.signal.removeEventListener('abort', onAbort);
+          resolve(response);
+        });
       });
       send({ requestID, ...action } as Action);
       const response = await answered;
@@ -283,10 +304,14 @@ export class WorkflowServiceSimulator {
         else finish('ok');
       } else if (event.heartbeat) {
         record.heartbeats += 1;
+        this.changed();
       }
     });
     call.on('cancelled', () => finish('cancelled'));
-    call.on('end', () => finish('ok'));
+    call.on('end', () => {
+      if (ended) return;
+      halfCloseTimer = setTimeout(() => finish(call.cancelled ? 'cancelled' : 'ok'), HALF_CLOSE_GRACE_MS);
+    });
     call.on('error', () => finish('cancelled'));
   }
 }

@@ -1,0 +1,98 @@
+/**
+ * A held lock, kept alive: renewed every TTL/3 while the run lives. Each renewal is one
+ * atomic observation of "I still own it" and "I should stop" (renew-lease.lua).
+ *
+ * - token gone or taken over → onLost (the run stops with WORKHORSE_LOCK_LOST);
+ * - stop flag set → onStop(value);
+ * - renewal erroring → retried until the lease would expire, then onLost: a run never
+ *   goes on past an expiry it could not prevent.
+ */
+import type { LockBackend } from './lock-backend';
+
+export type LeaseState = 'held' | 'lost' | 'released';
+
+export interface LeaseHooks {
+  onLost(why: 'taken' | 'expired'): void;
+  onStop(value: string): void;
+  onRenew?(result: 'ok' | 'lost' | 'error'): void;
+}
+
+export class Lease {
+  private state: LeaseState = 'held';
+  private timer: NodeJS.Timeout | undefined;
+  /** When the last successful renewal (or the acquire) was sent: the lease runs at least ttl from it. */
+  private confirmedAt: number;
+  private releasing: Promise<boolean> | undefined;
+
+  constructor(
+    private readonly backend: LockBackend,
+    readonly workflowId: string,
+    readonly token: string,
+    private readonly ttlMs: number,
+    private readonly hooks: LeaseHooks,
+    acquiredAt: number = Date.now(),
+  ) {
+    this.confirmedAt = acquiredAt;
+    this.schedule(Math.max(1, Math.floor(ttlMs / 3)));
+  }
+
+  get current(): LeaseState {
+    return this.state;
+  }
+
+  private schedule(delayMs: number): void {
+    if (this.state !== 'held') return;
+    this.timer = setTimeout(() => void this.renew(), delayMs);
+  }
+
+  private async renew(): Promise<void> {
+    if (this.state !== 'held') return;
+    const sentAt = Date.now();
+    try {
+      const result = await this.backend.renew(this.workflowId, this.token, this.ttlMs);
+      if (this.state !== 'held') return;
+      if (!result.owned) {
+        this.state = 'lost';
+        this.hooks.onRenew?.('lost');
+        this.hooks.onLost('taken');
+        return;
+      }
+      this.confirmedAt = sentAt;
+      this.hooks.onRenew?.('ok');
+      if (result.stop !== null) this.hooks.onStop(result.stop);
+      this.schedule(Math.max(1, Math.floor(this.ttlMs / 3)));
+    } catch {
+      if (this.state !== 'held') return;
+      this.hooks.onRenew?.('error');
+      // Give up while a margin of the lease is left, so the run is stopped before a
+      // second holder can take the key.
+      const margin = Math.max(1, Math.floor(this.ttlMs / 10));
+      const left = this.confirmedAt + this.ttlMs - margin - Date.now();
+      if (left <= 0) {
+        this.state = 'lost';
+        this.hooks.onLost('expired');
+        return;
+      }
+      this.schedule(Math.min(left, Math.max(1, Math.floor(this.ttlMs / 10))));
+    }
+  }
+
+  /**
+   * Stops renewing and deletes the lock if still ours (compare-and-delete). Idempotent:
+   * every caller gets the same promise. Never rejects: resolves false when the backend
+   * failed, in which case the key expires by itself within one TTL.
+   */
+  release(): Promise<boolean> {
+    this.releasing ??= (async () => {
+      clearTimeout(this.timer);
+      this.state = 'released';
+      try {
+        await this.backend.release(this.workflowId, this.token);
+        return true;
+      } catch {
+        return false;
+      }
+    })();
+    return this.releasing;
+  }
+}

@@ -1,0 +1,21 @@
+/**
+ * The main listener's routes (SPEC §1). Every response carries X-Request-Id; anything
+ * unmatched is a JSON 404.
+ */
+import express from 'express';
+import { GatewayError } from '../errors';
+import { sendError } from './error-response';
+import { executeHandler, type ExecuteContext } from './execute-route';
+import { requestIdMiddleware } from './request-id';
+
+export function createMainApp(ctx: ExecuteContext): express.Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.disable('etag');
+  app.use(requestIdMiddleware);
+  app.post('/api/v4/ai/duo_workflows/workflows/:workflow_id/execute', executeHandler(ctx));
+  app.use((req, res) => {
+    sendError(res, new GatewayError('NOT_FOUND', `no route for ${req.method} ${req.path}`), ctx.logger);
+  });
+  return app;
+}

@@ -1,0 +1,67 @@
+#!/usr/bin/env node
+/**
+ * Entry point: config → (sandbox) → gateway → signals. SIGTERM/SIGINT drain (SPEC §7);
+ * a second signal exits at once.
+ */
+import { ConfigError, loadConfig, type Config } from './config';
+import { Gateway } from './gateway';
+import { createLogger } from './log';
+import { sandboxCurl, startSandbox, type Sandbox } from './sandbox/sandbox';
+
+async function main(): Promise<void> {
+  let config: Config;
+  try {
+    config = loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`longrun: ${err.message}\n`);
+      process.exit(1);
+    }
+    throw err;
+  }
+  const logger = createLogger(config.logLevel);
+  let sandbox: Sandbox | undefined;
+  if (!config.ownerUrl) {
+    sandbox = await startSandbox(config);
+    config = sandbox.config;
+    logger.info({ owner: sandbox.owner.url, workflow_service: sandbox.workflow.address }, 'sandbox: simulated owner and workflow service started');
+  }
+  const gateway = await Gateway.start(config, { logger });
+  if (sandbox) {
+    process.stdout.write(
+      `\nlongrun sandbox is up: gateway ${gateway.mainUrl}, ops ${gateway.opsUrl}\n` +
+        `Start a detached run:\n\n  ${sandboxCurl(gateway.mainUrl)}\n\n` +
+        `Then watch it: curl -s ${gateway.opsUrl}/runs\n\n`,
+    );
+  }
+
+  let signals = 0;
+  const onSignal = (signal: NodeJS.Signals): void => {
+    signals += 1;
+    if (signals > 1) {
+      logger.warn({ signal }, 'second signal: exiting now');
+      process.exit(1);
+    }
+    logger.info({ signal }, 'draining');
+    void gateway
+      .drain()
+      .then(() => sandbox?.close())
+      .then(
+        () => {
+          logger.flush();
+          process.exit(0);
+        },
+        (err: unknown) => {
+          logger.error({ err }, 'drain failed');
+          process.exit(1);
+        },
+      );
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`longrun: failed to start: ${(err as Error).stack ?? String(err)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,150 @@
+/**
+ * Prometheus metrics (SPEC §7), on a registry of their own (never prom-client's global
+ * one, so two gateways in one test process do not collide). Label values come from
+ * finite vocabularies: anything else is recorded as `other`; never a workflow id, an
+ * actor or a path.
+ */
+import * as grpc from '@grpc/grpc-js';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { actionKinds } from './workflow/contract';
+
+export const transports = ['http', 'detached'] as const;
+export type Transport = (typeof transports)[number];
+
+/** Why a run ended: the teardown vocabulary (also the segment-end reasons, §6). */
+export const teardownReasons = [
+  'finished',
+  'run_limit',
+  'drain',
+  'stop_requested',
+  'lock_lost',
+  'stream_error',
+  'workflow_unavailable',
+  'client_gone',
+  'rejected',
+] as const;
+export type TeardownReason = (typeof teardownReasons)[number];
+
+export const connectionErrorTypes = ['preauth', 'bad_request', 'lock', 'capacity', 'stream_open', 'rejected', 'internal'] as const;
+export const relayErrorTypes = ['refused_path', 'timeout', 'too_large', 'network', 'aborted'] as const;
+export const stopOutcomes = ['ack', 'user_stop', 'already_ended', 'timeout', 'error'] as const;
+export const lockOps = ['acquire', 'renew', 'release'] as const;
+export const lockResults = ['ok', 'taken', 'lost', 'error'] as const;
+export const callbackResults = ['ok', 'retried_ok', 'failed'] as const;
+export const capKinds = ['process', 'actor'] as const;
+const relayMethods = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD'] as const;
+const grpcCodeNames = Object.keys(grpc.status).filter((k) => Number.isNaN(Number(k)));
+
+function oneOf<T extends string>(value: string, vocabulary: readonly T[]): T | 'other' {
+  return (vocabulary as readonly string[]).includes(value) ? (value as T) : 'other';
+}
+
+export function grpcCodeName(code: number): string {
+  return grpc.status[code] ?? 'other';
+}
+
+function statusClass(status: number): string {
+  return status >= 100 && status < 600 ? `${Math.floor(status / 100)}xx` : 'other';
+}
+
+export class Metrics {
+  readonly registry = new Registry();
+
+  readonly connections = new Counter({ name: 'longrun_connections_total', help: 'Execute requests that opened a workflow stream, by transport.', labelNames: ['transport'], registers: [this.registry] });
+  readonly connectionsOpen = new Gauge({ name: 'longrun_connections_open', help: 'Workflow streams open now, by transport.', labelNames: ['transport'], registers: [this.registry] });
+  readonly connectionErrors = new Counter({ name: 'longrun_connection_errors_total', help: 'Execute requests refused before a run started, by transport and error type.', labelNames: ['transport', 'error_type'], registers: [this.registry] });
+  readonly sessions = new Counter({ name: 'longrun_sessions_total', help: 'Workflow sessions ended, by final gRPC code.', labelNames: ['code'], registers: [this.registry] });
+  readonly sessionErrors = new Counter({ name: 'longrun_session_errors_total', help: 'Workflow sessions that ended with a non-OK gRPC code.', labelNames: ['code'], registers: [this.registry] });
+  readonly sessionDuration = new Histogram({
+    name: 'longrun_session_duration_seconds',
+    help: 'Workflow session duration, by transport.',
+    labelNames: ['transport'],
+    buckets: [1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 2700, 3300, 3600],
+    registers: [this.registry],
+  });
+  readonly teardowns = new Counter({ name: 'longrun_teardowns_total', help: 'Runs ended, by transport and reason.', labelNames: ['transport', 'reason'], registers: [this.registry] });
+  readonly acceptDuration = new Histogram({
+    name: 'longrun_accept_duration_seconds',
+    help: 'Detached execute: time from stream start to acceptance (202).',
+    labelNames: ['accepted_on'],
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15],
+    registers: [this.registry],
+  });
+  readonly stopAckDuration = new Histogram({
+    name: 'longrun_stop_ack_duration_seconds',
+    help: 'Stop handshake: stopWorkflow sent to call end.',
+    labelNames: ['outcome'],
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15],
+    registers: [this.registry],
+  });
+  readonly stopAcks = new Counter({ name: 'longrun_stop_acks_total', help: 'Stop handshakes, by outcome.', labelNames: ['outcome'], registers: [this.registry] });
+  readonly relayActions = new Counter({ name: 'longrun_http_relay_actions_total', help: 'runHTTPRequest actions relayed to the owner, by method and status class.', labelNames: ['method', 'status'], registers: [this.registry] });
+  readonly relayDuration = new Histogram({
+    name: 'longrun_http_relay_duration_seconds',
+    help: 'runHTTPRequest relay duration.',
+    buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [this.registry],
+  });
+  readonly relayErrors = new Counter({ name: 'longrun_http_relay_errors_total', help: 'runHTTPRequest actions answered with an error, by type.', labelNames: ['type'], registers: [this.registry] });
+  readonly actions = new Counter({ name: 'longrun_actions_total', help: 'Actions received from the workflow service, by type.', labelNames: ['type'], registers: [this.registry] });
+  readonly lockOperations = new Counter({ name: 'longrun_lock_operations_total', help: 'Lock operations, by op and result.', labelNames: ['op', 'result'], registers: [this.registry] });
+  readonly unlockedRuns = new Counter({ name: 'longrun_unlocked_runs_total', help: 'Blocking runs started without the lock because Redis failed (Workhorse parity).', registers: [this.registry] });
+  readonly callbacks = new Counter({ name: 'longrun_callbacks_total', help: 'Segment-end callbacks, by result.', labelNames: ['result'], registers: [this.registry] });
+  readonly capRejections = new Counter({ name: 'longrun_cap_rejections_total', help: 'Executes refused by a cap, by cap.', labelNames: ['cap'], registers: [this.registry] });
+  readonly runsInFlight = new Gauge({ name: 'longrun_runs_in_flight', help: 'Runs in flight in this process, by transport.', labelNames: ['transport'], registers: [this.registry] });
+  readonly draining = new Gauge({ name: 'longrun_draining', help: '1 while the process drains after SIGTERM.', registers: [this.registry] });
+
+  constructor(options: { defaultMetrics?: boolean } = {}) {
+    if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry });
+    // Zero-initialise what dashboards divide or alert on, so they see 0 rather than no data.
+    for (const transport of transports) {
+      this.connections.inc({ transport }, 0);
+      this.connectionsOpen.set({ transport }, 0);
+      this.runsInFlight.set({ transport }, 0);
+      for (const reason of teardownReasons) this.teardowns.inc({ transport, reason }, 0);
+    }
+    for (const op of lockOps) for (const result of lockResults) this.lockOperations.inc({ op, result }, 0);
+    for (const result of callbackResults) this.callbacks.inc({ result }, 0);
+    for (const cap of capKinds) this.capRejections.inc({ cap }, 0);
+    for (const type of relayErrorTypes) this.relayErrors.inc({ type }, 0);
+    for (const outcome of stopOutcomes) this.stopAcks.inc({ outcome }, 0);
+    this.draining.set(0);
+  }
+
+  connectionError(transport: Transport, errorType: string): void {
+    this.connectionErrors.inc({ transport, error_type: oneOf(errorType, connectionErrorTypes) });
+  }
+
+  sessionEnded(code: number, transport: Transport, durationS: number): void {
+    const name = oneOf(grpcCodeName(code), grpcCodeNames);
+    this.sessions.inc({ code: name });
+    if (code !== grpc.status.OK) this.sessionErrors.inc({ code: name });
+    this.sessionDuration.observe({ transport }, durationS);
+  }
+
+  teardown(transport: Transport, reason: TeardownReason): void {
+    this.teardowns.inc({ transport, reason: oneOf(reason, teardownReasons) });
+  }
+
+  action(kind: string): void {
+    this.actions.inc({ type: oneOf(kind, actionKinds) });
+  }
+
+  relay(method: string, status: number, durationS: number): void {
+    this.relayActions.inc({ method: oneOf(method.toUpperCase(), relayMethods), status: statusClass(status) });
+    this.relayDuration.observe(durationS);
+  }
+
+  relayError(type: (typeof relayErrorTypes)[number]): void {
+    this.relayErrors.inc({ type });
+  }
+
+  lock(op: (typeof lockOps)[number], result: (typeof lockResults)[number]): void {
+    this.lockOperations.inc({ op, result });
+  }
+
+  stopAck(outcome: (typeof stopOutcomes)[number], durationS: number): void {
+    this.stopAcks.inc({ outcome });
+    this.stopAckDuration.observe({ outcome }, durationS);
+  }
+}

@@ -1,0 +1,232 @@
+/**
+ * Every call longrun makes to the owner service (SPEC §2, §6), over one undici Pool per
+ * owner origin: the pre-authorization, the runHTTPRequest relay and the segment-end
+ * callback. Each has a deadline; failures are translated to GatewayErrors here.
+ */
+import type { IncomingHttpHeaders } from 'node:http';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Pool, type Dispatcher } from 'undici';
+import { GatewayError } from '../errors';
+import { version } from '../version';
+import { JwtSigner } from './jwt';
+import { DENIAL_BODY_LIMIT, PREAUTH_CONTENT_TYPE, forwardedHeaders, preauthSchema, type PreauthAnswer } from './preauth';
+import { checkRelayPath } from './relay-path';
+
+/** 4 MiB − 4 KiB: a relayed body must fit, with its envelope, in one 4 MiB gRPC message. */
+export const RELAY_BODY_LIMIT = 4 * 1024 * 1024 - 4 * 1024;
+
+export interface OwnerClientOptions {
+  ownerUrl: URL;
+  secret: Uint8Array;
+  preauthTimeoutMs: number;
+  relayTimeoutMs: number;
+  /** Connections in the pool (undici default is unlimited). */
+  connections?: number;
+}
+
+/** What the preauth decided: a run may start (answer), or the caller gets the owner's refusal. */
+export type PreauthResult =
+  | { kind: 'authorized'; answer: PreauthAnswer }
+  | { kind: 'denied'; status: number; body: Buffer; contentType: string | undefined };
+
+export interface RelayRequest {
+  method: string;
+  path: string;
+  body?: string;
+  token: string;
+  workflowId: string;
+  requestId: string;
+  /** Apply the relay timeout (the owner's TimeoutHTTPRequests). */
+  timeout: boolean;
+  signal: AbortSignal;
+}
+
+export type RelayErrorType = 'refused_path' | 'timeout' | 'too_large' | 'network' | 'aborted';
+
+export type RelayResult =
+  | { ok: true; statusCode: number; headers: Record<string, string>; body: string }
+  | { ok: false; error: string; type: RelayErrorType };
+
+export interface SegmentEndBody {
+  workflow_id: string;
+  run_id: string;
+  reason: string;
+  segment_duration_s: number;
+  actions: number;
+}
+
+export type CallbackResult = 'ok' | 'retried_ok' | 'failed';
+
+function headerValue(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value.join(', ') : value;
+}
+
+async function readCapped(body: Dispatcher.ResponseData['body'], limit: number): Promise<{ data: Buffer; overflow: number }> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    const buf = chunk as Buffer;
+    size += buf.length;
+    if (size > limit) {
+      body.destroy();
+      return { data: Buffer.concat(chunks), overflow: size };
+    }
+    chunks.push(buf);
+  }
+  return { data: Buffer.concat(chunks), overflow: 0 };
+}
+
+export class OwnerClient {
+  private readonly pool: Pool;
+  private readonly basePath: string;
+  private readonly jwt: JwtSigner;
+  private closing: Promise<void> | undefined;
+
+  constructor(private readonly options: OwnerClientOptions) {
+    this.pool = new Pool(options.ownerUrl.origin, {
+      connections: options.connections ?? 256,
+      keepAliveTimeout: 30_000,
+    });
+    this.basePath = options.ownerUrl.pathname.replace(/\/+$/, '');
+    this.jwt = new JwtSigner(options.secret);
+  }
+
+  /**
+   * Asks the owner whether this execute may run: same method, path and query rebased on
+   * the owner URL, no body, filtered headers plus Gitlab-Workhorse and the JWT.
+   * Throws GatewayError OWNER_UNAVAILABLE (unreachable, deadline) or PREAUTH_INVALID.
+   */
+  async preauthorize(method: string, originalUrl: string, headers: IncomingHttpHeaders, requestId: string, signal?: AbortSignal): Promise<PreauthResult> {
+    const deadline = AbortSignal.timeout(this.options.preauthTimeoutMs);
+    const combined = signal ? AbortSignal.any([signal, deadline]) : deadline;
+    let response: Dispatcher.ResponseData;
+    try {
+      response = await this.pool.request({
+        method: method as Dispatcher.HttpMethod,
+        path: this.basePath + originalUrl,
+        headers: {
+          ...forwardedHeaders(headers),
+          'gitlab-workhorse': `longrun-${version}`,
+          'gitlab-workhorse-api-request': await this.jwt.get(),
+          'x-request-id': requestId,
+        },
+        signal: combined,
+        headersTimeout: this.options.preauthTimeoutMs,
+        bodyTimeout: this.options.preauthTimeoutMs,
+      });
+    } catch (err) {
+      const why = deadline.aborted ? 'timed out' : 'unreachable';
+      throw new GatewayError('OWNER_UNAVAILABLE', `owner service ${why}`, { cause: err });
+    }
+    const contentType = headerValue(response.headers['content-type']);
+    let read: { data: Buffer; overflow: number };
+    try {
+      read = await readCapped(response.body, response.statusCode === 200 ? 4 * 1024 * 1024 : DENIAL_BODY_LIMIT);
+    } catch (err) {
+      throw new GatewayError('OWNER_UNAVAILABLE', 'owner service answer was cut off', { cause: err });
+    }
+    if (response.statusCode !== 200) {
+      return { kind: 'denied', status: response.statusCode, body: read.data.subarray(0, DENIAL_BODY_LIMIT), contentType };
+    }
+    if (read.overflow) throw new GatewayError('PREAUTH_INVALID', 'owner preauth answer is too large');
+    if (!contentType || contentType.split(';')[0]?.trim().toLowerCase() !== PREAUTH_CONTENT_TYPE) {
+      throw new GatewayError('PREAUTH_INVALID', `owner preauth answer has content type ${contentType ?? '(none)'}, expected ${PREAUTH_CONTENT_TYPE}`);
+    }
+    let json: unknown;
+    try {
+      json = JSON.parse(read.data.toString('utf8'));
+    } catch (err) {
+      throw new GatewayError('PREAUTH_INVALID', 'owner preauth answer is not valid JSON', { cause: err });
+    }
+    const parsed = preauthSchema.safeParse(json);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      throw new GatewayError('PREAUTH_INVALID', `owner preauth answer is malformed at ${issue?.path.join('.') || '(root)'}: ${issue?.message ?? 'invalid'}`);
+    }
+    return { kind: 'authorized', answer: parsed.data };
+  }
+
+  /**
+   * Performs a runHTTPRequest against the owner API. Never throws: failures are answered
+   * to the workflow service as an httpResponse error (SPEC §6 wording).
+   */
+  async relay(req: RelayRequest): Promise<RelayResult> {
+    const checked = checkRelayPath(req.path);
+    if (!checked.ok) return { ok: false, type: 'refused_path', error: `invalid path: ${checked.reason}` };
+    if (req.signal.aborted) return { ok: false, type: 'aborted', error: 'request aborted' };
+    const timeout = req.timeout ? AbortSignal.timeout(this.options.relayTimeoutMs) : undefined;
+    const signal = timeout ? AbortSignal.any([req.signal, timeout]) : req.signal;
+    const failure = (err: unknown): RelayResult => {
+      if (req.signal.aborted) return { ok: false, type: 'aborted', error: 'request aborted' };
+      if (timeout?.aborted) return { ok: false, type: 'timeout', error: 'request timed out' };
+      return { ok: false, type: 'network', error: `request failed: ${(err as Error).message}` };
+    };
+    try {
+      const response = await this.pool.request({
+        method: (req.method || 'GET').toUpperCase() as Dispatcher.HttpMethod,
+        path: this.basePath + checked.path,
+        headers: {
+          authorization: `Bearer ${req.token}`,
+          'content-type': 'application/json',
+          'gitlab-workhorse-api-request': await this.jwt.get(),
+          'x-gitlab-duo-workflow-id': req.workflowId,
+          'x-request-id': req.requestId,
+          'user-agent': `longrun/${version}`,
+        },
+        body: req.body === undefined || req.body === '' ? undefined : req.body,
+        signal,
+      });
+      const { data, overflow } = await readCapped(response.body, RELAY_BODY_LIMIT);
+      if (overflow) {
+        return { ok: false, type: 'too_large', error: `response body exceeded size limit (${RELAY_BODY_LIMIT} bytes)` };
+      }
+      const headers: Record<string, string> = {};
+      for (const [name, value] of Object.entries(response.headers)) {
+        const text = headerValue(value);
+        if (text !== undefined) headers[name] = text;
+      }
+      return { ok: true, statusCode: response.statusCode, headers, body: data.toString('utf8') };
+    } catch (err) {
+      return failure(err);
+    }
+  }
+
+  /**
+   * Tells the owner a detached run's segment ended (SPEC §6): up to `attempts` tries with
+   * short backoff on 5xx, 429 and network errors, all within `signal` (the drain budget).
+   */
+  async segmentEnd(body: SegmentEndBody, requestId: string, signal: AbortSignal, attempts = 3): Promise<CallbackResult> {
+    const path = `${this.basePath}/api/v4/internal/ai/duo_workflows/workflows/${encodeURIComponent(body.workflow_id)}/segment_end`;
+    for (let attempt = 1; attempt <= attempts && !signal.aborted; attempt++) {
+      let retryable = true;
+      try {
+        const response = await this.pool.request({
+          method: 'POST',
+          path,
+          headers: {
+            'content-type': 'application/json',
+            'gitlab-workhorse-api-request': await this.jwt.get(),
+            'x-request-id': requestId,
+            'user-agent': `longrun/${version}`,
+          },
+          body: JSON.stringify(body),
+          signal: AbortSignal.any([signal, AbortSignal.timeout(2_000)]),
+        });
+        await response.body.dump();
+        if (response.statusCode < 300) return attempt === 1 ? 'ok' : 'retried_ok';
+        retryable = response.statusCode >= 500 || response.statusCode === 429;
+      } catch {
+        retryable = true;
+      }
+      if (!retryable || attempt === attempts) break;
+      // 100 ms, 300 ms: short, so a drain's budget is not spent waiting.
+      await sleep(100 * 3 ** (attempt - 1), undefined, { signal }).catch(() => undefined);
+    }
+    return 'failed';
+  }
+
+  close(): Promise<void> {
+    this.closing ??= this.pool.close().catch(() => this.pool.destroy());
+    return this.closing;
+  }
+}

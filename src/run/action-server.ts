@@ -1,0 +1,55 @@
+/**
+ * Serves one Action from the workflow service (SPEC §4): runHTTPRequest is relayed to the
+ * owner API, newCheckpoint needs no answer, everything else is refused with the
+ * "action cannot be executed by this client" error. Every answer the service waits for
+ * is produced here, exactly once.
+ */
+import type { Metrics } from '../metrics';
+import type { OwnerClient } from '../owner/owner-client';
+import type { Action, ActionResponse } from '../workflow/contract';
+
+export interface ActionContext {
+  owner: OwnerClient;
+  metrics: Metrics;
+  workflowId: string;
+  requestId: string;
+  /** The user's API token (Service.Headers["x-gitlab-oauth-token"]). */
+  token: string;
+  timeoutHTTPRequests: boolean;
+  /** Aborted when the run ends: in-flight relays answer "request aborted". */
+  signal: AbortSignal;
+}
+
+/** The answer to an action, or null for actions that take none (newCheckpoint). */
+export async function serveAction(action: Action, ctx: ActionContext): Promise<ActionResponse | null> {
+  const requestID = action.requestID ?? '';
+  const kind = action.action ?? 'unknown';
+  ctx.metrics.action(kind);
+  switch (kind) {
+    case 'newCheckpoint':
+      return null;
+    case 'runHTTPRequest': {
+      const http = action.runHTTPRequest ?? {};
+      const started = performance.now();
+      const result = await ctx.owner.relay({
+        method: http.method ?? 'GET',
+        path: http.path ?? '',
+        body: http.body,
+        token: ctx.token,
+        workflowId: ctx.workflowId,
+        requestId: ctx.requestId,
+        timeout: ctx.timeoutHTTPRequests,
+        signal: ctx.signal,
+      });
+      if (!result.ok) {
+        ctx.metrics.relayError(result.type);
+        return { requestID, httpResponse: { error: result.error } };
+      }
+      ctx.metrics.relay(http.method ?? 'GET', result.statusCode, (performance.now() - started) / 1000);
+      return { requestID, httpResponse: { statusCode: result.statusCode, headers: result.headers, body: result.body } };
+    }
+    default:
+      // runMCPTool included: longrun has no MCP client yet (see docs/operating.md).
+      return { requestID, plainTextResponse: { error: `action cannot be executed by this client: ${kind}` } };
+  }
+}

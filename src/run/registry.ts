@@ -1,0 +1,94 @@
+/**
+ * The runs in flight in this process: what /runs lists, what the detached cap counts
+ * (pending admissions included) and what a drain stops.
+ */
+import type { Transport } from '../metrics';
+
+export interface RunInfo {
+  workflow_id: string;
+  run_id: string;
+  transport: Transport;
+  state: string;
+  started_at: string;
+  last_action_at: string | null;
+  actions: number;
+}
+
+/** What the registry needs of a run. */
+export interface RegisteredRun {
+  readonly id: string;
+  readonly workflowId: string;
+  readonly transport: Transport;
+  info(): RunInfo;
+  /** Stops the run with `reason`; resolves when it has ended and cleaned up. */
+  stop(reason: string, ackTimeoutMs?: number): Promise<unknown>;
+  /** Cancels the stream at once, without the handshake. */
+  cancel(): void;
+}
+
+/** A reserved detached slot; release() is idempotent. */
+export interface Slot {
+  release(): void;
+}
+
+export class RunRegistry {
+  private readonly runs = new Map<string, RegisteredRun>();
+  private detachedSlots = 0;
+
+  constructor(private readonly maxDetachedRuns: number) {}
+
+  /** Takes a detached slot, or returns undefined when the process cap is reached. */
+  reserveDetached(): Slot | undefined {
+    if (this.detachedSlots >= this.maxDetachedRuns) return undefined;
+    this.detachedSlots += 1;
+    let released = false;
+    return {
+      release: () => {
+        if (released) return;
+        released = true;
+        this.detachedSlots -= 1;
+      },
+    };
+  }
+
+  get detachedInUse(): number {
+    return this.detachedSlots;
+  }
+
+  add(run: RegisteredRun): void {
+    this.runs.set(run.id, run);
+  }
+
+  remove(run: RegisteredRun): void {
+    this.runs.delete(run.id);
+  }
+
+  get size(): number {
+    return this.runs.size;
+  }
+
+  count(transport: Transport): number {
+    let n = 0;
+    for (const run of this.runs.values()) if (run.transport === transport) n += 1;
+    return n;
+  }
+
+  forWorkflow(workflowId: string): RegisteredRun | undefined {
+    for (const run of this.runs.values()) if (run.workflowId === workflowId) return run;
+    return undefined;
+  }
+
+  list(): RunInfo[] {
+    return [...this.runs.values()].map((run) => run.info());
+  }
+
+  /** Stops every run in flight concurrently; resolves when all have ended. */
+  async stopAll(reason: string, ackTimeoutMs?: number): Promise<void> {
+    await Promise.allSettled([...this.runs.values()].map((run) => run.stop(reason, ackTimeoutMs)));
+  }
+
+  /** Cancels every run in flight at once (last resort when closing). */
+  cancelAll(): void {
+    for (const run of this.runs.values()) run.cancel();
+  }
+}

@@ -1,0 +1,61 @@
+/**
+ * The StartWorkflowRequest that is sent (SPEC §3): the caller's protojson body, decoded
+ * and bounded, with the owner's authorization applied — the authorized WorkflowID, the
+ * owner's capabilities, MCP tools and pre-approved tools in place of the caller's; the
+ * approval is forwarded (it resumes a turn paused for tool approval).
+ */
+import * as grpc from '@grpc/grpc-js';
+import { GatewayError } from '../errors';
+import type { DuoWorkflowAuth } from '../owner/preauth';
+import { messageTypes, type McpTool, type StartWorkflowRequest } from '../workflow/contract';
+import { ProtoJsonError, decodeProtoJson } from '../workflow/protojson';
+
+/** Decodes the execute body; throws INVALID_REQUEST naming what is wrong. */
+export function decodeStartRequest(body: Buffer): StartWorkflowRequest {
+  let json: unknown;
+  try {
+    json = JSON.parse(body.length === 0 ? '{}' : body.toString('utf8'));
+  } catch {
+    throw new GatewayError('INVALID_REQUEST', 'request body is not valid JSON');
+  }
+  try {
+    return decodeProtoJson(messageTypes.StartWorkflowRequest, json) as StartWorkflowRequest;
+  } catch (err) {
+    if (err instanceof ProtoJsonError) throw new GatewayError('INVALID_REQUEST', `request body is not a StartWorkflowRequest: ${err.message}`);
+    throw err;
+  }
+}
+
+/** Applies the owner's authorization; throws INVALID_REQUEST on a workflowID mismatch. */
+export function authorizeStartRequest(request: StartWorkflowRequest, auth: DuoWorkflowAuth): StartWorkflowRequest {
+  if (request.workflowID && request.workflowID !== auth.WorkflowID) {
+    throw new GatewayError('INVALID_REQUEST', `workflowID ${JSON.stringify(request.workflowID)} does not match the authorized workflow`);
+  }
+  const mcpTools: McpTool[] = [];
+  const preapproved = new Set<string>();
+  for (const server of Object.values(auth.McpServers ?? {})) {
+    for (const name of server.Tools ?? []) mcpTools.push({ name, ...(server.Trusted ? { trusted: true } : {}) });
+    for (const name of server.PreApprovedTools ?? []) preapproved.add(name);
+  }
+  return {
+    ...request,
+    workflowID: auth.WorkflowID,
+    clientCapabilities: [...(auth.ServerCapabilities ?? [])],
+    mcpTools,
+    preapproved_tools: [...preapproved],
+  };
+}
+
+/** gRPC metadata for the call: the owner's Service.Headers plus x-request-id. */
+export function callMetadata(auth: DuoWorkflowAuth, requestId: string): grpc.Metadata {
+  const metadata = new grpc.Metadata();
+  for (const [name, value] of Object.entries(auth.Service.Headers ?? {})) {
+    const key = name.toLowerCase();
+    // grpc-js throws on keys outside [0-9a-z_.-]; such a header cannot be sent anyway.
+    if (!/^[0-9a-z_.-]+$/.test(key) || key.startsWith('grpc-')) continue;
+    if (key.endsWith('-bin')) metadata.set(key, Buffer.from(value, 'base64'));
+    else metadata.set(key, value);
+  }
+  metadata.set('x-request-id', requestId);
+  return metadata;
+}

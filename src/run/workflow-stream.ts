@@ -1,0 +1,103 @@
+/**
+ * One ExecuteWorkflow call seen from the client side: sends events, hands each Action to
+ * the run, and performs the stop handshake (SPEC §4): send stopWorkflow, wait until the
+ * call ends — UNAVAILABLE (ack) or OK (user stop) — or the ack timeout, then cancel.
+ */
+import * as grpc from '@grpc/grpc-js';
+import type { Action, ActionResponse, ClientEvent, StartWorkflowRequest } from '../workflow/contract';
+import type { WorkflowCall } from '../workflow/channel-pool';
+
+export interface StreamEnd {
+  code: grpc.status;
+  details: string;
+}
+
+export type StopOutcome = 'ack' | 'user_stop' | 'already_ended' | 'timeout' | 'error';
+
+export type StreamState = 'open' | 'stopping' | 'ended';
+
+export class WorkflowStream {
+  private state: StreamState = 'open';
+  private endedWith: StreamEnd | undefined;
+  private resolveEnded!: (end: StreamEnd) => void;
+  private resolveFirstAction!: () => void;
+  /** Resolves once, when the call has ended (with its final status). Never rejects. */
+  readonly ended: Promise<StreamEnd> = new Promise((resolve) => (this.resolveEnded = resolve));
+  /** Resolves on the first Action received. Never rejects (may never resolve). */
+  readonly firstAction: Promise<void> = new Promise((resolve) => (this.resolveFirstAction = resolve));
+
+  constructor(
+    private readonly call: WorkflowCall,
+    onAction: (action: Action) => void,
+  ) {
+    call.on('data', (action: Action) => {
+      if (this.state === 'ended') return;
+      this.resolveFirstAction();
+      onAction(action);
+    });
+    call.on('status', (status: grpc.StatusObject) => this.finish({ code: status.code, details: status.details }));
+    // Errors are delivered through 'status' too; the listener keeps them from throwing.
+    call.on('error', () => undefined);
+  }
+
+  get current(): StreamState {
+    return this.state;
+  }
+
+  get end(): StreamEnd | undefined {
+    return this.endedWith;
+  }
+
+  private finish(end: StreamEnd): void {
+    if (this.state === 'ended') return;
+    this.state = 'ended';
+    this.endedWith = end;
+    this.resolveEnded(end);
+  }
+
+  private write(event: ClientEvent): boolean {
+    if (this.state === 'ended' || this.call.writableEnded || this.call.destroyed) return false;
+    this.call.write(event);
+    return true;
+  }
+
+  sendStart(request: StartWorkflowRequest): boolean {
+    return this.write({ startRequest: request });
+  }
+
+  /** Writes an ActionResponse if the call can still take it. */
+  respond(response: ActionResponse): boolean {
+    return this.write({ actionResponse: response });
+  }
+
+  /**
+   * The stop handshake. Resolves with how it ended; the call is ended in every case
+   * (cancelled after `ackTimeoutMs` without an answer).
+   */
+  async stop(reason: string, ackTimeoutMs: number): Promise<StopOutcome> {
+    if (this.state === 'ended') return 'already_ended';
+    if (this.state === 'stopping') {
+      await this.ended;
+      return 'already_ended';
+    }
+    this.state = 'stopping';
+    this.call.write({ stopWorkflow: { reason } });
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), ackTimeoutMs)));
+    const result = await Promise.race([this.ended, timedOut]);
+    clearTimeout(timer);
+    if (result === 'timeout') {
+      this.cancel();
+      return 'timeout';
+    }
+    if (result.code === grpc.status.UNAVAILABLE) return 'ack';
+    if (result.code === grpc.status.OK) return 'user_stop';
+    return 'error';
+  }
+
+  /** Cancels the call at once (caller hung up, or the handshake timed out). */
+  cancel(): void {
+    if (this.state === 'ended') return;
+    this.call.cancel();
+  }
+}

@@ -1,0 +1,225 @@
+/**
+ * Configuration (SPEC §8): every default, every override, and an invalid value of each
+ * variable stopping start-up with a ConfigError that names it.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { ConfigError, loadConfig, readSecretFile } from '../src/config';
+import { removeSecretFile, testSecret, writeSecretFile } from './helpers/secret';
+
+let secretFile: string;
+let scratch: string;
+
+beforeAll(async () => {
+  secretFile = await writeSecretFile();
+  scratch = await mkdtemp(path.join(os.tmpdir(), 'longrun-config-'));
+});
+afterAll(async () => {
+  await removeSecretFile(secretFile);
+  await rm(scratch, { recursive: true, force: true });
+});
+
+async function fileWith(name: string, content: string): Promise<string> {
+  const file = path.join(scratch, name);
+  await writeFile(file, content);
+  return file;
+}
+
+/** The ConfigError loadConfig throws for `env`, or a failure if it does not throw one. */
+function configError(env: Record<string, string>): ConfigError {
+  try {
+    loadConfig(env);
+  } catch (err) {
+    if (err instanceof ConfigError) return err;
+    throw new Error(`expected a ConfigError, got ${String(err)}`);
+  }
+  throw new Error(`expected a ConfigError for ${JSON.stringify(env)}, got a config`);
+}
+
+describe('config: defaults', () => {
+  it('an empty environment is the sandbox with every SPEC §8 default', () => {
+    const config = loadConfig({});
+    expect(config).toEqual({
+      listen: { host: '127.0.0.1', port: 8181 },
+      opsListen: { host: '127.0.0.1', port: 9181 },
+      ownerUrl: undefined,
+      secret: undefined,
+      redisUrl: undefined,
+      acceptWaitMs: 10_000,
+      runLimitMs: 3_300_000,
+      stopAckTimeoutMs: 10_000,
+      leaseTtlMs: 60_000,
+      stopPollMs: 5_000,
+      stopKeyTtlMs: 600_000,
+      keepaliveMs: 20_000,
+      shutdownDelayMs: 0,
+      drainTimeoutMs: 8_000,
+      maxDetachedRuns: 10_000,
+      maxRunsPerActor: 0,
+      preauthTimeoutMs: 10_000,
+      relayTimeoutMs: 5_000,
+      grpcStreamsPerConnection: 100,
+      replicaId: `${os.hostname()}-${process.pid}`,
+      logLevel: 'info',
+    });
+  });
+
+  it('an empty string is the default, like an unset variable', () => {
+    expect(loadConfig({ LONGRUN_ACCEPT_WAIT_MS: '', LONGRUN_LISTEN: '', LONGRUN_OWNER_URL: '', LONGRUN_REDIS_URL: '' })).toEqual(loadConfig({}));
+  });
+
+  it('reads process.env when no environment is given', () => {
+    expect(loadConfig().listen).toEqual(loadConfig(process.env).listen);
+  });
+});
+
+describe('config: overrides', () => {
+  it('reads every variable', () => {
+    const config = loadConfig({
+      LONGRUN_LISTEN: '0.0.0.0:8080',
+      LONGRUN_OPS_LISTEN: '[::1]:0',
+      LONGRUN_OWNER_URL: 'https://gitlab.example.com/gitlab/',
+      LONGRUN_SECRET_FILE: secretFile,
+      LONGRUN_REDIS_URL: 'redis://127.0.0.1:6380/2',
+      LONGRUN_ACCEPT_WAIT_MS: '250',
+      LONGRUN_RUN_LIMIT_MS: '60000',
+      LONGRUN_STOP_ACK_TIMEOUT_MS: '300',
+      LONGRUN_LEASE_TTL_MS: '3000',
+      LONGRUN_STOP_POLL_MS: '100',
+      LONGRUN_STOP_KEY_TTL_MS: '1000',
+      LONGRUN_KEEPALIVE_MS: '50',
+      LONGRUN_SHUTDOWN_DELAY_MS: '10',
+      LONGRUN_DRAIN_TIMEOUT_MS: '2000',
+      LONGRUN_MAX_DETACHED_RUNS: '0',
+      LONGRUN_MAX_RUNS_PER_ACTOR: '3',
+      LONGRUN_PREAUTH_TIMEOUT_MS: '700',
+      LONGRUN_RELAY_TIMEOUT_MS: '800',
+      LONGRUN_GRPC_STREAMS_PER_CONNECTION: '1',
+      LONGRUN_REPLICA_ID: 'pod-a.zone-1:2',
+      LONGRUN_LOG_LEVEL: 'silent',
+    });
+    expect(config.listen).toEqual({ host: '0.0.0.0', port: 8080 });
+    expect(config.opsListen).toEqual({ host: '::1', port: 0 });
+    expect(config.ownerUrl?.href).toBe('https://gitlab.example.com/gitlab/');
+    expect(config.secret?.equals(testSecret)).toBe(true);
+    expect(config.redisUrl).toBe('redis://127.0.0.1:6380/2');
+    expect(config).toMatchObject({
+      acceptWaitMs: 250,
+      runLimitMs: 60_000,
+      stopAckTimeoutMs: 300,
+      leaseTtlMs: 3_000,
+      stopPollMs: 100,
+      stopKeyTtlMs: 1_000,
+      keepaliveMs: 50,
+      shutdownDelayMs: 10,
+      drainTimeoutMs: 2_000,
+      maxDetachedRuns: 0,
+      maxRunsPerActor: 3,
+      preauthTimeoutMs: 700,
+      relayTimeoutMs: 800,
+      grpcStreamsPerConnection: 1,
+      replicaId: 'pod-a.zone-1:2',
+      logLevel: 'silent',
+    });
+  });
+
+  it('trims whitespace around numbers', () => {
+    expect(loadConfig({ LONGRUN_ACCEPT_WAIT_MS: ' 1500\n' }).acceptWaitMs).toBe(1_500);
+  });
+
+  it('accepts a secret file without LONGRUN_OWNER_URL (sandbox with a fixed secret)', () => {
+    const config = loadConfig({ LONGRUN_SECRET_FILE: secretFile });
+    expect(config.ownerUrl).toBeUndefined();
+    expect(config.secret?.equals(testSecret)).toBe(true);
+  });
+
+  it.each(['redis://localhost:6379', 'rediss://user:pw@redis:6380/0', 'redis+sentinel://s1:26379,s2:26379/mymaster'])('accepts the Redis URL %s', (url) => {
+    expect(loadConfig({ LONGRUN_REDIS_URL: url }).redisUrl).toBe(url);
+  });
+
+  it('reads a secret file written without a trailing newline', async () => {
+    const file = await fileWith('no-newline', testSecret.toString('base64'));
+    expect(readSecretFile(file).equals(testSecret)).toBe(true);
+  });
+});
+
+describe('config: invalid values name the variable', () => {
+  it.each([
+    ['LONGRUN_LISTEN', 'nope'],
+    ['LONGRUN_LISTEN', '127.0.0.1'],
+    ['LONGRUN_LISTEN', '127.0.0.1:70000'],
+    ['LONGRUN_LISTEN', ':8080'],
+    ['LONGRUN_OPS_LISTEN', 'localhost:http'],
+    ['LONGRUN_OWNER_URL', 'ftp://x'],
+    ['LONGRUN_OWNER_URL', 'not a url'],
+    ['LONGRUN_OWNER_URL', '/relative/path'],
+    ['LONGRUN_REDIS_URL', 'http://127.0.0.1:6379'],
+    ['LONGRUN_REDIS_URL', '127.0.0.1:6379'],
+    ['LONGRUN_ACCEPT_WAIT_MS', 'abc'],
+    ['LONGRUN_ACCEPT_WAIT_MS', '0'],
+    ['LONGRUN_ACCEPT_WAIT_MS', '1.5'],
+    ['LONGRUN_ACCEPT_WAIT_MS', '-1'],
+    // Above Node's 2^31-1 ms timer clamp, a timer would fire at once.
+    ['LONGRUN_RUN_LIMIT_MS', String(2 ** 31)],
+    ['LONGRUN_RUN_LIMIT_MS', '55m'],
+    ['LONGRUN_STOP_ACK_TIMEOUT_MS', 'ten'],
+    ['LONGRUN_LEASE_TTL_MS', '10'],
+    ['LONGRUN_STOP_POLL_MS', '0'],
+    ['LONGRUN_STOP_KEY_TTL_MS', 'x'],
+    ['LONGRUN_KEEPALIVE_MS', '0'],
+    ['LONGRUN_SHUTDOWN_DELAY_MS', '-5'],
+    ['LONGRUN_DRAIN_TIMEOUT_MS', '0'],
+    ['LONGRUN_MAX_DETACHED_RUNS', '-1'],
+    ['LONGRUN_MAX_DETACHED_RUNS', 'many'],
+    ['LONGRUN_MAX_RUNS_PER_ACTOR', '2.5'],
+    ['LONGRUN_PREAUTH_TIMEOUT_MS', 'soon'],
+    ['LONGRUN_RELAY_TIMEOUT_MS', '0'],
+    ['LONGRUN_GRPC_STREAMS_PER_CONNECTION', '0'],
+    ['LONGRUN_GRPC_STREAMS_PER_CONNECTION', '10001'],
+    ['LONGRUN_REPLICA_ID', 'has space'],
+    ['LONGRUN_REPLICA_ID', 'x'.repeat(129)],
+    ['LONGRUN_LOG_LEVEL', 'loud'],
+    ['LONGRUN_LOG_LEVEL', 'INFO'],
+  ])('%s=%j', (variable, value) => {
+    const err = configError({ [variable]: value });
+    expect(err.variable).toBe(variable);
+    expect(err.name).toBe('ConfigError');
+    expect(err.message).toContain(variable);
+    expect(err.message).toContain(JSON.stringify(value));
+  });
+
+  it('LONGRUN_OWNER_URL without LONGRUN_SECRET_FILE', () => {
+    const err = configError({ LONGRUN_OWNER_URL: 'http://127.0.0.1:3000' });
+    expect(err.variable).toBe('LONGRUN_SECRET_FILE');
+    expect(err.message).toMatch(/LONGRUN_SECRET_FILE.*required when LONGRUN_OWNER_URL is set/);
+  });
+
+  it('a secret file that does not exist', () => {
+    const missing = path.join(scratch, 'missing');
+    const err = configError({ LONGRUN_OWNER_URL: 'http://127.0.0.1:3000', LONGRUN_SECRET_FILE: missing });
+    expect(err.variable).toBe('LONGRUN_SECRET_FILE');
+    expect(err.message).toContain(missing);
+  });
+
+  it.each([
+    ['16 bytes', () => Buffer.alloc(16, 1).toString('base64')],
+    ['33 bytes', () => Buffer.alloc(33, 1).toString('base64')],
+    ['not base64', () => 'this is not base64 at all!!!!!!!!!!!!!!!!!!!'],
+    ['raw 32 bytes, not encoded', () => testSecret.toString('utf8')],
+    ['empty', () => ''],
+  ])('a secret file holding %s', async (label, content) => {
+    const file = await fileWith(`secret-${label.replace(/\W+/g, '-')}`, content());
+    const err = configError({ LONGRUN_OWNER_URL: 'http://127.0.0.1:3000', LONGRUN_SECRET_FILE: file });
+    expect(err.variable).toBe('LONGRUN_SECRET_FILE');
+    expect(err.message).toContain('LONGRUN_SECRET_FILE');
+    expect(err.message).toMatch(/base64 of 32 bytes/);
+    // The message names the file, never what is in it.
+    expect(err.message).not.toContain(testSecret.toString('utf8'));
+  });
+
+  it('the first invalid variable stops loading', () => {
+    expect(() => loadConfig({ LONGRUN_LOG_LEVEL: 'loud', LONGRUN_ACCEPT_WAIT_MS: 'abc' })).toThrow(ConfigError);
+  });
+});

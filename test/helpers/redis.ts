@@ -1,0 +1,185 @@
+/**
+ * A real redis-server child process on a loopback port, for lock, lease and stop-signal
+ * tests (SPEC §5). Nothing is persisted (`--save ''`, no AOF) and the working directory
+ * is a fresh temporary folder, so a test's data dies with its server.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { freePort } from './ports';
+
+export interface RedisServer {
+  /** redis://127.0.0.1:<port> */
+  readonly url: string;
+  readonly port: number;
+  /** The pid of the current redis-server process (changes on restart). */
+  readonly pid: number | undefined;
+  /** SIGTERM, then SIGKILL after 2 s; resolves once the process has exited. Idempotent. */
+  stop(): Promise<void>;
+  /** Stops the server and starts a fresh, empty one on the same port. */
+  restart(): Promise<void>;
+}
+
+const HOST = '127.0.0.1';
+const READY_TIMEOUT_MS = 10_000;
+const KILL_AFTER_MS = 2_000;
+// The port from freePort can be taken by someone else before redis binds it.
+const PORT_ATTEMPTS = 5;
+
+class RedisProcess implements RedisServer {
+  private child: ChildProcess | undefined;
+  private exited: Promise<void> = Promise.resolve();
+  private output = '';
+  private readonly dir = mkdtempSync(path.join(os.tmpdir(), 'longrun-redis-'));
+  // A test worker that dies without its afterAll must not leave redis-server behind.
+  private readonly killOnExit = (): void => {
+    this.child?.kill('SIGKILL');
+  };
+
+  constructor(readonly port: number) {}
+
+  get url(): string {
+    return `redis://${HOST}:${this.port}`;
+  }
+
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
+  /** Spawns redis-server and waits until it answers PING; throws with its output if it exits. */
+  async spawn(): Promise<void> {
+    this.output = '';
+    mkdirSync(this.dir, { recursive: true });
+    const child = spawn(
+      'redis-server',
+      ['--port', String(this.port), '--bind', HOST, '--save', '', '--appendonly', 'no', '--protected-mode', 'no', '--dir', this.dir],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    this.child = child;
+    const keep = (chunk: Buffer): void => {
+      this.output = (this.output + chunk.toString('utf8')).slice(-4_096);
+    };
+    child.stdout?.on('data', keep);
+    child.stderr?.on('data', keep);
+    // A failed spawn (ENOENT) emits 'error' and never 'exit'.
+    this.exited = new Promise<void>((resolve) => {
+      child.once('exit', () => resolve());
+      child.once('error', () => resolve());
+    });
+    const spawnError = new Promise<never>((_resolve, reject) =>
+      child.once('error', (err) => reject(new Error(`cannot start redis-server (is it installed? .ci/run installs it): ${err.message}`))),
+    );
+    process.once('exit', this.killOnExit);
+    try {
+      await Promise.race([this.waitUntilReady(child), spawnError]);
+    } catch (err) {
+      await this.stop();
+      throw err;
+    }
+  }
+
+  stop(): Promise<void> {
+    const child = this.child;
+    process.off('exit', this.killOnExit);
+    if (!child || child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return this.exited;
+    child.kill('SIGTERM');
+    const killer = setTimeout(() => child.kill('SIGKILL'), KILL_AFTER_MS);
+    return this.exited.finally(() => clearTimeout(killer));
+  }
+
+  async restart(): Promise<void> {
+    await this.stop();
+    // The port was ours a moment ago; a client's reconnect attempts cannot hold it, but
+    // retry briefly in case the kernel has not let go of it yet.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.spawn();
+        return;
+      } catch (err) {
+        if (attempt >= PORT_ATTEMPTS || !(err instanceof RedisExitedError && /address already in use/i.test(err.output))) throw err;
+        await sleep(100);
+      }
+    }
+  }
+
+  /** Stops the server and removes its working directory. */
+  async dispose(): Promise<void> {
+    await this.stop();
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+
+  private async waitUntilReady(child: ChildProcess): Promise<void> {
+    const deadline = Date.now() + READY_TIMEOUT_MS;
+    while (Date.now() < deadline) {
+      if (child.exitCode !== null || child.signalCode !== null) {
+        throw new RedisExitedError(`redis-server exited (${child.exitCode ?? child.signalCode}): ${this.output.trim()}`, this.output);
+      }
+      if (await ping(this.port)) return;
+      await sleep(20);
+    }
+    throw new Error(`redis-server on port ${this.port} did not answer PING within ${READY_TIMEOUT_MS} ms: ${this.output.trim()}`);
+  }
+}
+
+class RedisExitedError extends Error {
+  constructor(
+    message: string,
+    readonly output: string,
+  ) {
+    super(message);
+  }
+}
+
+/** True when something on the port answers a raw PING with +PONG within 500 ms. */
+function ping(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect({ host: HOST, port });
+    let reply = '';
+    const done = (ok: boolean): void => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(ok);
+    };
+    const timer = setTimeout(() => done(false), 500);
+    socket.once('connect', () => socket.write('PING\r\n'));
+    socket.on('data', (chunk) => {
+      reply += chunk.toString('utf8');
+      if (reply.includes('\r\n')) done(reply.startsWith('+PONG'));
+    });
+    socket.once('error', () => done(false));
+    socket.once('close', () => done(false));
+  });
+}
+
+/**
+ * Starts a redis-server on a free loopback port and resolves once it answers PING.
+ * `stop()` must be called (in afterAll/afterEach); it also removes the server's
+ * temporary working directory.
+ */
+export async function startRedis(): Promise<RedisServer> {
+  let lastError: unknown;
+  for (let attempt = 0; attempt < PORT_ATTEMPTS; attempt++) {
+    const server = new RedisProcess(await freePort(HOST));
+    try {
+      await server.spawn();
+    } catch (err) {
+      await server.dispose();
+      lastError = err;
+      if (err instanceof RedisExitedError && /address already in use/i.test(err.output)) continue;
+      throw err;
+    }
+    return {
+      url: server.url,
+      port: server.port,
+      get pid() {
+        return server.pid;
+      },
+      stop: () => server.dispose(),
+      restart: () => server.restart(),
+    };
+  }
+  throw lastError;
+}
