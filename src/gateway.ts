@@ -78,7 +78,15 @@ export class Gateway {
       relayTimeoutMs: config.relayTimeoutMs,
     });
     const channels = new ChannelPool({ streamsPerConnection: config.grpcStreamsPerConnection });
-    const lockBackend: LockBackend = config.redisUrl ? new RedisLockBackend(config.redisUrl) : new MemoryLockBackend();
+    let lockBackend: LockBackend;
+    if (config.redisUrl) {
+      const redis = new RedisLockBackend(config.redisUrl);
+      // Serve anyway when Redis is down at start: detached executes answer 503 until it heals.
+      if (!(await redis.waitReady(5_000))) logger.warn('redis not reachable at start; detached executes answer 503 LOCK_UNAVAILABLE until it is');
+      lockBackend = redis;
+    } else {
+      lockBackend = new MemoryLockBackend();
+    }
     let gateway: Gateway | undefined;
     const isDraining = (): boolean => gateway?.state !== 'serving';
     const callbackSignal = new AbortController();

@@ -47,6 +47,24 @@ export class RedisLockBackend implements LockBackend {
     this.redis = redis as RedisWithScripts;
   }
 
+  /**
+   * Resolves once connected, or after timeoutMs (false) — commands fail fast while
+   * disconnected, so a gateway waits for its first connection before serving.
+   */
+  waitReady(timeoutMs: number): Promise<boolean> {
+    if (this.redis.status === 'ready') return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const done = (ok: boolean): void => {
+        clearTimeout(timer);
+        this.redis.off('ready', onReady);
+        resolve(ok);
+      };
+      const onReady = (): void => done(true);
+      const timer = setTimeout(() => done(false), timeoutMs);
+      this.redis.on('ready', onReady);
+    });
+  }
+
   async acquire(workflowId: string, token: string, ttlMs: number): Promise<boolean> {
     try {
       return (await this.redis.set(lockKey(workflowId), token, 'PX', ttlMs, 'NX')) === 'OK';

@@ -66,11 +66,12 @@ async function readCapped(body: Dispatcher.ResponseData['body'], limit: number):
   let size = 0;
   for await (const chunk of body) {
     const buf = chunk as Buffer;
-    size += buf.length;
-    if (size > limit) {
+    if (size + buf.length > limit) {
+      chunks.push(buf.subarray(0, limit - size));
       body.destroy();
-      return { data: Buffer.concat(chunks), overflow: size };
+      return { data: Buffer.concat(chunks), overflow: size + buf.length };
     }
+    size += buf.length;
     chunks.push(buf);
   }
   return { data: Buffer.concat(chunks), overflow: 0 };
@@ -126,7 +127,7 @@ export class OwnerClient {
       throw new GatewayError('OWNER_UNAVAILABLE', 'owner service answer was cut off', { cause: err });
     }
     if (response.statusCode !== 200) {
-      return { kind: 'denied', status: response.statusCode, body: read.data.subarray(0, DENIAL_BODY_LIMIT), contentType };
+      return { kind: 'denied', status: response.statusCode, body: read.data, contentType };
     }
     if (read.overflow) throw new GatewayError('PREAUTH_INVALID', 'owner preauth answer is too large');
     if (!contentType || contentType.split(';')[0]?.trim().toLowerCase() !== PREAUTH_CONTENT_TYPE) {

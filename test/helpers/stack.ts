@@ -1,0 +1,127 @@
+/**
+ * A whole stack on loopback for in-process tests: the simulated owner and workflow
+ * services and a real Gateway (both listeners on port 0), optionally on a real
+ * redis-server. Logs are captured as raw bytes so tests can search them.
+ */
+import { Writable } from 'node:stream';
+import { request, type Dispatcher } from 'undici';
+import { loadConfig } from '../../src/config';
+import { Gateway } from '../../src/gateway';
+import { createLogger } from '../../src/log';
+import { OwnerServiceSimulator, type PreauthConfig } from '../../src/sandbox/owner-sim';
+import { scenarioMetadata, type Step } from '../../src/sandbox/scenario';
+import { WorkflowServiceSimulator, type WorkflowSimulatorOptions } from '../../src/sandbox/workflow-sim';
+import { removeSecretFile, testSecret, writeSecretFile } from './secret';
+
+export interface StackOptions {
+  env?: Record<string, string>;
+  redisUrl?: string;
+  preauth?: PreauthConfig;
+  workflow?: WorkflowSimulatorOptions;
+}
+
+export interface ExecuteOptions {
+  steps?: Step[];
+  body?: unknown;
+  rawBody?: string | Buffer;
+  headers?: Record<string, string>;
+  query?: string;
+  signal?: AbortSignal;
+}
+
+export interface Stack {
+  gateway: Gateway;
+  owner: OwnerServiceSimulator;
+  workflow: WorkflowServiceSimulator;
+  url: string;
+  opsUrl: string;
+  logs: () => string;
+  execute(workflowId: string, options?: ExecuteOptions): Promise<Dispatcher.ResponseData>;
+  executeText(workflowId: string, options?: ExecuteOptions): Promise<{ status: number; headers: Dispatcher.ResponseData['headers']; text: string }>;
+  metrics(): Promise<string>;
+  close(): Promise<void>;
+}
+
+export async function startStack(options: StackOptions = {}): Promise<Stack> {
+  const workflow = await WorkflowServiceSimulator.start(options.workflow);
+  const owner = await OwnerServiceSimulator.start({
+    secret: testSecret,
+    workflowServiceUri: workflow.address,
+    defaults: options.preauth ?? {},
+  });
+  const secretFile = await writeSecretFile();
+  const chunks: Buffer[] = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, cb) {
+      chunks.push(Buffer.from(chunk));
+      cb();
+    },
+  });
+  const config = loadConfig({
+    LONGRUN_LISTEN: '127.0.0.1:0',
+    LONGRUN_OPS_LISTEN: '127.0.0.1:0',
+    LONGRUN_OWNER_URL: owner.url,
+    LONGRUN_SECRET_FILE: secretFile,
+    LONGRUN_LOG_LEVEL: 'debug',
+    ...(options.redisUrl ? { LONGRUN_REDIS_URL: options.redisUrl } : {}),
+    ...options.env,
+  });
+  const gateway = await Gateway.start(config, { logger: createLogger(config.logLevel, sink) });
+  const url = gateway.mainUrl;
+
+  const execute = (workflowId: string, opts: ExecuteOptions = {}): Promise<Dispatcher.ResponseData> => {
+    const body =
+      opts.rawBody ??
+      JSON.stringify(opts.body ?? { goal: 'test goal', workflowMetadata: scenarioMetadata(opts.steps ?? [{ op: 'checkpoint', text: 'done' }, { op: 'end' }]) });
+    return request(`${url}/api/v4/ai/duo_workflows/workflows/${workflowId}/execute${opts.query ?? ''}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...opts.headers },
+      body,
+      signal: opts.signal,
+    });
+  };
+
+  return {
+    gateway,
+    owner,
+    workflow,
+    url,
+    opsUrl: gateway.opsUrl,
+    logs: () => Buffer.concat(chunks).toString('utf8'),
+    execute,
+    async executeText(workflowId, opts) {
+      const res = await execute(workflowId, opts);
+      return { status: res.statusCode, headers: res.headers, text: await res.body.text() };
+    },
+    async metrics() {
+      const res = await request(`${gateway.opsUrl}/metrics`);
+      return res.body.text();
+    },
+    async close() {
+      await gateway.close();
+      await Promise.allSettled([owner.close(), workflow.close(), removeSecretFile(secretFile)]);
+    },
+  };
+}
+
+/** The value of one sample in Prometheus text, or undefined when absent. */
+export function metricValue(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(name)) continue;
+    const match = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (.+)$/.exec(line);
+    if (!match || match[1] !== name) continue;
+    const found: Record<string, string> = {};
+    for (const pair of (match[3] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) found[pair[1] as string] = pair[2] as string;
+    if (Object.entries(labels).every(([k, v]) => found[k] === v) && Object.keys(found).length === Object.keys(labels).length) {
+      return Number(match[4]);
+    }
+  }
+  return undefined;
+}
+
+/** ndjson lines of a blocking response (empty keepalive lines included as ''). */
+export function ndjsonLines(text: string): string[] {
+  const lines = text.split('\n');
+  if (lines[lines.length - 1] === '') lines.pop();
+  return lines;
+}
