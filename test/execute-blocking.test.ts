@@ -232,6 +232,7 @@ describe('the lock (LockConcurrentFlow)', () => {
     expect(JSON.parse(conflict?.text ?? '{}').error.code).toBe('WORKFLOW_LOCKED');
     expect(stack.workflow.callsFor('40')).toHaveLength(1);
     const client = new Redis(redis.url);
+    client.on('error', () => undefined);
     cleanups.push(() => void client.disconnect());
     expect(await client.exists('workhorse:duoworkflow:lock:40')).toBe(0);
   });
@@ -243,6 +244,7 @@ describe('the lock (LockConcurrentFlow)', () => {
     const res = await stack.execute('41', { steps: [{ op: 'checkpoint', text: 'a' }, { op: 'hang' }], signal: abort.signal });
     expect(res.statusCode).toBe(200);
     const client = new Redis(redis.url);
+    client.on('error', () => undefined);
     cleanups.push(() => void client.disconnect());
     expect(await client.exists('workhorse:duoworkflow:lock:41')).toBe(1);
     abort.abort();
