@@ -2,7 +2,8 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'bench/out/**', 'eslint.config.mjs'] },
+  // test/fixtures/*.cjs are plain scripts run against dist/ by child-process tests.
+  { ignores: ['dist/**', 'node_modules/**', 'bench/out/**', 'eslint.config.mjs', 'test/fixtures/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
