@@ -21,7 +21,6 @@ export const errorCatalog = {
   NOT_CANCELLABLE: { status: 409, retryable: false },
   ACTOR_LIMIT: { status: 429, retryable: true },
   INTERNAL: { status: 500, retryable: true },
-  NOT_IMPLEMENTED: { status: 501, retryable: false },
   OWNER_UNAVAILABLE: { status: 502, retryable: true },
   PREAUTH_INVALID: { status: 502, retryable: true },
   WORKFLOW_SERVICE_UNAVAILABLE: { status: 502, retryable: true },

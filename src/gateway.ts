@@ -11,9 +11,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Config, ListenAddress } from './config';
 import { createLogger, type Logger } from './log';
 import { Metrics } from './metrics';
-import type { LockBackend } from './coordination/lock-backend';
-import { MemoryLockBackend } from './coordination/memory-lock';
-import { RedisLockBackend } from './coordination/redis-lock';
+import type { CoordinationBackend } from './coordination/backend';
+import { MemoryBackend } from './coordination/memory-backend';
+import { RedisBackend } from './coordination/redis-backend';
+import { StopWatcher } from './coordination/stop-watcher';
 import { createMainApp } from './http/main-app';
 import { createOpsApp } from './http/ops-app';
 import { OwnerClient } from './owner/owner-client';
@@ -59,7 +60,8 @@ export class Gateway {
     readonly registry: RunRegistry,
     private readonly owner: OwnerClient,
     private readonly channels: ChannelPool,
-    readonly lockBackend: LockBackend,
+    readonly backend: CoordinationBackend,
+    private readonly stopWatcher: StopWatcher,
     private readonly mainServer: http.Server,
     private readonly opsServer: http.Server,
     private readonly callbackBudget: AbortController,
@@ -78,19 +80,32 @@ export class Gateway {
       relayTimeoutMs: config.relayTimeoutMs,
     });
     const channels = new ChannelPool({ streamsPerConnection: config.grpcStreamsPerConnection });
-    let lockBackend: LockBackend;
+    let backend: CoordinationBackend;
     if (config.redisUrl) {
-      const redis = new RedisLockBackend(config.redisUrl);
+      const redis = new RedisBackend(config.redisUrl);
       // Serve anyway when Redis is down at start: detached executes answer 503 until it heals.
       if (!(await redis.waitReady(5_000))) logger.warn('redis not reachable at start; detached executes answer 503 LOCK_UNAVAILABLE until it is');
-      lockBackend = redis;
+      backend = redis;
     } else {
-      lockBackend = new MemoryLockBackend();
+      backend = new MemoryBackend();
     }
+    const stopWatcher = new StopWatcher(backend, config.stopPollMs);
     let gateway: Gateway | undefined;
     const isDraining = (): boolean => gateway?.state !== 'serving';
     const callbackSignal = new AbortController();
-    const mainApp = createMainApp({ config, owner, channels, lockBackend, registry, metrics, logger, isDraining, callbackSignal: callbackSignal.signal });
+    const mainApp = createMainApp({
+      config,
+      secret: config.secret,
+      owner,
+      channels,
+      backend,
+      stopWatcher,
+      registry,
+      metrics,
+      logger,
+      isDraining,
+      callbackSignal: callbackSignal.signal,
+    });
     const opsApp = createOpsApp({ metrics, registry, isDraining });
     let mainServer: http.Server | undefined;
     let opsServer: http.Server | undefined;
@@ -101,15 +116,16 @@ export class Gateway {
       if (mainServer) await closeServer(mainServer);
       await owner.close();
       channels.close();
-      await lockBackend.close();
+      stopWatcher.close();
+      await backend.close();
       throw err;
     }
     // Long turns: no request or header timeouts on streaming responses.
     mainServer.requestTimeout = 0;
     mainServer.headersTimeout = 60_000;
     mainServer.keepAliveTimeout = 5_000;
-    gateway = new Gateway(config, logger, metrics, registry, owner, channels, lockBackend, mainServer, opsServer, callbackSignal);
-    logger.info({ listen: gateway.mainUrl, ops: gateway.opsUrl, lock: lockBackend.kind }, 'longrun listening');
+    gateway = new Gateway(config, logger, metrics, registry, owner, channels, backend, stopWatcher, mainServer, opsServer, callbackSignal);
+    logger.info({ listen: gateway.mainUrl, ops: gateway.opsUrl, lock: backend.kind, replica: config.replicaId }, 'longrun listening');
     return gateway;
   }
 
@@ -166,7 +182,8 @@ export class Gateway {
         Promise.resolve().then(() => this.channels.close()),
       ];
       await Promise.allSettled(steps);
-      await this.lockBackend.close().catch(() => undefined);
+      this.stopWatcher.close();
+      await this.backend.close().catch(() => undefined);
     })();
     return this.closing;
   }

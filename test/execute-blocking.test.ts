@@ -6,6 +6,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
+import type { MemoryBackend } from '../src/coordination/memory-backend';
 import { OWNER_OAUTH_TOKEN } from '../src/sandbox/owner-sim';
 import { scenarioMetadata, type Step } from '../src/sandbox/scenario';
 import { verifyJwt, WORKHORSE_ISSUER } from '../src/owner/jwt';
@@ -134,7 +135,7 @@ describe('the status table, each row from its real cause', () => {
     expect(mismatch.status).toBe(400);
     expect(JSON.parse(mismatch.text).error.message).toContain('does not match');
     expect(stack.workflow.calls).toHaveLength(0);
-    expect((stack.gateway.lockBackend as unknown as { holder(id: string): string | undefined }).holder('20')).toBeUndefined();
+    expect((stack.gateway.backend as MemoryBackend).holder('20')).toBeUndefined();
   });
 
   it('400 INVALID_REQUEST when the workflow service answers INVALID_ARGUMENT', async () => {
@@ -196,7 +197,7 @@ describe('the status table, each row from its real cause', () => {
     const res = await stack.executeText('34');
     expect(res.status).toBe(502);
     expect(JSON.parse(res.text).error).toMatchObject({ code: 'WORKFLOW_SERVICE_UNAVAILABLE', retryable: true });
-    expect((stack.gateway.lockBackend as unknown as { holder(id: string): string | undefined }).holder('34')).toBeUndefined();
+    expect((stack.gateway.backend as MemoryBackend).holder('34')).toBeUndefined();
   });
 
   it('503 DRAINING with Retry-After once the gateway drains', async () => {

@@ -1,31 +1,34 @@
 /**
  * A held lock, kept alive: renewed every TTL/3 while the run lives. Each renewal is one
- * atomic observation of "I still own it" and "I should stop" (renew-lease.lua).
+ * atomic observation of "I still own it" and "I should stop" (renew-lease.lua), and
+ * refreshes the run record and actor slot with the lock.
  *
- * - token gone or taken over → onLost (the run stops with WORKHORSE_LOCK_LOST);
+ * - token gone or taken over → onLost('taken') (the run stops with WORKHORSE_LOCK_LOST);
  * - stop flag set → onStop(value);
- * - renewal erroring → retried until the lease would expire, then onLost: a run never
- *   goes on past an expiry it could not prevent.
+ * - renewal erroring → retried until the lease would expire, then onLost('expired'): a
+ *   run never goes on past an expiry it could not prevent.
  */
-import type { LockBackend } from './lock-backend';
+import type { CoordinationBackend, LeaseRefresh } from './backend';
 
 export type LeaseState = 'held' | 'lost' | 'released';
 
 export interface LeaseHooks {
   onLost(why: 'taken' | 'expired'): void;
   onStop(value: string): void;
-  onRenew?(result: 'ok' | 'lost' | 'error'): void;
+  onRenew?(result: 'ok' | 'error'): void;
+  /** What the renewal refreshes besides the lock (run record, actor slot). */
+  refresh(): LeaseRefresh;
 }
 
 export class Lease {
   private state: LeaseState = 'held';
   private timer: NodeJS.Timeout | undefined;
-  /** When the last successful renewal (or the acquire) was sent: the lease runs at least ttl from it. */
+  /** When the last successful renewal (or the acquire) was sent: the lock lives at least ttl from it. */
   private confirmedAt: number;
   private releasing: Promise<boolean> | undefined;
 
   constructor(
-    private readonly backend: LockBackend,
+    private readonly backend: CoordinationBackend,
     readonly workflowId: string,
     readonly token: string,
     private readonly ttlMs: number,
@@ -33,11 +36,20 @@ export class Lease {
     acquiredAt: number = Date.now(),
   ) {
     this.confirmedAt = acquiredAt;
-    this.schedule(Math.max(1, Math.floor(ttlMs / 3)));
+    this.schedule(this.interval);
   }
 
   get current(): LeaseState {
     return this.state;
+  }
+
+  /** How long the lock is sure to live from now (negative once it may have expired). */
+  get remainingMs(): number {
+    return this.confirmedAt + this.ttlMs - Date.now();
+  }
+
+  private get interval(): number {
+    return Math.max(1, Math.floor(this.ttlMs / 3));
   }
 
   private schedule(delayMs: number): void {
@@ -49,45 +61,44 @@ export class Lease {
     if (this.state !== 'held') return;
     const sentAt = Date.now();
     try {
-      const result = await this.backend.renew(this.workflowId, this.token, this.ttlMs);
+      const result = await this.backend.renew(this.workflowId, this.token, this.ttlMs, this.hooks.refresh());
       if (this.state !== 'held') return;
       if (!result.owned) {
         this.state = 'lost';
-        this.hooks.onRenew?.('lost');
         this.hooks.onLost('taken');
         return;
       }
       this.confirmedAt = sentAt;
       this.hooks.onRenew?.('ok');
       if (result.stop !== null) this.hooks.onStop(result.stop);
-      this.schedule(Math.max(1, Math.floor(this.ttlMs / 3)));
+      this.schedule(this.interval);
     } catch {
       if (this.state !== 'held') return;
       this.hooks.onRenew?.('error');
       // Give up while a margin of the lease is left, so the run is stopped before a
       // second holder can take the key.
       const margin = Math.max(1, Math.floor(this.ttlMs / 10));
-      const left = this.confirmedAt + this.ttlMs - margin - Date.now();
+      const left = this.remainingMs - margin;
       if (left <= 0) {
         this.state = 'lost';
         this.hooks.onLost('expired');
         return;
       }
-      this.schedule(Math.min(left, Math.max(1, Math.floor(this.ttlMs / 10))));
+      this.schedule(Math.min(left, margin));
     }
   }
 
   /**
-   * Stops renewing and deletes the lock if still ours (compare-and-delete). Idempotent:
-   * every caller gets the same promise. Never rejects: resolves false when the backend
-   * failed, in which case the key expires by itself within one TTL.
+   * Stops renewing and deletes the lock (and run record, stop key, actor slot) if still
+   * ours. Idempotent: every caller gets the same promise. Never rejects: resolves false
+   * when the backend failed, in which case the keys expire within one TTL.
    */
-  release(): Promise<boolean> {
+  release(runId: string, actor?: { actorId: string; member: string }): Promise<boolean> {
     this.releasing ??= (async () => {
       clearTimeout(this.timer);
       this.state = 'released';
       try {
-        await this.backend.release(this.workflowId, this.token);
+        await this.backend.release(this.workflowId, this.token, runId, actor);
         return true;
       } catch {
         return false;

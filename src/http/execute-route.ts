@@ -11,9 +11,10 @@ import type { Logger } from '../log';
 import type { Metrics, Transport } from '../metrics';
 import type { OwnerClient } from '../owner/owner-client';
 import type { DuoWorkflowAuth } from '../owner/preauth';
-import type { LockBackend } from '../coordination/lock-backend';
+import type { CoordinationBackend } from '../coordination/backend';
+import type { StopWatcher } from '../coordination/stop-watcher';
 import { awaitAcceptance } from '../run/acceptance';
-import { takeLock, type HeldLock } from '../run/admission';
+import { admit, type HeldLock } from '../run/admission';
 import type { RunRegistry, Slot } from '../run/registry';
 import { Run } from '../run/run';
 import { authorizeStartRequest, callMetadata, decodeStartRequest } from '../run/start-request';
@@ -30,7 +31,8 @@ export interface ExecuteContext {
   config: Config;
   owner: OwnerClient;
   channels: ChannelPool;
-  lockBackend: LockBackend;
+  backend: CoordinationBackend;
+  stopWatcher: StopWatcher;
   registry: RunRegistry;
   metrics: Metrics;
   logger: Logger;
@@ -129,23 +131,30 @@ async function execute(ctx: ExecuteContext, req: Request, res: Response, setTran
       }
     }
     if (detached || auth.LockConcurrentFlow) {
-      lock = await takeLock(
+      lock = await admit(
         auth.WorkflowID,
         detached ? 'required' : 'best_effort',
-        { backend: ctx.lockBackend, metrics: ctx.metrics, logger: ctx.logger, leaseTtlMs: ctx.config.leaseTtlMs },
+        auth.ActorID ?? undefined,
+        { backend: ctx.backend, metrics: ctx.metrics, logger: ctx.logger, leaseTtlMs: ctx.config.leaseTtlMs, maxRunsPerActor: ctx.config.maxRunsPerActor },
         requestId,
       );
     }
     if (ctx.isDraining()) throw drainingError();
   } catch (err) {
     slot?.release();
-    if (lock) await lock.backend.release(auth.WorkflowID, lock.token).catch(() => undefined);
+    if (lock) await releaseUnused(ctx, auth.WorkflowID, lock);
     throw err;
   }
 
   return detached
     ? runDetached(ctx, res, auth, request, requestId, lock, slot)
     : runBlocking(ctx, req, res, auth, request, requestId, lock);
+}
+
+/** Gives back a lock (and actor slot) taken for a run that never started. */
+async function releaseUnused(ctx: ExecuteContext, workflowId: string, lock: HeldLock): Promise<void> {
+  const actor = lock.actorId ? { actorId: lock.actorId, member: lock.token } : undefined;
+  await ctx.backend.release(workflowId, lock.token, '', actor).catch(() => undefined);
 }
 
 function openRun(
@@ -161,16 +170,19 @@ function openRun(
     call = ctx.channels.open(auth.Service.URI, auth.Service.Secure ?? false, callMetadata(auth, requestId));
   } catch (err) {
     extra.slot?.release();
-    if (lock) void lock.backend.release(auth.WorkflowID, lock.token).catch(() => undefined);
+    if (lock) void releaseUnused(ctx, auth.WorkflowID, lock);
     throw new GatewayError('WORKFLOW_SERVICE_UNAVAILABLE', 'workflow service could not be reached', { cause: err });
   }
   return new Run(
-    { workflowId: auth.WorkflowID, requestId, transport, auth, call, lock, ...extra },
+    { workflowId: auth.WorkflowID, requestId, transport, auth, call, lock, actorId: lock?.actorId, ...extra },
     {
       owner: ctx.owner,
       metrics: ctx.metrics,
       logger: ctx.logger,
       registry: ctx.registry,
+      backend: ctx.backend,
+      stopWatcher: ctx.stopWatcher,
+      replicaId: ctx.config.replicaId,
       stopAckTimeoutMs: ctx.config.stopAckTimeoutMs,
       leaseTtlMs: ctx.config.leaseTtlMs,
       callbackSignal: ctx.callbackSignal,
@@ -225,9 +237,12 @@ async function runDetached(
   const sentAt = performance.now();
   run.start(request);
   const acceptance = await awaitAcceptance(run, ctx.config.acceptWaitMs);
-  if (acceptance.kind === 'ended') {
-    // Ended before acceptance: teardown (lock, slot) completes before the caller hears.
+  if (acceptance.kind !== 'accepted') {
+    // Ended or stopped before acceptance: teardown (lock, slot) completes before the caller hears.
     const result = await run.done;
+    if (acceptance.kind === 'stopped' || result.reason === 'stop_requested') {
+      throw new GatewayError('STOPPED', 'the owner stopped this workflow before the run was accepted');
+    }
     if (result.end.code !== 0) throw streamEndToError(result.end);
     res.status(200).json({ status: 'finished', workflow_id: auth.WorkflowID, run_id: run.id });
     return 'finished';

@@ -6,14 +6,19 @@ import express from 'express';
 import { GatewayError } from '../errors';
 import { sendError } from './error-response';
 import { executeHandler, type ExecuteContext } from './execute-route';
+import { createInternalRouter } from './internal-routes';
 import { requestIdMiddleware } from './request-id';
 
-export function createMainApp(ctx: ExecuteContext): express.Express {
+export function createMainApp(ctx: ExecuteContext & { secret: Uint8Array }): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.disable('etag');
   app.use(requestIdMiddleware);
   app.post('/api/v4/ai/duo_workflows/workflows/:workflow_id/execute', executeHandler(ctx));
+  app.use(
+    '/internal',
+    createInternalRouter({ secret: ctx.secret, backend: ctx.backend, logger: ctx.logger, stopKeyTtlMs: ctx.config.stopKeyTtlMs }),
+  );
   app.use((req, res) => {
     sendError(res, new GatewayError('NOT_FOUND', `no route for ${req.method} ${req.path}`), ctx.logger);
   });

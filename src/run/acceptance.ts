@@ -7,10 +7,12 @@ import type { StreamEnd } from './workflow-stream';
 
 export type Acceptance =
   | { kind: 'accepted'; on: 'first_action' | 'accept_wait_elapsed' }
-  | { kind: 'ended'; end: StreamEnd };
+  | { kind: 'ended'; end: StreamEnd }
+  | { kind: 'stopped' };
 
+/** Waits for acceptance; a stop signal seen first wins (the execute answers 409 STOPPED). */
 export async function awaitAcceptance(
-  run: { firstAction: Promise<void>; streamEnded: Promise<StreamEnd> },
+  run: { firstAction: Promise<void>; streamEnded: Promise<StreamEnd>; stopSignalled: Promise<void> },
   acceptWaitMs: number,
 ): Promise<Acceptance> {
   let timer: NodeJS.Timeout | undefined;
@@ -19,6 +21,7 @@ export async function awaitAcceptance(
   });
   try {
     return await Promise.race<Acceptance>([
+      run.stopSignalled.then(() => ({ kind: 'stopped' })),
       run.firstAction.then(() => ({ kind: 'accepted', on: 'first_action' })),
       run.streamEnded.then((end) => ({ kind: 'ended', end })),
       waited,

@@ -16,8 +16,9 @@ import type { Logger } from '../log';
 import type { Metrics, TeardownReason, Transport } from '../metrics';
 import type { OwnerClient } from '../owner/owner-client';
 import type { DuoWorkflowAuth } from '../owner/preauth';
-import type { LockBackend } from '../coordination/lock-backend';
+import type { CoordinationBackend } from '../coordination/backend';
 import { Lease } from '../coordination/lease';
+import type { StopWatcher } from '../coordination/stop-watcher';
 import type { Action, StartWorkflowRequest } from '../workflow/contract';
 import type { WorkflowCall } from '../workflow/channel-pool';
 import { serveAction } from './action-server';
@@ -40,6 +41,9 @@ export interface RunDeps {
   metrics: Metrics;
   logger: Logger;
   registry: RunRegistry;
+  backend: CoordinationBackend;
+  stopWatcher: StopWatcher;
+  replicaId: string;
   stopAckTimeoutMs: number;
   leaseTtlMs: number;
   /** Bounds segment-end callbacks (aborted when a drain's budget runs out). */
@@ -53,7 +57,9 @@ export interface RunInit {
   auth: DuoWorkflowAuth;
   call: WorkflowCall;
   /** The lock taken for this run (absent: blocking run without LockConcurrentFlow, or Redis down). */
-  lock?: { backend: LockBackend; token: string; acquiredAt: number };
+  lock?: { token: string; acquiredAt: number };
+  /** The actor slot taken with the lock's token (per-actor cap). */
+  actorId?: string;
   /** Detached runs: stop with WORKHORSE_RUN_LIMIT after this long. */
   runLimitMs?: number;
   slot?: Slot;
@@ -74,6 +80,10 @@ export class Run implements RegisteredRun {
   private stopping: Promise<StopOutcome> | undefined;
   private clientGone = false;
   private accepted = false;
+  private unwatchStop: (() => void) | undefined;
+  private resolveStopSignal!: () => void;
+  /** Resolves when the owner's stop signal is seen (before or after acceptance). */
+  readonly stopSignalled: Promise<void> = new Promise((resolve) => (this.resolveStopSignal = resolve));
   private runLimitTimer: NodeJS.Timeout | undefined;
   private readonly abort = new AbortController();
   private readonly stream: WorkflowStream;
@@ -87,14 +97,29 @@ export class Run implements RegisteredRun {
     this.transport = init.transport;
     this.stream = new WorkflowStream(init.call, (action) => this.onAction(action));
     if (init.lock) {
-      this.lease = new Lease(init.lock.backend, init.workflowId, init.lock.token, deps.leaseTtlMs, {
-        onLost: () => {
-          deps.metrics.lock('renew', 'lost');
-          void this.stop(LOCK_LOST);
+      this.lease = new Lease(
+        deps.backend,
+        init.workflowId,
+        init.lock.token,
+        deps.leaseTtlMs,
+        {
+          onLost: (why) => {
+            deps.metrics.lock('renew', 'lost');
+            deps.logger.warn({ workflow_id: this.workflowId, run_id: this.id, why }, 'lease lost: stopping the run');
+            void this.stop(LOCK_LOST, this.lockLostAckTimeoutMs());
+          },
+          onStop: (value) => this.onStopSignal(value),
+          onRenew: (result) => deps.metrics.lock('renew', result),
+          refresh: () => ({
+            runId: this.id,
+            state: this.state,
+            lastActionAt: this.lastActionAt === undefined ? '' : new Date(this.lastActionAt).toISOString(),
+            ...(init.actorId && init.lock ? { actor: { actorId: init.actorId, member: init.lock.token } } : {}),
+          }),
         },
-        onStop: (value) => void this.stop(userStopReason(value)),
-        onRenew: (result) => result !== 'lost' && deps.metrics.lock('renew', result),
-      }, init.lock.acquiredAt);
+        init.lock.acquiredAt,
+      );
+      this.unwatchStop = deps.stopWatcher.watch(init.workflowId, (value) => this.onStopSignal(value));
     }
     if (init.runLimitMs !== undefined) {
       this.runLimitTimer = setTimeout(() => void this.stop(RUN_LIMIT), init.runLimitMs);
@@ -125,10 +150,48 @@ export class Run implements RegisteredRun {
     this.stream.sendStart(request);
   }
 
-  /** The run was accepted (detached 202) or is streaming (blocking). */
+  /** The run was accepted (detached 202) or is streaming (blocking): its record is written. */
   markRunning(): void {
     if (this.state === 'starting') this.state = 'running';
     this.accepted = true;
+    if (this.lease) {
+      const record = {
+        run_id: this.id,
+        replica: this.deps.replicaId,
+        transport: this.transport,
+        state: this.state,
+        started_at: new Date(this.startedAt).toISOString(),
+        last_action_at: this.lastActionAt === undefined ? '' : new Date(this.lastActionAt).toISOString(),
+      };
+      this.deps.backend.writeRunRecord(this.workflowId, record, this.deps.leaseTtlMs).catch((err: unknown) => {
+        this.deps.logger.warn({ err, workflow_id: this.workflowId, run_id: this.id }, 'run record not written');
+      });
+    }
+  }
+
+  /** Whether the 202 was given (detached) or the stream started (blocking). */
+  get wasAccepted(): boolean {
+    return this.accepted;
+  }
+
+  /**
+   * The owner's stop signal: the run acting on it deletes the key, then stops with the
+   * key's value as the user reason.
+   */
+  private onStopSignal(value: string): void {
+    if (this.state === 'ended' || this.stopping) return;
+    this.resolveStopSignal();
+    this.deps.backend.clearStop(this.workflowId).catch(() => undefined);
+    void this.stop(userStopReason(value));
+  }
+
+  /**
+   * A lost lease may be taken by another run once it expires: the handshake must end
+   * before that, so it gets what is left of the lease, not the full ack timeout.
+   */
+  private lockLostAckTimeoutMs(): number {
+    const left = this.lease ? this.lease.remainingMs - 50 : 0;
+    return Math.max(1, Math.min(this.deps.stopAckTimeoutMs, left));
   }
 
   info(): RunInfo {
@@ -173,7 +236,23 @@ export class Run implements RegisteredRun {
       this.init.onCheckpoint?.(action);
       return;
     }
-    void serveAction(action, {
+    void this.serve(action);
+  }
+
+  /** Checks the stop key, then serves the action; the answer is written exactly once. */
+  private async serve(action: Action): Promise<void> {
+    const requestID = action.requestID ?? '';
+    if (this.lease) {
+      const stop = await this.deps.backend.readStop(this.workflowId).catch(() => null);
+      if (stop !== null) this.onStopSignal(stop);
+    }
+    if (this.stopping) {
+      this.deps.metrics.action(action.action ?? 'unknown');
+      const error = 'request aborted: the run is stopping';
+      this.stream.respond(action.action === 'runHTTPRequest' ? { requestID, httpResponse: { error } } : { requestID, plainTextResponse: { error } });
+      return;
+    }
+    await serveAction(action, {
       owner: this.deps.owner,
       metrics: this.deps.metrics,
       workflowId: this.workflowId,
@@ -187,7 +266,7 @@ export class Run implements RegisteredRun {
       },
       (err: unknown) => {
         this.deps.logger.error({ err, workflow_id: this.workflowId, run_id: this.id }, 'serving an action failed');
-        this.stream.respond({ requestID: action.requestID ?? '', plainTextResponse: { error: 'internal error' } });
+        this.stream.respond({ requestID, plainTextResponse: { error: 'internal error' } });
       },
     );
   }
@@ -195,6 +274,7 @@ export class Run implements RegisteredRun {
   private async teardown(end: StreamEnd): Promise<RunResult> {
     this.state = 'ended';
     clearTimeout(this.runLimitTimer);
+    this.unwatchStop?.();
     this.abort.abort();
     const stopOutcome = this.stopping ? await this.stopping : undefined;
     const reason: TeardownReason = this.stopReason
@@ -202,7 +282,10 @@ export class Run implements RegisteredRun {
       : this.clientGone
         ? 'client_gone'
         : teardownForEnd(end.code);
-    if (this.lease) this.deps.metrics.lock('release', (await this.lease.release()) ? 'ok' : 'error');
+    if (this.lease) {
+      const actor = this.init.actorId && this.init.lock ? { actorId: this.init.actorId, member: this.init.lock.token } : undefined;
+      this.deps.metrics.lock('release', (await this.lease.release(this.id, actor)) ? 'ok' : 'error');
+    }
     this.deps.registry.remove(this);
     this.init.slot?.release();
     const durationMs = Date.now() - this.startedAt;

@@ -1,0 +1,75 @@
+/**
+ * What replicas share (SPEC §5): each workflow's lock and lease, its stop signal, its
+ * run record, and per-actor run slots. Two implementations keep the same semantics:
+ * Redis (several replicas) and this process (LONGRUN_REDIS_URL unset).
+ *
+ * Every method throws CoordinationError when the store fails (unreachable, erroring),
+ * as opposed to answering "taken" / "not owned".
+ */
+
+export class CoordinationError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'CoordinationError';
+  }
+}
+
+/** One atomic observation made by a renewal: "I still own it" and "I should stop". */
+export interface RenewResult {
+  owned: boolean;
+  /** The stop key's value when the owner asked this workflow's run to stop, else null. */
+  stop: string | null;
+}
+
+/** The run record hash (`workhorse:duoworkflow:run:<id>`). */
+export interface RunRecord {
+  run_id: string;
+  replica: string;
+  transport: string;
+  state: string;
+  started_at: string;
+  last_action_at: string;
+}
+
+/** What a lease renewal refreshes besides the lock. */
+export interface LeaseRefresh {
+  runId: string;
+  state: string;
+  lastActionAt: string;
+  actor?: { actorId: string; member: string };
+}
+
+export interface CoordinationBackend {
+  readonly kind: 'redis' | 'memory';
+  /** SET NX PX: takes the lock for ttlMs when free; false when another token holds it. */
+  acquire(workflowId: string, token: string, ttlMs: number): Promise<boolean>;
+  /**
+   * Extends the lease only while `token` still holds it, refreshes the run record and
+   * actor slot with it, and reads the stop flag — one round trip.
+   */
+  renew(workflowId: string, token: string, ttlMs: number, refresh: LeaseRefresh): Promise<RenewResult>;
+  /**
+   * Compare-and-delete: deletes the lock when `token` holds it, the run record when it is
+   * `runId`'s, the stop key when the lock was ours, and the actor slot.
+   */
+  release(workflowId: string, token: string, runId: string, actor?: { actorId: string; member: string }): Promise<void>;
+  /** The stop key's value, or null. */
+  readStop(workflowId: string): Promise<string | null>;
+  /** Deletes the stop key (the run acting on it, or a stale one at admission). */
+  clearStop(workflowId: string): Promise<void>;
+  /**
+   * The owner's stop request: sets the stop key (TTL ttlMs) and notifies replicas, only
+   * when a run holds the workflow's lock. Returns false (and sets nothing) when none does.
+   */
+  requestStop(workflowId: string, value: string, ttlMs: number): Promise<boolean>;
+  writeRunRecord(workflowId: string, record: RunRecord, ttlMs: number): Promise<void>;
+  readRunRecord(workflowId: string): Promise<RunRecord | null>;
+  /** Takes one of `max` slots for the actor (entries expire after ttlMs unless renewed). */
+  acquireActorSlot(actorId: string, member: string, max: number, ttlMs: number): Promise<boolean>;
+  releaseActorSlot(actorId: string, member: string): Promise<void>;
+  /** Subscribes to stop notices (pub/sub); the handler gets the workflow id. */
+  onStopNotice(handler: (workflowId: string) => void): void;
+  /** Reads many stop keys at once (the poller). */
+  readStops(workflowIds: string[]): Promise<Array<string | null>>;
+  close(): Promise<void>;
+}

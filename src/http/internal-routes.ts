@@ -1,0 +1,87 @@
+/**
+ * Owner → longrun routes (SPEC §1, §5, §6), each requiring
+ * `Authorization: Bearer <HS256 JWT, iss "gitlab">` signed with the shared secret;
+ * anything else is a 401 without detail.
+ *
+ *   POST /internal/workflows/:id/stop  202 when a run holds the workflow (on any replica),
+ *                                      409 NOT_CANCELLABLE when none does (nothing is set)
+ *   GET  /internal/workflows/:id/run   the run record, or 404
+ */
+import express from 'express';
+import { GatewayError } from '../errors';
+import type { Logger } from '../log';
+import type { CoordinationBackend } from '../coordination/backend';
+import { OWNER_ISSUER, verifyJwt } from '../owner/jwt';
+import { USER_STOP } from '../run/stop-reasons';
+import { sendError } from './error-response';
+import { readBody } from './read-body';
+
+export interface InternalContext {
+  secret: Uint8Array;
+  backend: CoordinationBackend;
+  logger: Logger;
+  stopKeyTtlMs: number;
+}
+
+const reasonToken = /^[A-Z][A-Z0-9_]{0,63}$/;
+
+function storeError(err: unknown): GatewayError {
+  return new GatewayError('LOCK_UNAVAILABLE', 'the coordination store is unavailable; retry shortly', { cause: err, retryAfterS: 2 });
+}
+
+export function createInternalRouter(ctx: InternalContext): express.Router {
+  const router = express.Router();
+
+  router.use((req, res, next) => {
+    const header = req.get('authorization') ?? '';
+    const token = /^Bearer ([A-Za-z0-9_.-]+)$/.exec(header)?.[1];
+    void (token ? verifyJwt(ctx.secret, token, OWNER_ISSUER) : Promise.resolve(false)).then((ok) => {
+      if (ok) next();
+      else sendError(res, new GatewayError('UNAUTHORIZED', 'unauthorized'), ctx.logger);
+    });
+  });
+
+  router.post('/workflows/:workflow_id/stop', (req, res) => {
+    const workflowId = req.params['workflow_id'] as string;
+    void (async () => {
+      // Optional body {"reason": "TOKEN"}: the user reason the run will send.
+      const body = await readBody(req, res, 4_096);
+      let reason = USER_STOP;
+      if (body.length > 0) {
+        let parsed: unknown;
+        try {
+          parsed = JSON.parse(body.toString('utf8'));
+        } catch {
+          throw new GatewayError('INVALID_REQUEST', 'body must be JSON');
+        }
+        const given = (parsed as { reason?: unknown } | null)?.reason;
+        if (given !== undefined) {
+          if (typeof given !== 'string' || !reasonToken.test(given)) throw new GatewayError('INVALID_REQUEST', 'reason must match [A-Z][A-Z0-9_]{0,63}');
+          reason = given;
+        }
+      }
+      let requested: boolean;
+      try {
+        requested = await ctx.backend.requestStop(workflowId, reason, ctx.stopKeyTtlMs);
+      } catch (err) {
+        throw storeError(err);
+      }
+      if (!requested) throw new GatewayError('NOT_CANCELLABLE', 'no run of this workflow is in flight');
+      ctx.logger.info({ workflow_id: workflowId, reason, request_id: res.locals['requestId'] }, 'stop requested');
+      res.status(202).json({ status: 'stop_requested', workflow_id: workflowId, reason });
+    })().catch((err: unknown) => sendError(res, err, ctx.logger));
+  });
+
+  router.get('/workflows/:workflow_id/run', (req, res) => {
+    const workflowId = req.params['workflow_id'] as string;
+    ctx.backend.readRunRecord(workflowId).then(
+      (record) => {
+        if (record) res.json({ workflow_id: workflowId, ...record });
+        else sendError(res, new GatewayError('NOT_FOUND', 'no run of this workflow is in flight'), ctx.logger);
+      },
+      (err: unknown) => sendError(res, storeError(err), ctx.logger),
+    );
+  });
+
+  return router;
+}
