@@ -60,8 +60,16 @@ export class Lease {
   private async renew(): Promise<void> {
     if (this.state !== 'held') return;
     const sentAt = Date.now();
+    const margin = Math.max(1, Math.floor(this.ttlMs / 10));
+    let deadline: NodeJS.Timeout | undefined;
     try {
-      const result = await this.backend.renew(this.workflowId, this.token, this.ttlMs, this.hooks.refresh());
+      // A renewal stuck past the lease's end is as good as failed: bound it by what is left.
+      const result = await Promise.race([
+        this.backend.renew(this.workflowId, this.token, this.ttlMs, this.hooks.refresh()),
+        new Promise<never>((_resolve, reject) => {
+          deadline = setTimeout(() => reject(new Error('renewal timed out')), Math.max(1, this.remainingMs - margin));
+        }),
+      ]);
       if (this.state !== 'held') return;
       if (!result.owned) {
         this.state = 'lost';
@@ -77,7 +85,6 @@ export class Lease {
       this.hooks.onRenew?.('error');
       // Give up while a margin of the lease is left, so the run is stopped before a
       // second holder can take the key.
-      const margin = Math.max(1, Math.floor(this.ttlMs / 10));
       const left = this.remainingMs - margin;
       if (left <= 0) {
         this.state = 'lost';
@@ -85,6 +92,8 @@ export class Lease {
         return;
       }
       this.schedule(Math.min(left, margin));
+    } finally {
+      clearTimeout(deadline);
     }
   }
 

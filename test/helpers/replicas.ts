@@ -1,0 +1,90 @@
+/**
+ * Gateway replicas as child processes (`node dist/src/main.js`, as users run it), all
+ * pointed at one owner simulator, one workflow simulator and one redis-server.
+ */
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { request, type Dispatcher } from 'undici';
+import { signJwt, OWNER_ISSUER } from '../../src/owner/jwt';
+import { scenarioMetadata, type Step } from '../../src/sandbox/scenario';
+import { startChild, type Child } from './child';
+import { freePort } from './ports';
+import { testSecret } from './secret';
+
+export interface Replica {
+  name: string;
+  url: string;
+  opsUrl: string;
+  child: Child;
+  execute(workflowId: string, steps: Step[]): Promise<{ status: number; headers: Dispatcher.ResponseData['headers']; body: Record<string, unknown> }>;
+  stop(workflowId: string, token?: string, body?: unknown): Promise<{ status: number; body: Record<string, unknown> }>;
+  runRecord(workflowId: string): Promise<{ status: number; body: Record<string, unknown> }>;
+}
+
+const root = path.resolve(__dirname, '../..');
+
+export async function ownerJwt(): Promise<string> {
+  return signJwt(testSecret, OWNER_ISSUER);
+}
+
+async function json(res: Dispatcher.ResponseData): Promise<Record<string, unknown>> {
+  const text = await res.body.text();
+  try {
+    return JSON.parse(text) as Record<string, unknown>;
+  } catch {
+    return { raw: text };
+  }
+}
+
+export async function startReplica(name: string, env: Record<string, string>): Promise<Replica> {
+  const port = await freePort();
+  const opsPort = await freePort();
+  const child = startChild([path.join(root, 'dist/src/main.js')], {
+    LONGRUN_LISTEN: `127.0.0.1:${port}`,
+    LONGRUN_OPS_LISTEN: `127.0.0.1:${opsPort}`,
+    LONGRUN_REPLICA_ID: name,
+    LONGRUN_LOG_LEVEL: 'warn',
+    ...env,
+  });
+  const url = `http://127.0.0.1:${port}`;
+  const opsUrl = `http://127.0.0.1:${opsPort}`;
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    const ok = await request(`${opsUrl}/-/readiness`).then(
+      async (r) => (await r.body.text(), r.statusCode === 200),
+      () => false,
+    );
+    if (ok) break;
+    if (Date.now() > deadline || child.process.exitCode !== null) {
+      await child.kill();
+      throw new Error(`replica ${name} did not become ready\n${child.stdout()}\n${child.stderr()}`);
+    }
+    await sleep(50);
+  }
+  return {
+    name,
+    url,
+    opsUrl,
+    child,
+    async execute(workflowId, steps) {
+      const res = await request(`${url}/api/v4/ai/duo_workflows/workflows/${workflowId}/execute`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ workflowMetadata: scenarioMetadata(steps) }),
+      });
+      return { status: res.statusCode, headers: res.headers, body: await json(res) };
+    },
+    async stop(workflowId, token, body) {
+      const res = await request(`${url}/internal/workflows/${workflowId}/stop`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...(token === undefined ? { authorization: `Bearer ${await ownerJwt()}` } : token ? { authorization: token } : {}) },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+      return { status: res.statusCode, body: await json(res) };
+    },
+    async runRecord(workflowId) {
+      const res = await request(`${url}/internal/workflows/${workflowId}/run`, { headers: { authorization: `Bearer ${await ownerJwt()}` } });
+      return { status: res.statusCode, body: await json(res) };
+    },
+  };
+}
