@@ -243,6 +243,8 @@ async function runDetached(
     if (acceptance.kind === 'stopped' || result.reason === 'stop_requested') {
       throw new GatewayError('STOPPED', 'the owner stopped this workflow before the run was accepted');
     }
+    // Drained before acceptance: the turn was handed back; the caller retries elsewhere.
+    if (result.reason === 'drain') throw drainingError();
     if (result.end.code !== 0) throw streamEndToError(result.end);
     res.status(200).json({ status: 'finished', workflow_id: auth.WorkflowID, run_id: run.id });
     return 'finished';
