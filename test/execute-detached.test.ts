@@ -155,7 +155,7 @@ describe('the run limit and the stop handshake', () => {
   const hang: Step[] = [{ op: 'checkpoint', text: 'working' }, { op: 'hang' }];
 
   it('a service that acks (UNAVAILABLE): WORKHORSE_RUN_LIMIT recorded, lock released, run_limit callback', async () => {
-    stack = await redisStack({ LONGRUN_RUN_LIMIT_MS: '300' });
+    stack = await redisStack({ LONGRUN_RUN_LIMIT_MS: '500' });
     const res = await stack.executeText('120', { steps: hang });
     expect(res.status).toBe(202);
     await stack.owner.waitFor(() => stack!.owner.segmentEnds.length === 1, 5_000, 'segment end');
@@ -170,7 +170,7 @@ describe('the run limit and the stop handshake', () => {
   });
 
   it('a service not yet updated ends the call OK (it took a user stop): still released', async () => {
-    stack = await redisStack({ LONGRUN_RUN_LIMIT_MS: '300' });
+    stack = await redisStack({ LONGRUN_RUN_LIMIT_MS: '500' });
     stack.workflow.infraStopReasons = new Set(['WORKHORSE_SERVER_SHUTDOWN']);
     expect((await stack.executeText('121', { steps: hang })).status).toBe(202);
     await stack.owner.waitFor(() => stack!.owner.segmentEnds.length === 1, 5_000, 'segment end');
@@ -181,13 +181,13 @@ describe('the run limit and the stop handshake', () => {
   });
 
   it('a service that ignores stops: cancelled after the ack timeout, still released', async () => {
-    stack = await redisStack({ LONGRUN_RUN_LIMIT_MS: '200', LONGRUN_STOP_ACK_TIMEOUT_MS: '300' });
+    stack = await redisStack({ LONGRUN_RUN_LIMIT_MS: '500', LONGRUN_STOP_ACK_TIMEOUT_MS: '300' });
     stack.workflow.ignoreStops = true;
     const started = performance.now();
     expect((await stack.executeText('122', { steps: hang })).status).toBe(202);
     await stack.owner.waitFor(() => stack!.owner.segmentEnds.length === 1, 5_000, 'segment end');
     const elapsed = performance.now() - started;
-    expect(elapsed).toBeGreaterThanOrEqual(480);
+    expect(elapsed).toBeGreaterThanOrEqual(780);
     expect(stack.workflow.callsFor('122')[0]?.stopReasons).toEqual(['WORKHORSE_RUN_LIMIT']);
     expect(stack.workflow.callsFor('122')[0]?.ended?.how).toBe('cancelled');
     expect(await client!.exists(lockKey('122'))).toBe(0);
@@ -195,7 +195,7 @@ describe('the run limit and the stop handshake', () => {
   });
 
   it('does not wait out the ack timeout when the call ends at once', async () => {
-    stack = await redisStack({ LONGRUN_RUN_LIMIT_MS: '200', LONGRUN_STOP_ACK_TIMEOUT_MS: '10000' });
+    stack = await redisStack({ LONGRUN_RUN_LIMIT_MS: '500', LONGRUN_STOP_ACK_TIMEOUT_MS: '10000' });
     const started = performance.now();
     expect((await stack.executeText('123', { steps: hang })).status).toBe(202);
     await stack.owner.waitFor(() => stack!.owner.segmentEnds.length === 1, 5_000, 'segment end');
