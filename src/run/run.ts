@@ -314,7 +314,8 @@ export class Run implements RegisteredRun {
         {
           workflow_id: this.workflowId,
           run_id: this.id,
-          reason,
+          // A detached run has no caller to lose: a cancel on close is a stream error to the owner.
+          reason: reason === 'client_gone' ? 'stream_error' : reason,
           segment_duration_s: Math.round(durationMs / 100) / 10,
           actions: this.actions,
         },
