@@ -6,6 +6,7 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { version } from './version';
 import { actionKinds } from './workflow/contract';
 
 export const transports = ['http', 'detached'] as const;
@@ -30,10 +31,30 @@ export const relayErrorTypes = ['refused_path', 'timeout', 'too_large', 'network
 export const stopOutcomes = ['ack', 'user_stop', 'already_ended', 'timeout', 'error'] as const;
 export const lockOps = ['acquire', 'renew', 'release'] as const;
 export const lockResults = ['ok', 'taken', 'lost', 'error'] as const;
+/** The op/result pairs that can happen (zero-initialised; the others never appear). */
+const lockOutcomes: ReadonlyArray<readonly [(typeof lockOps)[number], (typeof lockResults)[number]]> = [
+  ['acquire', 'ok'],
+  ['acquire', 'taken'],
+  ['acquire', 'error'],
+  ['renew', 'ok'],
+  ['renew', 'lost'],
+  ['renew', 'error'],
+  ['release', 'ok'],
+  ['release', 'error'],
+];
 export const callbackResults = ['ok', 'retried_ok', 'failed'] as const;
 export const capKinds = ['process', 'actor'] as const;
 const relayMethods = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD'] as const;
 const grpcCodeNames = Object.keys(grpc.status).filter((k) => Number.isNaN(Number(k)));
+const acceptedOn = ['first_action', 'accept_wait_elapsed'] as const;
+
+/**
+ * prom-client's default metrics include three gauges named `*_total`
+ * (nodejs_active_{handles,requests,resources}_total), which `promtool check metrics`
+ * rejects: only counters may end in _total. Their per-type siblings without the suffix
+ * carry the same information (sum them), so these are dropped.
+ */
+const lintFailingDefaults = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
 
 function oneOf<T extends string>(value: string, vocabulary: readonly T[]): T | 'other' {
   return (vocabulary as readonly string[]).includes(value) ? (value as T) : 'other';
@@ -59,14 +80,16 @@ export class Metrics {
     name: 'longrun_session_duration_seconds',
     help: 'Workflow session duration, by transport.',
     labelNames: ['transport'],
-    buckets: [1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 2700, 3300, 3600],
+    // From sub-second rejections to the one-hour stream cap; 3300 is the default run limit.
+    buckets: [0.1, 0.5, 1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 2700, 3300, 3600],
     registers: [this.registry],
   });
   readonly teardowns = new Counter({ name: 'longrun_teardowns_total', help: 'Runs ended, by transport and reason.', labelNames: ['transport', 'reason'], registers: [this.registry] });
   readonly acceptDuration = new Histogram({
     name: 'longrun_accept_duration_seconds',
-    help: 'Detached execute: time from stream start to acceptance (202).',
+    help: 'Detached execute: time from startRequest sent to acceptance (the 202).',
     labelNames: ['accepted_on'],
+    // Milliseconds (a first action already queued) to the accept wait (10 s default) and a little over.
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15],
     registers: [this.registry],
   });
@@ -74,6 +97,7 @@ export class Metrics {
     name: 'longrun_stop_ack_duration_seconds',
     help: 'Stop handshake: stopWorkflow sent to call end.',
     labelNames: ['outcome'],
+    // An ack takes milliseconds; the ack timeout (10 s default) bounds the rest.
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15],
     registers: [this.registry],
   });
@@ -81,7 +105,8 @@ export class Metrics {
   readonly relayActions = new Counter({ name: 'longrun_http_relay_actions_total', help: 'runHTTPRequest actions relayed to the owner, by method and status class.', labelNames: ['method', 'status'], registers: [this.registry] });
   readonly relayDuration = new Histogram({
     name: 'longrun_http_relay_duration_seconds',
-    help: 'runHTTPRequest relay duration.',
+    help: 'runHTTPRequest relay duration (successful relays).',
+    // The relay timeout is 5 s; 10 s catches relays run without it.
     buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registers: [this.registry],
   });
@@ -93,37 +118,47 @@ export class Metrics {
   readonly capRejections = new Counter({ name: 'longrun_cap_rejections_total', help: 'Executes refused by a cap, by cap.', labelNames: ['cap'], registers: [this.registry] });
   readonly runsInFlight = new Gauge({ name: 'longrun_runs_in_flight', help: 'Runs in flight in this process, by transport.', labelNames: ['transport'], registers: [this.registry] });
   readonly draining = new Gauge({ name: 'longrun_draining', help: '1 while the process drains after SIGTERM.', registers: [this.registry] });
+  readonly buildInfo = new Gauge({ name: 'longrun_build_info', help: 'Always 1; the version label says which longrun runs.', labelNames: ['version'], registers: [this.registry] });
 
   constructor(options: { defaultMetrics?: boolean } = {}) {
-    if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry });
-    // Zero-initialise what dashboards divide or alert on, so they see 0 rather than no data.
+    if (options.defaultMetrics ?? true) {
+      collectDefaultMetrics({ register: this.registry });
+      for (const name of lintFailingDefaults) this.registry.removeSingleMetric(name);
+    }
+    // Zero-initialise what dashboards divide or alert on, so they see 0 rather than no
+    // data, and so rate() counts the first increment of a series.
     for (const transport of transports) {
       this.connections.inc({ transport }, 0);
       this.connectionsOpen.set({ transport }, 0);
       this.runsInFlight.set({ transport }, 0);
+      this.sessionDuration.zero({ transport });
       for (const reason of teardownReasons) this.teardowns.inc({ transport, reason }, 0);
+      for (const type of connectionErrorTypes) this.connectionErrors.inc({ transport, error_type: type }, 0);
     }
-    for (const op of lockOps) for (const result of lockResults) this.lockOperations.inc({ op, result }, 0);
+    for (const on of acceptedOn) this.acceptDuration.zero({ accepted_on: on });
+    this.sessions.inc({ code: 'OK' }, 0);
+    for (const [op, result] of lockOutcomes) this.lockOperations.inc({ op, result }, 0);
     for (const result of callbackResults) this.callbacks.inc({ result }, 0);
     for (const cap of capKinds) this.capRejections.inc({ cap }, 0);
     for (const type of relayErrorTypes) this.relayErrors.inc({ type }, 0);
     for (const outcome of stopOutcomes) this.stopAcks.inc({ outcome }, 0);
     this.draining.set(0);
+    this.buildInfo.set({ version }, 1);
   }
 
   connectionError(transport: Transport, errorType: string): void {
-    this.connectionErrors.inc({ transport, error_type: oneOf(errorType, connectionErrorTypes) });
+    this.connectionErrors.inc({ transport: oneOf(transport, transports), error_type: oneOf(errorType, connectionErrorTypes) });
   }
 
   sessionEnded(code: number, transport: Transport, durationS: number): void {
     const name = oneOf(grpcCodeName(code), grpcCodeNames);
     this.sessions.inc({ code: name });
     if (code !== grpc.status.OK) this.sessionErrors.inc({ code: name });
-    this.sessionDuration.observe({ transport }, durationS);
+    this.sessionDuration.observe({ transport: oneOf(transport, transports) }, durationS);
   }
 
   teardown(transport: Transport, reason: TeardownReason): void {
-    this.teardowns.inc({ transport, reason: oneOf(reason, teardownReasons) });
+    this.teardowns.inc({ transport: oneOf(transport, transports), reason: oneOf(reason, teardownReasons) });
   }
 
   action(kind: string): void {
@@ -136,15 +171,16 @@ export class Metrics {
   }
 
   relayError(type: (typeof relayErrorTypes)[number]): void {
-    this.relayErrors.inc({ type });
+    this.relayErrors.inc({ type: oneOf(type, relayErrorTypes) });
   }
 
   lock(op: (typeof lockOps)[number], result: (typeof lockResults)[number]): void {
-    this.lockOperations.inc({ op, result });
+    this.lockOperations.inc({ op: oneOf(op, lockOps), result: oneOf(result, lockResults) });
   }
 
   stopAck(outcome: (typeof stopOutcomes)[number], durationS: number): void {
-    this.stopAcks.inc({ outcome });
-    this.stopAckDuration.observe({ outcome }, durationS);
+    const label = oneOf(outcome, stopOutcomes);
+    this.stopAcks.inc({ outcome: label });
+    this.stopAckDuration.observe({ outcome: label }, durationS);
   }
 }

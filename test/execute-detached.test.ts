@@ -5,7 +5,9 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { request } from 'undici';
+import { OWNER_ISSUER, signJwt } from '../src/owner/jwt';
 import type { Step } from '../src/sandbox/scenario';
+import { testSecret } from './helpers/secret';
 import { startRedis, type RedisServer } from './helpers/redis';
 import { metricValue, startStack, type Stack } from './helpers/stack';
 
@@ -206,7 +208,7 @@ describe('the run limit and the stop handshake', () => {
 describe('the per-process cap', () => {
   it('over LONGRUN_MAX_DETACHED_RUNS → 503 CAPACITY_EXHAUSTED with Retry-After; slots come back when runs end', async () => {
     stack = await redisStack({ LONGRUN_MAX_DETACHED_RUNS: '2' });
-    const hold: Step[] = [{ op: 'checkpoint', text: 'x' }, { op: 'wait', ms: 400 }, { op: 'end' }];
+    const hold: Step[] = [{ op: 'checkpoint', text: 'x' }, { op: 'hang' }];
     expect((await stack.executeText('130', { steps: hold })).status).toBe(202);
     expect((await stack.executeText('131', { steps: hold })).status).toBe(202);
     const over = await stack.executeText('132', { steps: hold });
@@ -219,7 +221,11 @@ describe('the per-process cap', () => {
     expect(runs.runs.map((r) => r['workflow_id']).sort()).toEqual(['130', '131']);
     expect(runs.runs[0]).toMatchObject({ transport: 'detached', state: 'running', actions: 1 });
     expect(metricValue(await stack.metrics(), 'longrun_cap_rejections_total', { cap: 'process' })).toBe(1);
-    await stack.owner.waitFor(() => stack!.owner.segmentEnds.length === 2, 5_000, 'both ends');
+    // A run ending gives its slot back.
+    const stop = await request(`${stack.url}/internal/workflows/130/stop`, { method: 'POST', headers: { authorization: `Bearer ${await signJwt(testSecret, OWNER_ISSUER)}` } });
+    expect(stop.statusCode).toBe(202);
+    await stop.body.dump();
+    await stack.owner.waitFor(() => stack!.owner.segmentEnds.length === 1, 5_000, 'first end');
     expect((await stack.executeText('132', { steps: hold })).status).toBe(202);
   });
 });

@@ -49,12 +49,14 @@ export function executeHandler(ctx: ExecuteContext) {
   return (req: Request, res: Response): void => {
     const started = performance.now();
     let transport: Transport = 'http';
-    void execute(ctx, req, res, (t) => (transport = t)).then(
-      (outcome) => logRequest(ctx, req, res, transport, outcome, started),
+    let runId: string | undefined;
+    const seen = { transport: (t: Transport) => (transport = t), run: (id: string) => (runId = id) };
+    void execute(ctx, req, res, seen).then(
+      (reason) => logRequest(ctx, req, res, { transport, runId, reason }, started),
       (err: unknown) => {
         const error = sendError(res, err, ctx.logger);
         ctx.metrics.connectionError(transport, errorType(error.code));
-        logRequest(ctx, req, res, transport, error.code, started);
+        logRequest(ctx, req, res, { transport, runId, reason: error.code }, started);
       },
     );
   };
@@ -85,21 +87,35 @@ function errorType(code: string): string {
   }
 }
 
-function logRequest(ctx: ExecuteContext, req: Request, res: Response, transport: Transport, outcome: string, started: number): void {
+/** The one log line of an execute request (SPEC §7); `reason` is the outcome or the error code. */
+function logRequest(
+  ctx: ExecuteContext,
+  req: Request,
+  res: Response,
+  fields: { transport: Transport; runId: string | undefined; reason: string },
+  started: number,
+): void {
+  res.locals['logged'] = true;
   ctx.logger.info(
     {
       request_id: requestIdFrom(res),
       workflow_id: req.params['workflow_id'],
-      transport,
+      run_id: fields.runId,
+      transport: fields.transport,
+      reason: fields.reason,
       status: res.statusCode,
-      outcome,
       duration_ms: Math.round(performance.now() - started),
     },
     'execute request',
   );
 }
 
-async function execute(ctx: ExecuteContext, req: Request, res: Response, setTransport: (t: Transport) => void): Promise<string> {
+interface Seen {
+  transport(t: Transport): void;
+  run(id: string): void;
+}
+
+async function execute(ctx: ExecuteContext, req: Request, res: Response, seen: Seen): Promise<string> {
   const requestId = requestIdFrom(res);
   if (ctx.isDraining()) throw drainingError();
 
@@ -116,7 +132,7 @@ async function execute(ctx: ExecuteContext, req: Request, res: Response, setTran
   const auth = preauth.answer.DuoWorkflow;
   const detached = preauth.answer.Detached === true;
   const transport: Transport = detached ? 'detached' : 'http';
-  setTransport(transport);
+  seen.transport(transport);
 
   const request = authorizeStartRequest(decodeStartRequest(await readBody(req, res)), auth);
 
@@ -147,8 +163,8 @@ async function execute(ctx: ExecuteContext, req: Request, res: Response, setTran
   }
 
   return detached
-    ? runDetached(ctx, res, auth, request, requestId, lock, slot)
-    : runBlocking(ctx, req, res, auth, request, requestId, lock);
+    ? runDetached(ctx, res, auth, request, requestId, lock, slot, seen)
+    : runBlocking(ctx, req, res, auth, request, requestId, lock, seen);
 }
 
 /** Gives back a lock (and actor slot) taken for a run that never started. */
@@ -185,6 +201,7 @@ function openRun(
       replicaId: ctx.config.replicaId,
       stopAckTimeoutMs: ctx.config.stopAckTimeoutMs,
       leaseTtlMs: ctx.config.leaseTtlMs,
+      mcpTimeoutMs: ctx.config.relayTimeoutMs * 6,
       callbackSignal: ctx.callbackSignal,
     },
   );
@@ -198,6 +215,7 @@ async function runBlocking(
   request: StartWorkflowRequest,
   requestId: string,
   lock: HeldLock | undefined,
+  seen: Seen,
 ): Promise<string> {
   const out = new NdjsonResponse(res, ctx.config.keepaliveMs);
   let run: Run;
@@ -209,6 +227,7 @@ async function runBlocking(
     out.stop();
     throw err;
   }
+  seen.run(run.id);
   // The caller hanging up cancels the stream (and teardown releases the lock).
   res.on('close', () => {
     if (!res.writableFinished) run.cancel();
@@ -232,8 +251,10 @@ async function runDetached(
   requestId: string,
   lock: HeldLock | undefined,
   slot: Slot | undefined,
+  seen: Seen,
 ): Promise<string> {
   const run = openRun(ctx, auth, requestId, 'detached', lock, { slot, runLimitMs: ctx.config.runLimitMs });
+  seen.run(run.id);
   const sentAt = performance.now();
   run.start(request);
   const acceptance = await awaitAcceptance(run, ctx.config.acceptWaitMs);

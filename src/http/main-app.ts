@@ -14,6 +14,25 @@ export function createMainApp(ctx: ExecuteContext & { secret: Uint8Array }): exp
   app.disable('x-powered-by');
   app.disable('etag');
   app.use(requestIdMiddleware);
+  // One log line per request (SPEC §7); the execute route writes its own, richer one.
+  app.use((req, res, next) => {
+    const started = performance.now();
+    res.on('close', () => {
+      if (res.locals['logged']) return;
+      ctx.logger.info(
+        {
+          request_id: res.locals['requestId'],
+          method: req.method,
+          path: req.path,
+          workflow_id: /\/workflows\/([^/]+)/.exec(req.path)?.[1],
+          status: res.statusCode,
+          duration_ms: Math.round(performance.now() - started),
+        },
+        'request',
+      );
+    });
+    next();
+  });
   app.post('/api/v4/ai/duo_workflows/workflows/:workflow_id/execute', executeHandler(ctx));
   app.use(
     '/internal',

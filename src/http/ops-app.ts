@@ -1,10 +1,13 @@
 /**
  * The ops listener (SPEC §1): /metrics, /-/liveness, /-/readiness (503 while draining),
- * /runs (this process's runs in flight).
+ * /runs (this process's runs in flight). Like the main listener, every response carries
+ * X-Request-Id and anything unmatched is a JSON 404.
  */
 import express from 'express';
+import { GatewayError } from '../errors';
 import type { Metrics } from '../metrics';
 import type { RunRegistry } from '../run/registry';
+import { requestIdMiddleware } from './request-id';
 
 export interface OpsContext {
   metrics: Metrics;
@@ -15,6 +18,7 @@ export interface OpsContext {
 export function createOpsApp(ctx: OpsContext): express.Express {
   const app = express();
   app.disable('x-powered-by');
+  app.use(requestIdMiddleware);
   app.get('/metrics', (_req, res) => {
     ctx.metrics.registry.metrics().then(
       (text) => res.type(ctx.metrics.registry.contentType).send(text),
@@ -32,6 +36,19 @@ export function createOpsApp(ctx: OpsContext): express.Express {
   });
   app.get('/runs', (_req, res) => {
     res.json({ runs: ctx.registry.list() });
+  });
+  // Benchmarks measure memory per run after a full GC; only a process started with
+  // --expose-gc has one to offer, so production processes never mount the route.
+  const gc = (globalThis as { gc?: () => void }).gc;
+  if (typeof gc === 'function') {
+    app.post('/debug/gc', (_req, res) => {
+      gc();
+      gc();
+      res.json(process.memoryUsage());
+    });
+  }
+  app.use((req, res) => {
+    res.status(404).json(new GatewayError('NOT_FOUND', `no route for ${req.method} ${req.path}`).toBody());
   });
   return app;
 }

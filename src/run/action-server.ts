@@ -5,7 +5,9 @@
  * is produced here, exactly once.
  */
 import type { Metrics } from '../metrics';
+import { findMcpServer, type McpSessions } from '../owner/mcp-client';
 import type { OwnerClient } from '../owner/owner-client';
+import type { McpServer } from '../owner/preauth';
 import type { Action, ActionResponse } from '../workflow/contract';
 
 export interface ActionContext {
@@ -18,6 +20,9 @@ export interface ActionContext {
   timeoutHTTPRequests: boolean;
   /** Aborted when the run ends: in-flight relays answer "request aborted". */
   signal: AbortSignal;
+  /** The owner's MCP servers (preauth McpServers) and this run's MCP sessions. */
+  mcpServers: Record<string, McpServer> | null | undefined;
+  mcp: McpSessions;
 }
 
 /** The answer to an action, or null for actions that take none (newCheckpoint). */
@@ -48,8 +53,14 @@ export async function serveAction(action: Action, ctx: ActionContext): Promise<A
       ctx.metrics.relay(http.method ?? 'GET', result.statusCode, (performance.now() - started) / 1000);
       return { requestID, httpResponse: { statusCode: result.statusCode, headers: result.headers, body: result.body } };
     }
+    case 'runMCPTool': {
+      const name = action.runMCPTool?.name ?? '';
+      const server = findMcpServer(ctx.mcpServers, name);
+      if (!server) return { requestID, plainTextResponse: { error: `mcp tool not available: ${name}` } };
+      const result = await ctx.mcp.callTool(server, name, action.runMCPTool?.args, ctx.signal);
+      return { requestID, plainTextResponse: result.ok ? { response: result.text } : { error: result.error } };
+    }
     default:
-      // runMCPTool included: longrun has no MCP client yet (see docs/operating.md).
       return { requestID, plainTextResponse: { error: `action cannot be executed by this client: ${kind}` } };
   }
 }

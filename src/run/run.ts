@@ -21,6 +21,7 @@ import { Lease } from '../coordination/lease';
 import type { StopWatcher } from '../coordination/stop-watcher';
 import type { Action, StartWorkflowRequest } from '../workflow/contract';
 import type { WorkflowCall } from '../workflow/channel-pool';
+import { McpSessions } from '../owner/mcp-client';
 import { serveAction } from './action-server';
 import type { RegisteredRun, RunInfo, RunRegistry, Slot } from './registry';
 import { LOCK_LOST, RUN_LIMIT, teardownForEnd, teardownForStop, userStopReason } from './stop-reasons';
@@ -46,6 +47,8 @@ export interface RunDeps {
   replicaId: string;
   stopAckTimeoutMs: number;
   leaseTtlMs: number;
+  /** Deadline of one MCP request. */
+  mcpTimeoutMs: number;
   /** Bounds segment-end callbacks (aborted when a drain's budget runs out). */
   callbackSignal: AbortSignal;
 }
@@ -86,6 +89,7 @@ export class Run implements RegisteredRun {
   readonly stopSignalled: Promise<void> = new Promise((resolve) => (this.resolveStopSignal = resolve));
   private runLimitTimer: NodeJS.Timeout | undefined;
   private readonly abort = new AbortController();
+  private mcp: McpSessions | undefined;
   private readonly stream: WorkflowStream;
   private readonly lease: Lease | undefined;
 
@@ -260,6 +264,8 @@ export class Run implements RegisteredRun {
       token: this.init.auth.Service.Headers?.['x-gitlab-oauth-token'] ?? '',
       timeoutHTTPRequests: this.init.auth.TimeoutHTTPRequests ?? false,
       signal: this.abort.signal,
+      mcpServers: this.init.auth.McpServers,
+      mcp: (this.mcp ??= new McpSessions(this.deps.mcpTimeoutMs)),
     }).then(
       (response) => {
         if (response) this.stream.respond(response);

@@ -63,6 +63,8 @@ export class OwnerServiceSimulator {
   readonly preauths: ReceivedRequest[] = [];
   readonly apiRequests: ReceivedRequest[] = [];
   readonly segmentEnds: SegmentEnd[] = [];
+  /** Every segment-end request that passed the JWT check, as received (headers included). */
+  readonly segmentEndRequests: ReceivedRequest[] = [];
   readonly rejectedJwt: ReceivedRequest[] = [];
   /** Answer the next N segment-end callbacks with this status (to test retries). */
   segmentEndFailures: { remaining: number; status: number } = { remaining: 0, status: 503 };
@@ -166,6 +168,7 @@ export class OwnerServiceSimulator {
       return;
     }
     if (segmentEndMatch) {
+      this.segmentEndRequests.push(received);
       if (this.segmentEndFailures.remaining > 0) {
         this.segmentEndFailures.remaining -= 1;
         res.status(this.segmentEndFailures.status).json({ message: 'simulated failure' });
