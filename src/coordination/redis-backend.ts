@@ -37,6 +37,7 @@ function connect(url: string, commandTimeoutMs: number): Redis {
     maxRetriesPerRequest: 1,
     commandTimeout: commandTimeoutMs,
     connectTimeout: 2_000,
+    enableAutoPipelining: true,
     // Keep reconnecting (capped backoff): Redis coming back must heal the gateway.
     retryStrategy: (times) => Math.min(50 * times, 1_000),
   });

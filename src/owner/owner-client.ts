@@ -8,6 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool, type Dispatcher } from 'undici';
 import { GatewayError } from '../errors';
 import { version } from '../version';
+import { deadline } from './deadline';
 import { JwtSigner } from './jwt';
 import { DENIAL_BODY_LIMIT, PREAUTH_CONTENT_TYPE, forwardedHeaders, preauthSchema, type PreauthAnswer } from './preauth';
 import { checkRelayPath } from './relay-path';
@@ -98,34 +99,37 @@ export class OwnerClient {
    * Throws GatewayError OWNER_UNAVAILABLE (unreachable, deadline) or PREAUTH_INVALID.
    */
   async preauthorize(method: string, originalUrl: string, headers: IncomingHttpHeaders, requestId: string, signal?: AbortSignal): Promise<PreauthResult> {
-    const deadline = AbortSignal.timeout(this.options.preauthTimeoutMs);
-    const combined = signal ? AbortSignal.any([signal, deadline]) : deadline;
+    const limit = deadline(signal, this.options.preauthTimeoutMs);
     let response: Dispatcher.ResponseData;
-    try {
-      response = await this.pool.request({
-        method: method as Dispatcher.HttpMethod,
-        path: this.basePath + originalUrl,
-        headers: {
-          ...forwardedHeaders(headers),
-          'gitlab-workhorse': `longrun-${version}`,
-          'gitlab-workhorse-api-request': await this.jwt.get(),
-          'x-request-id': requestId,
-        },
-        signal: combined,
-        headersTimeout: this.options.preauthTimeoutMs,
-        bodyTimeout: this.options.preauthTimeoutMs,
-      });
-    } catch (err) {
-      const why = deadline.aborted ? 'timed out' : 'unreachable';
-      throw new GatewayError('OWNER_UNAVAILABLE', `owner service ${why}`, { cause: err });
-    }
-    const contentType = headerValue(response.headers['content-type']);
     let read: { data: Buffer; overflow: number };
     try {
-      read = await readCapped(response.body, response.statusCode === 200 ? 4 * 1024 * 1024 : DENIAL_BODY_LIMIT);
-    } catch (err) {
-      throw new GatewayError('OWNER_UNAVAILABLE', 'owner service answer was cut off', { cause: err });
+      try {
+        response = await this.pool.request({
+          method: method as Dispatcher.HttpMethod,
+          path: this.basePath + originalUrl,
+          headers: {
+            ...forwardedHeaders(headers),
+            'gitlab-workhorse': `longrun-${version}`,
+            'gitlab-workhorse-api-request': await this.jwt.get(),
+            'x-request-id': requestId,
+          },
+          signal: limit.signal,
+          headersTimeout: this.options.preauthTimeoutMs,
+          bodyTimeout: this.options.preauthTimeoutMs,
+        });
+      } catch (err) {
+        const why = limit.timedOut ? 'timed out' : 'unreachable';
+        throw new GatewayError('OWNER_UNAVAILABLE', `owner service ${why}`, { cause: err });
+      }
+      try {
+        read = await readCapped(response.body, response.statusCode === 200 ? 4 * 1024 * 1024 : DENIAL_BODY_LIMIT);
+      } catch (err) {
+        throw new GatewayError('OWNER_UNAVAILABLE', 'owner service answer was cut off', { cause: err });
+      }
+    } finally {
+      limit.dispose();
     }
+    const contentType = headerValue(response.headers['content-type']);
     if (response.statusCode !== 200) {
       return { kind: 'denied', status: response.statusCode, body: read.data, contentType };
     }
@@ -155,11 +159,10 @@ export class OwnerClient {
     const checked = checkRelayPath(req.path);
     if (!checked.ok) return { ok: false, type: 'refused_path', error: `invalid path: ${checked.reason}` };
     if (req.signal.aborted) return { ok: false, type: 'aborted', error: 'request aborted' };
-    const timeout = req.timeout ? AbortSignal.timeout(this.options.relayTimeoutMs) : undefined;
-    const signal = timeout ? AbortSignal.any([req.signal, timeout]) : req.signal;
+    const limit = deadline(req.signal, req.timeout ? this.options.relayTimeoutMs : undefined);
     const failure = (err: unknown): RelayResult => {
       if (req.signal.aborted) return { ok: false, type: 'aborted', error: 'request aborted' };
-      if (timeout?.aborted) return { ok: false, type: 'timeout', error: 'request timed out' };
+      if (limit.timedOut) return { ok: false, type: 'timeout', error: 'request timed out' };
       return { ok: false, type: 'network', error: `request failed: ${(err as Error).message}` };
     };
     try {
@@ -175,7 +178,7 @@ export class OwnerClient {
           'user-agent': `longrun/${version}`,
         },
         body: req.body === undefined || req.body === '' ? undefined : req.body,
-        signal,
+        signal: limit.signal,
       });
       const { data, overflow } = await readCapped(response.body, RELAY_BODY_LIMIT);
       if (overflow) {
@@ -189,6 +192,8 @@ export class OwnerClient {
       return { ok: true, statusCode: response.statusCode, headers, body: data.toString('utf8') };
     } catch (err) {
       return failure(err);
+    } finally {
+      limit.dispose();
     }
   }
 
@@ -200,6 +205,7 @@ export class OwnerClient {
     const path = `${this.basePath}/api/v4/internal/ai/duo_workflows/workflows/${encodeURIComponent(body.workflow_id)}/segment_end`;
     for (let attempt = 1; attempt <= attempts && !signal.aborted; attempt++) {
       let retryable = true;
+      const limit = deadline(signal, 2_000);
       try {
         const response = await this.pool.request({
           method: 'POST',
@@ -211,13 +217,15 @@ export class OwnerClient {
             'user-agent': `longrun/${version}`,
           },
           body: JSON.stringify(body),
-          signal: AbortSignal.any([signal, AbortSignal.timeout(2_000)]),
+          signal: limit.signal,
         });
         await response.body.dump();
         if (response.statusCode < 300) return attempt === 1 ? 'ok' : 'retried_ok';
         retryable = response.statusCode >= 500 || response.statusCode === 429;
       } catch {
         retryable = true;
+      } finally {
+        limit.dispose();
       }
       if (!retryable || attempt === attempts) break;
       // 100 ms, 300 ms: short, so a drain's budget is not spent waiting.

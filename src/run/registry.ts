@@ -33,6 +33,9 @@ export interface Slot {
 
 export class RunRegistry {
   private readonly runs = new Map<string, RegisteredRun>();
+  // Kept as runs come and go: count() is read on every run's start and end, and a scan
+  // of ten thousand runs each time made a ramp to the cap quadratic.
+  private readonly byTransport = new Map<Transport, number>();
   private detachedSlots = 0;
 
   constructor(private readonly maxDetachedRuns: number) {}
@@ -56,11 +59,13 @@ export class RunRegistry {
   }
 
   add(run: RegisteredRun): void {
+    if (this.runs.has(run.id)) return;
     this.runs.set(run.id, run);
+    this.byTransport.set(run.transport, this.count(run.transport) + 1);
   }
 
   remove(run: RegisteredRun): void {
-    this.runs.delete(run.id);
+    if (this.runs.delete(run.id)) this.byTransport.set(run.transport, this.count(run.transport) - 1);
   }
 
   get size(): number {
@@ -68,9 +73,7 @@ export class RunRegistry {
   }
 
   count(transport: Transport): number {
-    let n = 0;
-    for (const run of this.runs.values()) if (run.transport === transport) n += 1;
-    return n;
+    return this.byTransport.get(transport) ?? 0;
   }
 
   forWorkflow(workflowId: string): RegisteredRun | undefined {

@@ -1,0 +1,135 @@
+/**
+ * The gateway under test, run as users run it: `node dist/src/main.js` in its own
+ * process, configured only through LONGRUN_* variables, started with --expose-gc so the
+ * ops listener mounts POST /debug/gc (memory per run is read after a full GC).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { request } from 'undici';
+import { HOST, exitOf, freePort, readRss, tailOutput, waitUntil, withTimeout } from './procs';
+
+export interface GatewayProcessOptions {
+  ownerUrl: string;
+  redisUrl: string;
+  secretFile: string;
+  /** Extra LONGRUN_* variables (caps, drain timeout, ...). */
+  env?: Record<string, string>;
+}
+
+export interface HeapUsage {
+  rss: number;
+  heapTotal: number;
+  heapUsed: number;
+  external: number;
+  arrayBuffers: number;
+}
+
+const mainJs = path.join(__dirname, '..', 'src', 'main.js');
+
+/** Extra node flags for the gateway, for profiling (e.g. `--cpu-prof --cpu-prof-dir=prof`). */
+const extraNodeArgs = (process.env['BENCH_GATEWAY_NODE_ARGS'] ?? '').split(/\s+/).filter(Boolean);
+
+/** One sample of a Prometheus text exposition (labels ignored: the first sample named so). */
+export function metricSample(text: string, name: string): number | undefined {
+  for (const line of text.split('\n')) {
+    if (line.startsWith(`${name} `) || line.startsWith(`${name}{`)) return Number(line.slice(line.lastIndexOf(' ') + 1));
+  }
+  return undefined;
+}
+
+export class GatewayProcess {
+  readonly exited: Promise<number | string>;
+
+  private constructor(
+    private readonly child: ChildProcess,
+    readonly url: string,
+    readonly opsUrl: string,
+    readonly output: () => string,
+  ) {
+    this.exited = exitOf(child);
+  }
+
+  get pid(): number {
+    return this.child.pid ?? -1;
+  }
+
+  static async start(options: GatewayProcessOptions): Promise<GatewayProcess> {
+    const [port, opsPort] = [await freePort(), await freePort()];
+    // Raise the soft descriptor limit to the hard one: ten thousand held runs need it.
+    const child = spawn('bash', ['-c', 'ulimit -n "$(ulimit -Hn)" && exec "$0" "$@"', process.execPath, '--expose-gc', ...extraNodeArgs, mainJs], {
+      env: {
+        ...process.env,
+        LONGRUN_OWNER_URL: options.ownerUrl,
+        LONGRUN_SECRET_FILE: options.secretFile,
+        LONGRUN_REDIS_URL: options.redisUrl,
+        LONGRUN_LISTEN: `${HOST}:${port}`,
+        LONGRUN_OPS_LISTEN: `${HOST}:${opsPort}`,
+        LONGRUN_LOG_LEVEL: 'warn',
+        ...options.env,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const gateway = new GatewayProcess(child, `http://${HOST}:${port}`, `http://${HOST}:${opsPort}`, tailOutput(child));
+    let exited = false;
+    void gateway.exited.then(() => (exited = true));
+    await waitUntil(
+      async () => {
+        if (exited) throw new Error(`gateway exited before it was ready: ${gateway.output()}`);
+        return gateway.ready();
+      },
+      15_000,
+      'the gateway to be ready',
+    );
+    return gateway;
+  }
+
+  private async ready(): Promise<boolean> {
+    try {
+      const res = await request(`${this.opsUrl}/-/readiness`);
+      await res.body.dump();
+      return res.statusCode === 200;
+    } catch {
+      return false;
+    }
+  }
+
+  /** Runs a full GC in the gateway (twice) and returns its memory usage. */
+  async gc(): Promise<HeapUsage> {
+    const res = await request(`${this.opsUrl}/debug/gc`, { method: 'POST' });
+    if (res.statusCode !== 200) throw new Error(`POST /debug/gc answered ${res.statusCode}: is the gateway started with --expose-gc?`);
+    return (await res.body.json()) as HeapUsage;
+  }
+
+  /** Resident memory of the gateway process, in bytes. */
+  rss(): number {
+    return readRss(this.pid);
+  }
+
+  async metrics(): Promise<string> {
+    const res = await request(`${this.opsUrl}/metrics`);
+    return res.body.text();
+  }
+
+  async runsInFlight(): Promise<number> {
+    const res = await request(`${this.opsUrl}/runs`);
+    const body = (await res.body.json()) as { runs: unknown[] };
+    return body.runs.length;
+  }
+
+  /** Sends SIGTERM (the drain). */
+  terminate(): void {
+    this.child.kill('SIGTERM');
+  }
+
+  async kill(): Promise<void> {
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
+    if (extraNodeArgs.length > 0) {
+      // A profiled gateway writes its profile on a clean exit: drain it instead.
+      this.child.kill('SIGTERM');
+      const exited = await withTimeout(this.exited, 20_000, 'the profiled gateway to exit').then(() => true, () => false);
+      if (exited) return;
+    }
+    this.child.kill('SIGKILL');
+    await this.exited;
+  }
+}

@@ -1,0 +1,132 @@
+/**
+ * `npm run bench`: the scenarios of SPEC §10, each measuring longrun and its baseline in
+ * the same run, against a real redis-server and the simulators, each in its own process.
+ * Prints a table and writes JSON to $BENCH_OUT (default bench/out/latest.json).
+ *
+ *   npm run bench -- [--scenario NAME[,NAME]] [--runs N] [--rate R] [--duration S] [--turn-ms MS]
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { version } from '../src/version';
+import { startRedis } from './procs';
+import { printTable } from './report';
+import type { BenchOptions, Scenario, ScenarioOutcome } from './scenario';
+import { accept } from './scenarios/accept';
+import { capacity } from './scenarios/capacity';
+import { dispatcherHold } from './scenarios/dispatcher-hold';
+import { drain } from './scenarios/drain';
+import { relay } from './scenarios/relay';
+import { stopLatency } from './scenarios/stop-latency';
+import { createBenchEnv } from './stack';
+
+const scenarios: Scenario[] = [capacity, accept, relay, drain, stopLatency, dispatcherHold];
+
+function usage(): string {
+  const lines = scenarios.map((s) => `  ${s.name.padEnd(16)} --runs: ${s.sizes} (default ${s.defaultRuns})`);
+  return `usage: npm run bench -- [--scenario NAME[,NAME...]] [--runs N] [--rate R] [--duration S] [--turn-ms MS]\n\nscenarios:\n${lines.join('\n')}\n`;
+}
+
+function positive(name: string, raw: string | undefined): number | undefined {
+  if (raw === undefined) return undefined;
+  const value = Number(raw);
+  if (!Number.isFinite(value) || value <= 0) throw new Error(`--${name} must be a positive number, got ${JSON.stringify(raw)}`);
+  return value;
+}
+
+function parseCli(argv: string[]): { selected: Scenario[]; options: BenchOptions } {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      scenario: { type: 'string', multiple: true },
+      runs: { type: 'string' },
+      rate: { type: 'string' },
+      duration: { type: 'string' },
+      'turn-ms': { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (values.help) {
+    process.stdout.write(usage());
+    process.exit(0);
+  }
+  const names = (values.scenario ?? []).flatMap((s) => s.split(',')).map((s) => s.trim()).filter(Boolean);
+  const selected = names.length === 0 ? scenarios : names.map((name) => {
+    const found = scenarios.find((s) => s.name === name);
+    if (!found) throw new Error(`unknown scenario ${JSON.stringify(name)}\n${usage()}`);
+    return found;
+  });
+  const runs = positive('runs', values.runs);
+  return {
+    selected,
+    options: {
+      runs: runs === undefined ? undefined : Math.round(runs),
+      rate: positive('rate', values.rate),
+      durationS: positive('duration', values.duration),
+      turnMs: positive('turn-ms', values['turn-ms']),
+    },
+  };
+}
+
+function machine(): Record<string, unknown> {
+  const cpus = os.cpus();
+  return {
+    cores: os.availableParallelism(),
+    cpu_model: cpus[0]?.model.trim() ?? 'unknown',
+    memory_gib: Math.round((os.totalmem() / 2 ** 30) * 10) / 10,
+    node: process.version,
+    platform: `${os.platform()} ${os.release()} ${os.arch()}`,
+  };
+}
+
+async function main(): Promise<void> {
+  const { selected, options } = parseCli(process.argv.slice(2));
+  const out = process.env['BENCH_OUT'] || path.join('bench', 'out', 'latest.json');
+  const started = Date.now();
+  const log = (message: string): void => {
+    process.stderr.write(`[${((Date.now() - started) / 1_000).toFixed(1).padStart(6)} s] ${message}\n`);
+  };
+  const redis = await startRedis();
+  const env = createBenchEnv(redis);
+  const results: Record<string, Record<string, unknown>> = {};
+  const rows: Array<{ name: string; outcome: ScenarioOutcome | undefined; error?: string; seconds: number }> = [];
+  try {
+    for (const scenario of selected) {
+      log(`${scenario.name}: starting`);
+      const t0 = Date.now();
+      try {
+        const outcome = await scenario.run({ env, options, log: (m) => log(`${scenario.name}: ${m}`) });
+        results[scenario.name] = outcome.figures;
+        rows.push({ name: scenario.name, outcome, seconds: (Date.now() - t0) / 1_000 });
+      } catch (err) {
+        const message = (err as Error).message;
+        log(`${scenario.name}: FAILED: ${(err as Error).stack ?? message}`);
+        results[scenario.name] = { error: message.slice(0, 2_000) };
+        rows.push({ name: scenario.name, outcome: undefined, error: message, seconds: (Date.now() - t0) / 1_000 });
+      }
+      log(`${scenario.name}: done in ${((Date.now() - t0) / 1_000).toFixed(1)} s`);
+    }
+  } finally {
+    await redis.stop();
+    env.dispose();
+  }
+  const report = {
+    longrun_version: version,
+    started_at: new Date(started).toISOString(),
+    duration_s: Math.round((Date.now() - started) / 100) / 10,
+    machine: machine(),
+    options,
+    scenarios: results,
+  };
+  mkdirSync(path.dirname(out), { recursive: true });
+  writeFileSync(out, `${JSON.stringify(report, null, 2)}\n`);
+  process.stdout.write(printTable(rows));
+  process.stdout.write(`\nJSON written to ${out} (${report.duration_s} s)\n`);
+  if (rows.some((r) => r.error !== undefined)) process.exitCode = 1;
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`bench: ${(err as Error).stack ?? String(err)}\n`);
+  process.exit(1);
+});

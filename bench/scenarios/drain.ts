@@ -1,0 +1,85 @@
+/**
+ * drain: SIGTERM to a gateway holding N detached runs → every run stopped with
+ * WORKHORSE_SERVER_SHUTDOWN and acknowledged, every lock released, the process exited.
+ * drain_ms runs from the signal to the process's exit; locks_left is counted in Redis
+ * with SCAN afterwards. No baseline: the figure is held to its target alone.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Step } from '../../src/sandbox/scenario';
+import { closedLoop } from '../load';
+import { waitUntil, withTimeout } from '../procs';
+import { formatMs, type Scenario, type ScenarioOutcome } from '../scenario';
+import { startStack } from '../stack';
+import { round } from '../stats';
+
+const held: Step[] = [{ op: 'checkpoint', text: 'holding' }, { op: 'hang' }];
+const RAMP_CONCURRENCY = 100;
+const TARGET_MS = 2_000;
+
+export const drain: Scenario = {
+  name: 'drain',
+  sizes: 'runs in flight at SIGTERM',
+  defaultRuns: 5_000,
+  async run(ctx): Promise<ScenarioOutcome> {
+    const runs = ctx.options.runs ?? this.defaultRuns;
+    const stack = await startStack(ctx.env, {
+      gatewayEnv: { LONGRUN_MAX_DETACHED_RUNS: String(runs + 100) },
+      connections: RAMP_CONCURRENCY,
+    });
+    try {
+      let accepted = 0;
+      const rampMs = await closedLoop(runs, RAMP_CONCURRENCY, async (i) => {
+        if ((await stack.client.execute(`drain-${i}`, held)).status === 202) accepted += 1;
+      });
+      ctx.log(`${accepted} runs accepted in ${Math.round(rampMs)} ms`);
+      await waitUntil(async () => (await stack.workflow.query('callCounts', { prefix: 'drain-' })).withAction >= accepted, 30_000, 'every run to get its first action');
+      const locksBefore = await ctx.env.redis.count('workhorse:duoworkflow:lock:*');
+      await stack.client.close();
+      await sleep(500);
+
+      const cpu = stack.cpu();
+      const signalled = performance.now();
+      const signalledAt = Date.now();
+      stack.gateway.terminate();
+      const exitCode = await withTimeout(stack.gateway.exited, 30_000, 'the gateway to exit after SIGTERM');
+      const drainMs = performance.now() - signalled;
+      // Read before anything else runs; the gateway is gone, its CPU was read at its exit.
+      const cpuMs = cpu.read();
+      const locksLeft = await ctx.env.redis.count('workhorse:duoworkflow:lock:*');
+      const counts = await stack.workflow.query('callCounts', { prefix: 'drain-' });
+      const callbacks = await stack.owner.query('segmentEnds', { prefix: 'drain-' });
+      const stopped = counts.stopReasons['WORKHORSE_SERVER_SHUTDOWN'] ?? 0;
+      // When the workflow service had every stop, and had ended every call: the rest of
+      // drain_ms is lock release, segment-end callbacks and exit.
+      const calls = await stack.workflow.query('calls', { prefix: 'drain-' });
+      const lastStopMs = Math.max(...calls.map((c) => (c.stopReceivedAt[0] ?? Number.NaN) - signalledAt));
+      const lastEndMs = Math.max(...calls.map((c) => (c.endedAt ?? Number.NaN) - signalledAt));
+      ctx.log(`exit ${exitCode} after ${Math.round(drainMs)} ms; ${stopped} shutdown stops received, ${locksLeft} of ${locksBefore} locks left, callbacks ${JSON.stringify(callbacks)}; last stop received at ${lastStopMs} ms, last call ended at ${lastEndMs} ms; CPU ms ${JSON.stringify(cpuMs)}`);
+      return {
+        figures: {
+          runs: accepted,
+          drain_ms: round(drainMs, 0),
+          locks_left: locksLeft,
+          exit_code: exitCode,
+          locks_before: locksBefore,
+          stops_received: stopped,
+          calls_still_open: counts.calls - counts.ended,
+          segment_end_callbacks: callbacks,
+          ramp_ms: round(rampMs, 0),
+          cpu_ms_during_drain: cpuMs,
+          last_stop_received_ms: round(lastStopMs, 0),
+          last_call_ended_ms: round(lastEndMs, 0),
+        },
+        row: {
+          longrun: `${accepted} runs drained in ${formatMs(drainMs)}, exit ${exitCode}, ${locksLeft} locks left, ${stopped} stops acked`,
+          baseline: '-',
+          ratio: '-',
+          target: `${runs} runs < ${TARGET_MS / 1_000} s, 0 locks, exit 0`,
+          met: accepted >= runs && drainMs < TARGET_MS && locksLeft === 0 && exitCode === 0 && stopped === accepted,
+        },
+      };
+    } finally {
+      await stack.close();
+    }
+  },
+};

@@ -1,0 +1,60 @@
+/**
+ * What the bench driver may ask a simulator process (sim-process.ts, over ipc.ts): what
+ * the simulator recorded, or to do a baseline's work itself.
+ */
+import type { PreauthConfig } from '../src/sandbox/owner-sim';
+
+export type SimRole = 'workflow' | 'owner';
+
+/** What the workflow simulator recorded of one call, in a compact, cloneable form. */
+export interface CallSummary {
+  workflowId: string;
+  startedAt: number;
+  actionsSent: number;
+  /** Action responses received, and how many of them were successful httpResponses. */
+  responses: number;
+  httpOk: number;
+  stopReasons: string[];
+  stopReceivedAt: number[];
+  endedAt: number | null;
+  endHow: string | null;
+  endCode: string | null;
+}
+
+export interface CallCounts {
+  calls: number;
+  open: number;
+  /** Calls that sent at least one action. */
+  withAction: number;
+  ended: number;
+  /** Calls by the first stop reason they received. */
+  stopReasons: Record<string, number>;
+}
+
+/** The relay baseline: the simulator process doing the owner API calls itself. */
+export interface DirectRelayRequest {
+  ownerUrl: string;
+  path: string;
+  /** Concurrent loops, each doing its share of `actions` one after another. */
+  concurrency: number;
+  actions: number;
+  /** The user's API token (what longrun sends as Authorization). */
+  token: string;
+}
+
+export interface DirectRelayResult {
+  actions: number;
+  ok: number;
+  elapsedMs: number;
+}
+
+// A type alias (not an interface) so it satisfies ipc.ts's QueryMap index signature.
+export type SimQueries = {
+  calls: { args: { prefix: string }; result: CallSummary[] };
+  callCounts: { args: { prefix: string }; result: CallCounts };
+  directRelay: { args: DirectRelayRequest; result: DirectRelayResult };
+  configure: { args: { workflowId: string; config: PreauthConfig }; result: null };
+  segmentEnds: { args: { prefix: string }; result: Record<string, number> };
+  /** Forgets what was recorded for ended calls and past requests (memory between phases). */
+  reset: { args: Record<string, never>; result: null };
+};
