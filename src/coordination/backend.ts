@@ -41,7 +41,10 @@ export interface LeaseRefresh {
 
 export interface CoordinationBackend {
   readonly kind: 'redis' | 'memory';
-  /** SET NX PX: takes the lock for ttlMs when free; false when another token holds it. */
+  /**
+   * SET NX PX: takes the lock for ttlMs when free, deleting a stale stop key with it (the
+   * lock was free, so the key addressed no run in flight); false when another token holds it.
+   */
   acquire(workflowId: string, token: string, ttlMs: number): Promise<boolean>;
   /**
    * Extends the lease only while `token` still holds it, refreshes the run record and

@@ -66,6 +66,7 @@ export class MemoryBackend implements CoordinationBackend {
   async acquire(workflowId: string, token: string, ttlMs: number): Promise<boolean> {
     if (this.locks.get(workflowId) !== undefined) return false;
     this.locks.set(workflowId, token, ttlMs);
+    this.stops.delete(workflowId);
     return true;
   }
 

@@ -15,6 +15,7 @@ import { CoordinationError, type CoordinationBackend, type LeaseRefresh, type Re
 import { STOP_CHANNEL, STOP_KEY_PREFIX, actorKey, lockKey, runKey, stopKey } from './keys';
 
 interface Scripts {
+  acquireLock(lock: string, stop: string, token: string, ttlMs: number): Promise<number>;
   renewLease(lock: string, stop: string, run: string, token: string, ttlMs: number, runId: string, state: string, lastActionAt: string): Promise<[number, string]>;
   releaseLock(lock: string, run: string, stop: string, token: string, runId: string): Promise<number>;
   requestStop(lock: string, stop: string, value: string, ttlMs: number, channel: string, workflowId: string): Promise<number>;
@@ -55,6 +56,7 @@ export class RedisBackend implements CoordinationBackend {
 
   constructor(url: string, options: RedisBackendOptions = {}) {
     const redis = connect(url, options.commandTimeoutMs ?? 2_000);
+    redis.defineCommand('acquireLock', { numberOfKeys: 2, lua: script('acquire-lock.lua') });
     redis.defineCommand('renewLease', { numberOfKeys: 3, lua: script('renew-lease.lua') });
     redis.defineCommand('releaseLock', { numberOfKeys: 3, lua: script('release-lock.lua') });
     redis.defineCommand('requestStop', { numberOfKeys: 2, lua: script('request-stop.lua') });
@@ -113,7 +115,7 @@ export class RedisBackend implements CoordinationBackend {
   }
 
   acquire(workflowId: string, token: string, ttlMs: number): Promise<boolean> {
-    return this.call('acquire', async () => (await this.redis.set(lockKey(workflowId), token, 'PX', ttlMs, 'NX')) === 'OK');
+    return this.call('acquire', async () => (await this.redis.acquireLock(lockKey(workflowId), stopKey(workflowId), token, ttlMs)) === 1);
   }
 
   renew(workflowId: string, token: string, ttlMs: number, refresh: LeaseRefresh): Promise<RenewResult> {
@@ -164,7 +166,8 @@ export class RedisBackend implements CoordinationBackend {
 
   writeRunRecord(workflowId: string, record: RunRecord, ttlMs: number): Promise<void> {
     return this.call('write run record', async () => {
-      await this.redis.multi().del(runKey(workflowId)).hset(runKey(workflowId), { ...record }).pexpire(runKey(workflowId), ttlMs).exec();
+      // Every field is written, so nothing stale survives; auto-pipelining sends both at once.
+      await Promise.all([this.redis.hset(runKey(workflowId), { ...record }), this.redis.pexpire(runKey(workflowId), ttlMs)]);
     });
   }
 

@@ -5,6 +5,7 @@
  * is the plainTextResponse. Never throws: failures are answered as errors.
  */
 import { request } from 'undici';
+import { deadline } from './deadline';
 import type { McpServer } from './preauth';
 import { version } from '../version';
 
@@ -54,6 +55,15 @@ export class McpSessions {
   constructor(private readonly timeoutMs: number) {}
 
   private async post(server: McpServer, body: object, sessionId: string | undefined, signal: AbortSignal): Promise<{ status: number; contentType: string; text: string; sessionId: string | undefined }> {
+    const limit = deadline(signal, this.timeoutMs);
+    try {
+      return await this.postWithin(server, body, sessionId, limit.signal);
+    } finally {
+      limit.dispose();
+    }
+  }
+
+  private async postWithin(server: McpServer, body: object, sessionId: string | undefined, signal: AbortSignal): Promise<{ status: number; contentType: string; text: string; sessionId: string | undefined }> {
     const res = await request(server.URL as string, {
       method: 'POST',
       headers: {
@@ -65,7 +75,7 @@ export class McpSessions {
         ...(sessionId ? { 'mcp-session-id': sessionId } : {}),
       },
       body: JSON.stringify(body),
-      signal: AbortSignal.any([signal, AbortSignal.timeout(this.timeoutMs)]),
+      signal,
     });
     const text = await res.body.text();
     if (text.length > RESULT_LIMIT) throw new Error(`response body exceeded size limit (${RESULT_LIMIT} bytes)`);

@@ -3,7 +3,7 @@
  * workflow's lock. Detached runs always need the lock (store failing → 503
  * LOCK_UNAVAILABLE, never run without it); blocking runs take it when the owner sets
  * LockConcurrentFlow and run without it when the store fails (Workhorse parity), logged
- * and counted. A stale stop key left from before the lock was free is cleared.
+ * and counted. Taking the lock clears a stale stop key (it addressed no run in flight).
  */
 import { randomBytes } from 'node:crypto';
 import { GatewayError } from '../errors';
@@ -64,9 +64,6 @@ export async function admit(
       throw new GatewayError('WORKFLOW_LOCKED', 'another run holds this workflow', { retryAfterS: 5 });
     }
     deps.metrics.lock('acquire', 'ok');
-    // The lock was free, so a stop key now is stale (or set in the instant since): it
-    // addresses no run in flight and must not stop this one.
-    await deps.backend.clearStop(workflowId).catch(() => undefined);
     return { token, acquiredAt, ...(capped ? { actorId } : {}) };
   } catch (err) {
     if (!(err instanceof CoordinationError)) throw err;

@@ -29,6 +29,9 @@ import { WorkflowStream, type StopOutcome, type StreamEnd } from './workflow-str
 
 export type RunState = 'starting' | 'running' | 'stopping' | 'ended';
 
+/** The abort reason of a run's in-flight work; one shared instance (no stack trace per run). */
+const RUN_ENDED = Object.freeze(new Error('run ended'));
+
 export interface RunResult {
   reason: TeardownReason;
   end: StreamEnd;
@@ -281,7 +284,7 @@ export class Run implements RegisteredRun {
     this.state = 'ended';
     clearTimeout(this.runLimitTimer);
     this.unwatchStop?.();
-    this.abort.abort();
+    this.abort.abort(RUN_ENDED);
     const stopOutcome = this.stopping ? await this.stopping : undefined;
     const reason: TeardownReason = this.stopReason
       ? teardownForStop(this.stopReason)

@@ -1,0 +1,14 @@
+-- Takes a workflow's lock for a new run (SPEC §5) and clears a stale stop key, in one
+-- round trip.
+-- KEYS[1]  lock key  workhorse:duoworkflow:lock:<workflow_id>
+-- KEYS[2]  stop key  workhorse:duoworkflow:stop:<workflow_id>
+-- ARGV[1]  the run's lock token
+-- ARGV[2]  lease TTL in milliseconds
+-- Returns  1 when the lock was free and is now the token's (the stop key, which then
+--          addressed no run in flight, is deleted), 0 when another token holds it
+--          (nothing is changed).
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  redis.call('DEL', KEYS[2])
+  return 1
+end
+return 0
