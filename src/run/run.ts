@@ -157,8 +157,12 @@ export class Run implements RegisteredRun {
     this.stream.sendStart(request);
   }
 
-  /** The run was accepted (detached 202) or is streaming (blocking): its record is written. */
-  markRunning(): void {
+  /**
+   * The run was accepted (detached 202) or is streaming (blocking): its record is written.
+   * Resolves once the record is stored (or failed to be: that is logged, never thrown), so
+   * a 202 is never answered before the record can be read.
+   */
+  markRunning(): Promise<void> {
     if (this.state === 'starting') this.state = 'running';
     this.accepted = true;
     if (this.lease) {
@@ -170,10 +174,11 @@ export class Run implements RegisteredRun {
         started_at: new Date(this.startedAt).toISOString(),
         last_action_at: this.lastActionAt === undefined ? '' : new Date(this.lastActionAt).toISOString(),
       };
-      this.deps.backend.writeRunRecord(this.workflowId, record, this.deps.leaseTtlMs).catch((err: unknown) => {
+      return this.deps.backend.writeRunRecord(this.workflowId, record, this.deps.leaseTtlMs).catch((err: unknown) => {
         this.deps.logger.warn({ err, workflow_id: this.workflowId, run_id: this.id }, 'run record not written');
       });
     }
+    return Promise.resolve();
   }
 
   /** Whether the 202 was given (detached) or the stream started (blocking). */
