@@ -5,6 +5,7 @@
  * hit, receives segment-end callbacks (§6) and records everything it received.
  */
 import { EventEmitter } from 'node:events';
+import { waitForChange } from './wait-for';
 import type { AddressInfo } from 'node:net';
 import type http from 'node:http';
 import express from 'express';
@@ -111,23 +112,7 @@ export class OwnerServiceSimulator {
   }
 
   waitFor(predicate: () => boolean, timeoutMs = 10_000, what = 'condition'): Promise<void> {
-    if (predicate()) return Promise.resolve();
-    return new Promise((resolve, reject) => {
-      const check = (): void => {
-        if (!predicate()) return;
-        cleanup();
-        resolve();
-      };
-      const timer = setTimeout(() => {
-        cleanup();
-        reject(new Error(`owner simulator: timed out after ${timeoutMs} ms waiting for ${what}`));
-      }, timeoutMs);
-      const cleanup = (): void => {
-        clearTimeout(timer);
-        this.events.off('change', check);
-      };
-      this.events.on('change', check);
-    });
+    return waitForChange(this.events, 'owner simulator', predicate, timeoutMs, what);
   }
 
   close(): Promise<void> {

@@ -6,6 +6,7 @@
  * benchmarks; never inside the gateway.
  */
 import { EventEmitter } from 'node:events';
+import { waitForChange } from './wait-for';
 import { setTimeout as sleep } from 'node:timers/promises';
 import * as grpc from '@grpc/grpc-js';
 import {
@@ -123,23 +124,7 @@ export class WorkflowServiceSimulator {
 
   /** Resolves when `predicate` holds, re-checked on every recorded change; rejects after timeoutMs. */
   waitFor(predicate: () => boolean, timeoutMs = 10_000, what = 'condition'): Promise<void> {
-    if (predicate()) return Promise.resolve();
-    return new Promise((resolve, reject) => {
-      const check = (): void => {
-        if (!predicate()) return;
-        cleanup();
-        resolve();
-      };
-      const timer = setTimeout(() => {
-        cleanup();
-        reject(new Error(`workflow simulator: timed out after ${timeoutMs} ms waiting for ${what}`));
-      }, timeoutMs);
-      const cleanup = (): void => {
-        clearTimeout(timer);
-        this.events.off('change', check);
-      };
-      this.events.on('change', check);
-    });
+    return waitForChange(this.events, 'workflow simulator', predicate, timeoutMs, what);
   }
 
   /**
