@@ -7,6 +7,7 @@ export default defineConfig({
     maxWorkers: 2,
     testTimeout: 30_000,
     hookTimeout: 30_000,
-    reporters: ['default'],
+    // The JSON report lets .ci/run print a plain "N passed, N failed" closing line.
+    reporters: ['default', ['json', { outputFile: 'test-results/vitest.json' }]],
   },
 });
