@@ -224,6 +224,17 @@ describe('leases', () => {
 });
 
 describe('the per-actor cap across replicas', () => {
+  it('a replica that dies does not leak its actor slots: they expire with its leases', async () => {
+    const [a, b] = (await startReplicas(2, { LONGRUN_MAX_RUNS_PER_ACTOR: '1' })) as [Replica, Replica];
+    const [first, second] = [newWorkflow(), newWorkflow()];
+    for (const id of [first, second]) owner.configure(id, { detached: true, actorId: 'user-dies' });
+    expect((await a.execute(first, hang)).status).toBe(202);
+    expect((await b.execute(second, hang)).status).toBe(429);
+    a.child.process.kill('SIGKILL');
+    await a.child.exited(5_000);
+    await expect.poll(async () => (await b.execute(second, hang)).status, { timeout: LEASE_TTL_MS + 3_000, interval: 250 }).toBe(202);
+  });
+
   it('LONGRUN_MAX_RUNS_PER_ACTOR=2: the third run of an actor on any replica is 429 ACTOR_LIMIT; a slot frees when a run ends', async () => {
     const [a, b, c] = (await startReplicas(3, { LONGRUN_MAX_RUNS_PER_ACTOR: '2' })) as [Replica, Replica, Replica];
     const ids = [newWorkflow(), newWorkflow(), newWorkflow()];
