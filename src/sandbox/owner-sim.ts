@@ -22,6 +22,8 @@ export interface PreauthConfig {
   serviceHeaders?: Record<string, string>;
   /** Service.URI; default the workflow simulator given at start. */
   serviceUri?: string;
+  /** Service.Secure: the gateway must connect with TLS. */
+  secure?: boolean;
   /** Answer this status and body instead of a preauth (the owner refusing). */
   deny?: { status: number; body: string; contentType?: string };
   /** Answer a 200 that is malformed in this way. */
@@ -195,7 +197,7 @@ export class OwnerServiceSimulator {
         Service: {
           URI: config.malformed === 'missing-uri' ? undefined : (config.serviceUri ?? this.options.workflowServiceUri),
           Headers: { 'x-gitlab-oauth-token': this.options.oauthToken ?? OWNER_OAUTH_TOKEN, ...config.serviceHeaders },
-          Secure: false,
+          Secure: config.secure ?? false,
         },
         McpServers: config.mcpServers ?? {},
         LockConcurrentFlow: config.lockConcurrentFlow ?? true,

@@ -55,6 +55,8 @@ export interface WorkflowSimulatorOptions {
   ignoreStops?: boolean;
   /** grpc.max_concurrent_streams for the server's HTTP/2 connections. */
   maxConcurrentStreams?: number;
+  /** Serve TLS with this PEM key and certificate chain (for Service.Secure). */
+  tls?: { key: Buffer; cert: Buffer };
 }
 
 class CallEnded extends Error {}
@@ -102,7 +104,10 @@ export class WorkflowServiceSimulator {
     });
     const hostPort = host.includes(':') ? `[${host}]:${options.port ?? 0}` : `${host}:${options.port ?? 0}`;
     const port = await new Promise<number>((resolve, reject) => {
-      server.bindAsync(hostPort, grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p)));
+      const credentials = options.tls
+        ? grpc.ServerCredentials.createSsl(null, [{ private_key: options.tls.key, cert_chain: options.tls.cert }])
+        : grpc.ServerCredentials.createInsecure();
+      server.bindAsync(hostPort, credentials, (err, p) => (err ? reject(err) : resolve(p)));
     });
     sim = new WorkflowServiceSimulator(server, port, host, options);
     return sim;
