@@ -137,10 +137,6 @@ export class Gateway {
     return urlOf(this.opsServer);
   }
 
-  get current(): GatewayState {
-    return this.state;
-  }
-
   /**
    * Drains and closes (SIGTERM). Idempotent. Every run in flight is stopped with
    * WORKHORSE_SERVER_SHUTDOWN within the drain budget; locks are released; segment-end

@@ -68,6 +68,9 @@ function statusClass(status: number): string {
   return status >= 100 && status < 600 ? `${Math.floor(status / 100)}xx` : 'other';
 }
 
+/** Milliseconds to the 10 s defaults (accept wait, stop-ack timeout) and a little over. */
+const MS_TO_SECONDS_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15];
+
 export class Metrics {
   readonly registry = new Registry();
 
@@ -90,7 +93,7 @@ export class Metrics {
     help: 'Detached execute: time from startRequest sent to acceptance (the 202).',
     labelNames: ['accepted_on'],
     // Milliseconds (a first action already queued) to the accept wait (10 s default) and a little over.
-    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15],
+    buckets: MS_TO_SECONDS_BUCKETS,
     registers: [this.registry],
   });
   readonly stopAckDuration = new Histogram({
@@ -98,7 +101,7 @@ export class Metrics {
     help: 'Stop handshake: stopWorkflow sent to call end.',
     labelNames: ['outcome'],
     // An ack takes milliseconds; the ack timeout (10 s default) bounds the rest.
-    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15],
+    buckets: MS_TO_SECONDS_BUCKETS,
     registers: [this.registry],
   });
   readonly stopAcks = new Counter({ name: 'longrun_stop_acks_total', help: 'Stop handshakes, by outcome.', labelNames: ['outcome'], registers: [this.registry] });

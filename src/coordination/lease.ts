@@ -39,10 +39,6 @@ export class Lease {
     this.schedule(this.interval);
   }
 
-  get current(): LeaseState {
-    return this.state;
-  }
-
   /** How long the lock is sure to live from now (negative once it may have expired). */
   get remainingMs(): number {
     return this.confirmedAt + this.ttlMs - Date.now();

@@ -54,10 +54,6 @@ export class RunRegistry {
     };
   }
 
-  get detachedInUse(): number {
-    return this.detachedSlots;
-  }
-
   add(run: RegisteredRun): void {
     if (this.runs.has(run.id)) return;
     this.runs.set(run.id, run);
@@ -74,11 +70,6 @@ export class RunRegistry {
 
   count(transport: Transport): number {
     return this.byTransport.get(transport) ?? 0;
-  }
-
-  forWorkflow(workflowId: string): RegisteredRun | undefined {
-    for (const run of this.runs.values()) if (run.workflowId === workflowId) return run;
-    return undefined;
   }
 
   list(): RunInfo[] {

@@ -148,10 +148,6 @@ export class Run implements RegisteredRun {
     return this.stream.ended;
   }
 
-  get current(): RunState {
-    return this.state;
-  }
-
   /** Sends the startRequest. */
   start(request: StartWorkflowRequest): void {
     this.stream.sendStart(request);
@@ -179,11 +175,6 @@ export class Run implements RegisteredRun {
       });
     }
     return Promise.resolve();
-  }
-
-  /** Whether the 202 was given (detached) or the stream started (blocking). */
-  get wasAccepted(): boolean {
-    return this.accepted;
   }
 
   /**

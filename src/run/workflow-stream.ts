@@ -18,7 +18,6 @@ export type StreamState = 'open' | 'stopping' | 'ended';
 
 export class WorkflowStream {
   private state: StreamState = 'open';
-  private endedWith: StreamEnd | undefined;
   private resolveEnded!: (end: StreamEnd) => void;
   private resolveFirstAction!: () => void;
   /** Resolves once, when the call has ended (with its final status). Never rejects. */
@@ -40,18 +39,9 @@ export class WorkflowStream {
     call.on('error', () => undefined);
   }
 
-  get current(): StreamState {
-    return this.state;
-  }
-
-  get end(): StreamEnd | undefined {
-    return this.endedWith;
-  }
-
   private finish(end: StreamEnd): void {
     if (this.state === 'ended') return;
     this.state = 'ended';
-    this.endedWith = end;
     this.resolveEnded(end);
   }
 

@@ -58,13 +58,6 @@ export class ChannelPool {
     return call;
   }
 
-  /** Connections per target and streams on each (for /runs and tests). */
-  stats(): Record<string, number[]> {
-    const out: Record<string, number[]> = {};
-    for (const [key, connections] of this.targets) out[key] = connections.map((c) => c.streams);
-    return out;
-  }
-
   private pick(uri: string, secure: boolean): Connection {
     const key = `${secure ? 'tls' : 'plain'}|${uri}`;
     let connections = this.targets.get(key);
