@@ -12,13 +12,17 @@ export interface ListenAddress {
   port: number;
 }
 
+/**
+ * What the gateway runs with: every setting fully defaulted, units in the names. The
+ * owner URL and secret are required here; only the environment may leave them to the
+ * sandbox (EnvConfig), which fills them in before a gateway starts.
+ */
 export interface Config {
   listen: ListenAddress;
   opsListen: ListenAddress;
-  /** Unset → the sandbox (SPEC §9) provides the owner and workflow services. */
-  ownerUrl: URL | undefined;
-  /** The 32-byte HS256 secret shared with the owner; undefined only in the sandbox. */
-  secret: Buffer | undefined;
+  ownerUrl: URL;
+  /** The 32-byte HS256 secret shared with the owner. */
+  secret: Buffer;
   /** Unset → the in-process lock backend (single replica). */
   redisUrl: string | undefined;
   acceptWaitMs: number;
@@ -30,15 +34,37 @@ export interface Config {
   keepaliveMs: number;
   shutdownDelayMs: number;
   drainTimeoutMs: number;
+  /** Of the drain budget, what is kept for lock release and callbacks after the stops. */
+  drainReserveMs: number;
   maxDetachedRuns: number;
   maxRunsPerActor: number;
   preauthTimeoutMs: number;
   relayTimeoutMs: number;
+  /** Deadline of one MCP request (initialize, tools/call). */
+  mcpTimeoutMs: number;
+  /** Connections in the pool to the owner service (preauth, relay, callbacks). */
+  ownerConnections: number;
+  /** Tries of one segment-end callback, and the deadline of each. */
+  callbackAttempts: number;
+  callbackTimeoutMs: number;
+  /** How long a signed Gitlab-Workhorse-Api-Request JWT is reused. */
+  jwtRefreshMs: number;
+  /** Per-command deadline of Redis commands, and of connecting. */
+  redisCommandTimeoutMs: number;
+  redisConnectTimeoutMs: number;
   /** Streams per gRPC connection before another connection to the same target is opened. */
   grpcStreamsPerConnection: number;
   replicaId: string;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 }
+
+/** The environment read: a Config whose owner URL and secret may be left to the sandbox. */
+export type EnvConfig = Omit<Config, 'ownerUrl' | 'secret'> & {
+  /** Unset → the sandbox (SPEC §9) provides the owner and workflow services. */
+  ownerUrl: URL | undefined;
+  /** Undefined only in the sandbox (which makes one). */
+  secret: Buffer | undefined;
+};
 
 export class ConfigError extends Error {
   constructor(
@@ -103,10 +129,21 @@ export function readSecretFile(file: string): Buffer {
   return bytes;
 }
 
+/**
+ * The gateway's Config from an EnvConfig whose owner URL and secret are set (by the
+ * environment or by the sandbox). Throws ConfigError when they are not.
+ */
+export function gatewayConfig(config: EnvConfig): Config {
+  const { ownerUrl, secret } = config;
+  if (!ownerUrl) throw new ConfigError('LONGRUN_OWNER_URL', 'an absolute http(s) URL (or the sandbox)', undefined);
+  if (!secret) throw new ConfigError('LONGRUN_SECRET_FILE', 'a path (required when LONGRUN_OWNER_URL is set)', undefined);
+  return { ...config, ownerUrl, secret };
+}
+
 const logLevels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
 /** Parses the environment into a Config. Throws ConfigError on the first invalid variable. */
-export function loadConfig(env: Env = process.env): Config {
+export function loadConfig(env: Env = process.env): EnvConfig {
   const ownerUrl = parseOwnerUrl(env);
   const secretFile = env['LONGRUN_SECRET_FILE'];
   let secret: Buffer | undefined;
@@ -137,10 +174,25 @@ export function loadConfig(env: Env = process.env): Config {
     shutdownDelayMs: read(env, 'LONGRUN_SHUTDOWN_DELAY_MS', nonNegativeMs, 'a non-negative integer number of milliseconds', 0),
     // 8 s fits a drain inside Kubernetes' default 10 s SIGTERM→SIGKILL window.
     drainTimeoutMs: read(env, 'LONGRUN_DRAIN_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 8_000),
+    // 2 s after the stops leave room for 10 000 lock releases and callbacks (BENCHMARKS.md drain).
+    drainReserveMs: read(env, 'LONGRUN_DRAIN_RESERVE_MS', nonNegativeMs, 'a non-negative integer number of milliseconds', 2_000),
     maxDetachedRuns: read(env, 'LONGRUN_MAX_DETACHED_RUNS', count, 'a non-negative integer', 10_000),
     maxRunsPerActor: read(env, 'LONGRUN_MAX_RUNS_PER_ACTOR', count, 'a non-negative integer (0 = off)', 0),
     preauthTimeoutMs: read(env, 'LONGRUN_PREAUTH_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 10_000),
     relayTimeoutMs: read(env, 'LONGRUN_RELAY_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 5_000),
+    // A tool call may take a while (a search, a build); 30 s bounds a hung MCP server.
+    mcpTimeoutMs: read(env, 'LONGRUN_MCP_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 30_000),
+    // Enough for thousands of concurrent relays and a drain's burst of callbacks.
+    ownerConnections: read(env, 'LONGRUN_OWNER_CONNECTIONS', z.coerce.number().int().min(1).max(65_536), 'an integer from 1 to 65536', 256),
+    // Three tries with 100 ms and 300 ms between them fit a drain's budget.
+    callbackAttempts: read(env, 'LONGRUN_CALLBACK_ATTEMPTS', z.coerce.number().int().min(1).max(20), 'an integer from 1 to 20', 3),
+    callbackTimeoutMs: read(env, 'LONGRUN_CALLBACK_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 2_000),
+    // Signing per request would cost CPU on the hot path; the owner only wants a fresh iat.
+    jwtRefreshMs: read(env, 'LONGRUN_JWT_REFRESH_MS', durationMs, 'a positive integer number of milliseconds', 30_000),
+    // A renewal must fail well inside the lease TTL, and a detached execute must answer
+    // 503 at once rather than hang when Redis is away.
+    redisCommandTimeoutMs: read(env, 'LONGRUN_REDIS_COMMAND_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 2_000),
+    redisConnectTimeoutMs: read(env, 'LONGRUN_REDIS_CONNECT_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 2_000),
     // 100 is the usual per-connection stream cap of gRPC servers.
     grpcStreamsPerConnection: read(env, 'LONGRUN_GRPC_STREAMS_PER_CONNECTION', z.coerce.number().int().min(1).max(10_000), 'an integer from 1 to 10000', 100),
     replicaId: read(env, 'LONGRUN_REPLICA_ID', z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/), 'a name of [A-Za-z0-9_.:-], at most 128 characters', `${os.hostname()}-${process.pid}`),

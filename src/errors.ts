@@ -4,29 +4,33 @@
  * place that turns it into a response. docs/errors.md lists every code (a test checks).
  */
 
+import type { ConnectionErrorType } from './vocabulary';
+
 interface ErrorSpec {
   status: number;
   retryable: boolean;
+  /** The `error_type` an execute refused with this code is counted under (connection errors). */
+  errorType: ConnectionErrorType;
 }
 
 export const errorCatalog = {
-  INVALID_REQUEST: { status: 400, retryable: false },
-  UNAUTHORIZED: { status: 401, retryable: false },
+  INVALID_REQUEST: { status: 400, retryable: false, errorType: 'bad_request' },
+  UNAUTHORIZED: { status: 401, retryable: false, errorType: 'internal' },
   // The owner's own status is passed through; 403 is only the catalogue's placeholder.
-  PREAUTH_DENIED: { status: 403, retryable: false },
-  USAGE_QUOTA_EXCEEDED: { status: 403, retryable: false },
-  NOT_FOUND: { status: 404, retryable: false },
-  WORKFLOW_LOCKED: { status: 409, retryable: true },
-  STOPPED: { status: 409, retryable: false },
-  NOT_CANCELLABLE: { status: 409, retryable: false },
-  ACTOR_LIMIT: { status: 429, retryable: true },
-  INTERNAL: { status: 500, retryable: true },
-  OWNER_UNAVAILABLE: { status: 502, retryable: true },
-  PREAUTH_INVALID: { status: 502, retryable: true },
-  WORKFLOW_SERVICE_UNAVAILABLE: { status: 502, retryable: true },
-  LOCK_UNAVAILABLE: { status: 503, retryable: true },
-  DRAINING: { status: 503, retryable: true },
-  CAPACITY_EXHAUSTED: { status: 503, retryable: true },
+  PREAUTH_DENIED: { status: 403, retryable: false, errorType: 'preauth' },
+  USAGE_QUOTA_EXCEEDED: { status: 403, retryable: false, errorType: 'rejected' },
+  NOT_FOUND: { status: 404, retryable: false, errorType: 'internal' },
+  WORKFLOW_LOCKED: { status: 409, retryable: true, errorType: 'lock' },
+  STOPPED: { status: 409, retryable: false, errorType: 'rejected' },
+  NOT_CANCELLABLE: { status: 409, retryable: false, errorType: 'internal' },
+  ACTOR_LIMIT: { status: 429, retryable: true, errorType: 'capacity' },
+  INTERNAL: { status: 500, retryable: true, errorType: 'internal' },
+  OWNER_UNAVAILABLE: { status: 502, retryable: true, errorType: 'preauth' },
+  PREAUTH_INVALID: { status: 502, retryable: true, errorType: 'preauth' },
+  WORKFLOW_SERVICE_UNAVAILABLE: { status: 502, retryable: true, errorType: 'stream_open' },
+  LOCK_UNAVAILABLE: { status: 503, retryable: true, errorType: 'lock' },
+  DRAINING: { status: 503, retryable: true, errorType: 'capacity' },
+  CAPACITY_EXHAUSTED: { status: 503, retryable: true, errorType: 'capacity' },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof errorCatalog;
@@ -37,12 +41,16 @@ export interface GatewayErrorOptions {
   retryAfterS?: number;
   /** Overrides the catalogue status (PREAUTH_DENIED passes the owner's through). */
   status?: number;
+  /** The run this error ended, when one had been opened (for the request's log line). */
+  runId?: string;
 }
 
 export class GatewayError extends Error {
   readonly status: number;
   readonly retryable: boolean;
   readonly retryAfterS: number | undefined;
+  readonly errorType: ConnectionErrorType;
+  readonly runId: string | undefined;
 
   constructor(
     readonly code: ErrorCode,
@@ -55,6 +63,8 @@ export class GatewayError extends Error {
     this.status = options.status ?? spec.status;
     this.retryable = spec.retryable;
     this.retryAfterS = options.retryAfterS ?? (this.status === 503 ? 1 : undefined);
+    this.errorType = spec.errorType;
+    this.runId = options.runId;
   }
 
   toBody(): { error: { code: ErrorCode; message: string; retryable: boolean } } {

@@ -1,15 +1,16 @@
 /**
  * The gateway process's parts, assembled: owner client, channel pool, lock backend,
- * run registry, metrics, the main and ops listeners — and the drain that takes them down
- * (SPEC §7): readiness 503 at once, new executes 503 DRAINING, then after the shutdown
- * delay every run in flight is stopped with WORKHORSE_SERVER_SHUTDOWN, concurrently,
- * within the drain budget; then listeners and clients close.
+ * stop watcher, run registry, launcher, metrics, the main and ops listeners — and the
+ * drain that takes them down (SPEC §7): readiness 503 at once, new executes 503
+ * DRAINING, then after the shutdown delay every run in flight is stopped with
+ * WORKHORSE_SERVER_SHUTDOWN, concurrently, within the drain budget; then every part
+ * closes, in the reverse of the order it was added.
  */
 import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Config, ListenAddress } from './config';
-import { createLogger, type Logger } from './log';
+import { createLogger, rateLimitedLog, type Logger } from './log';
 import { Metrics } from './metrics';
 import type { CoordinationBackend } from './coordination/backend';
 import { MemoryBackend } from './coordination/memory-backend';
@@ -18,8 +19,9 @@ import { StopWatcher } from './coordination/stop-watcher';
 import { createMainApp } from './http/main-app';
 import { createOpsApp } from './http/ops-app';
 import { OwnerClient } from './owner/owner-client';
+import { Launcher } from './run/launcher';
 import { RunRegistry } from './run/registry';
-import { SERVER_SHUTDOWN } from './run/stop-reasons';
+import { SERVER_SHUTDOWN } from './vocabulary';
 import { ChannelPool } from './workflow/channel-pool';
 
 export type GatewayState = 'serving' | 'draining' | 'closed';
@@ -28,6 +30,36 @@ export interface GatewayOptions {
   logger?: Logger;
   metrics?: Metrics;
 }
+
+/** Everything a gateway is made of, by name. */
+interface GatewayParts {
+  config: Config;
+  logger: Logger;
+  metrics: Metrics;
+  registry: RunRegistry;
+  owner: OwnerClient;
+  channels: ChannelPool;
+  backend: CoordinationBackend;
+  stopWatcher: StopWatcher;
+  launcher: Launcher;
+  mainServer: http.Server;
+  opsServer: http.Server;
+  /** Bounds segment-end callbacks; aborted when the drain's budget is spent. */
+  callbackBudget: AbortController;
+}
+
+/** A part to close: closing never throws (one failing must not keep the others open). */
+interface Closable {
+  name: string;
+  close(): Promise<void> | void;
+}
+
+/** How long Redis may take to answer at start before the gateway serves without it. */
+const REDIS_STARTUP_WAIT_MS = 5_000;
+/** Repeated Redis connection events are logged at most this often (each kind). */
+const REDIS_EVENT_LOG_INTERVAL_MS = 10_000;
+/** Callbacks are aborted this long before the drain budget ends, so exit is on time. */
+const CALLBACK_ABORT_MARGIN_MS = 250;
 
 function listen(app: http.RequestListener, address: ListenAddress): Promise<http.Server> {
   return new Promise((resolve, reject) => {
@@ -49,92 +81,151 @@ function closeServer(server: http.Server): Promise<void> {
   });
 }
 
+/** Closes parts in the reverse of the order they were added; every step runs whatever the others do. */
+async function closeAll(closables: Closable[]): Promise<void> {
+  for (const part of [...closables].reverse()) {
+    try {
+      await part.close();
+    } catch {
+      // Closing is best effort: the process is leaving.
+    }
+  }
+}
+
+function connectBackend(config: Config, metrics: Metrics, logger: Logger): CoordinationBackend {
+  if (!config.redisUrl) return new MemoryBackend();
+  const log = rateLimitedLog(logger, REDIS_EVENT_LOG_INTERVAL_MS);
+  return new RedisBackend(config.redisUrl, {
+    commandTimeoutMs: config.redisCommandTimeoutMs,
+    connectTimeoutMs: config.redisConnectTimeoutMs,
+    onEvent: (connection, event, err) => {
+      metrics.redisEvent(connection, event);
+      const level = event === 'ready' ? 'info' : 'warn';
+      log(level, `${connection}:${event}`, { connection, event, err: err?.message }, `redis connection ${event}`);
+    },
+  });
+}
+
 export class Gateway {
   private state: GatewayState = 'serving';
   private draining: Promise<void> | undefined;
   private closing: Promise<void> | undefined;
+
   private constructor(
-    readonly config: Config,
-    readonly logger: Logger,
-    readonly metrics: Metrics,
-    readonly registry: RunRegistry,
-    private readonly owner: OwnerClient,
-    private readonly channels: ChannelPool,
-    readonly backend: CoordinationBackend,
-    private readonly stopWatcher: StopWatcher,
-    private readonly mainServer: http.Server,
-    private readonly opsServer: http.Server,
-    private readonly callbackBudget: AbortController,
+    private readonly parts: GatewayParts,
+    private readonly closables: Closable[],
   ) {}
 
-  /** Starts both listeners. Throws when a listener cannot bind. */
+  get config(): Config {
+    return this.parts.config;
+  }
+
+  get logger(): Logger {
+    return this.parts.logger;
+  }
+
+  get metrics(): Metrics {
+    return this.parts.metrics;
+  }
+
+  get registry(): RunRegistry {
+    return this.parts.registry;
+  }
+
+  get backend(): CoordinationBackend {
+    return this.parts.backend;
+  }
+
+  /** Starts both listeners. Throws when a listener cannot bind (everything made so far is closed). */
   static async start(config: Config, options: GatewayOptions = {}): Promise<Gateway> {
-    if (!config.ownerUrl || !config.secret) throw new Error('gateway needs an owner URL and a secret (or the sandbox)');
     const logger = options.logger ?? createLogger(config.logLevel);
     const metrics = options.metrics ?? new Metrics();
-    const registry = new RunRegistry(config.maxDetachedRuns);
-    const owner = new OwnerClient({
-      ownerUrl: config.ownerUrl,
-      secret: config.secret,
-      preauthTimeoutMs: config.preauthTimeoutMs,
-      relayTimeoutMs: config.relayTimeoutMs,
-    });
-    const channels = new ChannelPool({ streamsPerConnection: config.grpcStreamsPerConnection });
-    let backend: CoordinationBackend;
-    if (config.redisUrl) {
-      const redis = new RedisBackend(config.redisUrl);
-      // Serve anyway when Redis is down at start: detached executes answer 503 until it heals.
-      if (!(await redis.waitReady(5_000))) logger.warn('redis not reachable at start; detached executes answer 503 LOCK_UNAVAILABLE until it is');
-      backend = redis;
-    } else {
-      backend = new MemoryBackend();
-    }
-    const stopWatcher = new StopWatcher(backend, config.stopPollMs);
+    const closables: Closable[] = [];
+    const own = <T extends object>(name: string, part: T, close: (part: T) => Promise<void> | void): T => {
+      closables.push({ name, close: () => close(part) });
+      return part;
+    };
     let gateway: Gateway | undefined;
-    const isDraining = (): boolean => gateway?.state !== 'serving';
-    const callbackSignal = new AbortController();
-    const mainApp = createMainApp({
-      config,
-      secret: config.secret,
-      owner,
-      channels,
-      backend,
-      stopWatcher,
-      registry,
-      metrics,
-      logger,
-      isDraining,
-      callbackSignal: callbackSignal.signal,
-    });
-    const opsApp = createOpsApp({ metrics, registry, isDraining });
-    let mainServer: http.Server | undefined;
-    let opsServer: http.Server | undefined;
     try {
-      mainServer = await listen(mainApp, config.listen);
-      opsServer = await listen(opsApp, config.opsListen);
+      const registry = new RunRegistry(config.maxDetachedRuns);
+      const owner = own(
+        'owner client',
+        new OwnerClient({
+          ownerUrl: config.ownerUrl,
+          secret: config.secret,
+          preauthTimeoutMs: config.preauthTimeoutMs,
+          relayTimeoutMs: config.relayTimeoutMs,
+          connections: config.ownerConnections,
+          callbackAttempts: config.callbackAttempts,
+          callbackTimeoutMs: config.callbackTimeoutMs,
+          jwtRefreshMs: config.jwtRefreshMs,
+        }),
+        (o) => o.close(),
+      );
+      const channels = own('channel pool', new ChannelPool({ streamsPerConnection: config.grpcStreamsPerConnection }), (c) => c.close());
+      const backend = own('coordination backend', connectBackend(config, metrics, logger), (b) => b.close());
+      // Serve anyway when Redis is down at start: detached executes answer 503 until it heals.
+      if (backend instanceof RedisBackend && !(await backend.waitReady(REDIS_STARTUP_WAIT_MS))) {
+        logger.warn('redis not reachable at start; detached executes answer 503 LOCK_UNAVAILABLE until it is');
+      }
+      const stopWatcher = own('stop watcher', new StopWatcher(backend, config.stopPollMs), (w) => w.close());
+      const callbackBudget = new AbortController();
+      const isDraining = (): boolean => gateway?.state !== 'serving';
+      const launcher = new Launcher({
+        config,
+        channels,
+        isDraining,
+        owner,
+        metrics,
+        logger,
+        registry,
+        backend,
+        stopWatcher,
+        replicaId: config.replicaId,
+        stopAckTimeoutMs: config.stopAckTimeoutMs,
+        leaseTtlMs: config.leaseTtlMs,
+        mcpTimeoutMs: config.mcpTimeoutMs,
+        callbackSignal: callbackBudget.signal,
+      });
+      const mainApp = createMainApp({
+        launcher,
+        owner,
+        metrics,
+        logger,
+        keepaliveMs: config.keepaliveMs,
+        secret: config.secret,
+        backend,
+        stopKeyTtlMs: config.stopKeyTtlMs,
+      });
+      const mainServer = own('main listener', await listen(mainApp, config.listen), closeServer);
+      // Long turns: no request or header timeouts on streaming responses.
+      mainServer.requestTimeout = 0;
+      mainServer.headersTimeout = 60_000;
+      mainServer.keepAliveTimeout = 5_000;
+      const opsServer = own('ops listener', await listen(createOpsApp({ metrics, registry, isDraining }), config.opsListen), closeServer);
+      // Closed first (the list closes last-in first): callbacks stop waiting, runs still in
+      // flight are cancelled — a listener waits for its open blocking streams to end, and
+      // a run's teardown needs the backend and the owner client, closed after.
+      own('runs in flight', registry, (r) => r.cancelAll());
+      own('callback budget', callbackBudget, (c) => c.abort());
+      gateway = new Gateway(
+        { config, logger, metrics, registry, owner, channels, backend, stopWatcher, launcher, mainServer, opsServer, callbackBudget },
+        closables,
+      );
     } catch (err) {
-      if (mainServer) await closeServer(mainServer);
-      await owner.close();
-      channels.close();
-      stopWatcher.close();
-      await backend.close();
+      await closeAll(closables);
       throw err;
     }
-    // Long turns: no request or header timeouts on streaming responses.
-    mainServer.requestTimeout = 0;
-    mainServer.headersTimeout = 60_000;
-    mainServer.keepAliveTimeout = 5_000;
-    gateway = new Gateway(config, logger, metrics, registry, owner, channels, backend, stopWatcher, mainServer, opsServer, callbackSignal);
-    logger.info({ listen: gateway.mainUrl, ops: gateway.opsUrl, lock: backend.kind, replica: config.replicaId }, 'longrun listening');
+    logger.info({ listen: gateway.mainUrl, ops: gateway.opsUrl, lock: gateway.backend.kind, replica: config.replicaId }, 'longrun listening');
     return gateway;
   }
 
   get mainUrl(): string {
-    return urlOf(this.mainServer);
+    return urlOf(this.parts.mainServer);
   }
 
   get opsUrl(): string {
-    return urlOf(this.opsServer);
+    return urlOf(this.parts.opsServer);
   }
 
   /**
@@ -144,42 +235,33 @@ export class Gateway {
    */
   drain(): Promise<void> {
     this.draining ??= (async () => {
+      const { config, metrics, logger, registry, callbackBudget } = this.parts;
       if (this.state === 'serving') this.state = 'draining';
-      this.metrics.draining.set(1);
+      metrics.draining.set(1);
       const started = Date.now();
-      this.logger.info({ runs: this.registry.size }, 'drain started');
-      if (this.config.shutdownDelayMs > 0) await sleep(this.config.shutdownDelayMs);
-      const budgetMs = this.config.drainTimeoutMs;
+      logger.info({ runs: registry.size }, 'drain started');
+      if (config.shutdownDelayMs > 0) await sleep(config.shutdownDelayMs);
+      const budgetMs = config.drainTimeoutMs;
       // Leave part of the budget for lock release and segment-end callbacks after the stops.
-      const ackTimeoutMs = Math.min(this.config.stopAckTimeoutMs, Math.max(Math.floor(budgetMs / 2), budgetMs - 2_000));
-      const callbackDeadline = setTimeout(() => this.callbackBudget.abort(), Math.max(0, budgetMs - 250));
-      const stops = this.registry.stopAll(SERVER_SHUTDOWN, ackTimeoutMs);
+      const ackTimeoutMs = Math.min(config.stopAckTimeoutMs, Math.max(Math.floor(budgetMs / 2), budgetMs - config.drainReserveMs));
+      const callbackDeadline = setTimeout(() => callbackBudget.abort(), Math.max(0, budgetMs - CALLBACK_ABORT_MARGIN_MS));
+      const stops = registry.stopAll(SERVER_SHUTDOWN, ackTimeoutMs);
       let budgetTimer: NodeJS.Timeout | undefined;
       const budget = new Promise<'over'>((resolve) => (budgetTimer = setTimeout(() => resolve('over'), budgetMs)));
       const outcome = await Promise.race([stops.then(() => 'done' as const), budget]);
       clearTimeout(budgetTimer);
       clearTimeout(callbackDeadline);
-      this.logger.info({ drain_ms: Date.now() - started, outcome, runs_left: this.registry.size }, 'drain finished');
+      logger.info({ drain_ms: Date.now() - started, outcome, runs_left: registry.size }, 'drain finished');
       await this.close();
     })();
     return this.draining;
   }
 
-  /** Closes listeners and clients at once (runs still in flight are cancelled). Idempotent. */
+  /** Closes every part at once (runs still in flight are cancelled). Idempotent. */
   close(): Promise<void> {
     this.closing ??= (async () => {
       this.state = 'closed';
-      this.callbackBudget.abort();
-      this.registry.cancelAll();
-      const steps = [
-        closeServer(this.mainServer),
-        closeServer(this.opsServer),
-        this.owner.close(),
-        Promise.resolve().then(() => this.channels.close()),
-      ];
-      await Promise.allSettled(steps);
-      this.stopWatcher.close();
-      await this.backend.close().catch(() => undefined);
+      await closeAll(this.closables);
     })();
     return this.closing;
   }

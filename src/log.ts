@@ -140,3 +140,22 @@ class ScrubbingDestination implements pino.DestinationStream {
     this.target.flushSync?.();
   }
 }
+
+/**
+ * A log that writes each `key` at most once per `intervalMs`, with the number of lines it
+ * held back since the last one (`suppressed`): for events that can repeat many times a
+ * second, such as a Redis connection failing to reconnect.
+ */
+export function rateLimitedLog(logger: Logger, intervalMs: number): (level: 'info' | 'warn', key: string, fields: object, msg: string) => void {
+  const last = new Map<string, { at: number; suppressed: number }>();
+  return (level, key, fields, msg) => {
+    const now = Date.now();
+    const seen = last.get(key);
+    if (seen && now - seen.at < intervalMs) {
+      seen.suppressed += 1;
+      return;
+    }
+    logger[level]({ ...fields, suppressed: seen?.suppressed ?? 0 }, msg);
+    last.set(key, { at: now, suppressed: 0 });
+  };
+}

@@ -3,15 +3,15 @@
  * Entry point: config → (sandbox) → gateway → signals. SIGTERM/SIGINT drain (SPEC §7);
  * a second signal exits at once.
  */
-import { ConfigError, loadConfig, type Config } from './config';
+import { ConfigError, gatewayConfig, loadConfig, type Config, type EnvConfig } from './config';
 import { Gateway } from './gateway';
 import { createLogger } from './log';
 import { sandboxCurl, startSandbox, type Sandbox } from './sandbox/sandbox';
 
 async function main(): Promise<void> {
-  let config: Config;
+  let env: EnvConfig;
   try {
-    config = loadConfig();
+    env = loadConfig();
   } catch (err) {
     if (err instanceof ConfigError) {
       process.stderr.write(`longrun: ${err.message}\n`);
@@ -19,10 +19,13 @@ async function main(): Promise<void> {
     }
     throw err;
   }
-  const logger = createLogger(config.logLevel);
+  const logger = createLogger(env.logLevel);
   let sandbox: Sandbox | undefined;
-  if (!config.ownerUrl) {
-    sandbox = await startSandbox(config);
+  let config: Config;
+  if (env.ownerUrl) {
+    config = gatewayConfig(env);
+  } else {
+    sandbox = await startSandbox(env);
     config = sandbox.config;
     logger.info({ owner: sandbox.owner.url, workflow_service: sandbox.workflow.address }, 'sandbox: simulated owner and workflow service started');
   }

@@ -7,46 +7,36 @@
 import * as grpc from '@grpc/grpc-js';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { version } from './version';
+import {
+  acceptedOn,
+  callbackResults,
+  capKinds,
+  connectionErrorTypes,
+  endReasons,
+  lockOps,
+  lockOutcomes,
+  lockResults,
+  redisConnections,
+  redisEvents,
+  relayErrorTypes,
+  stopOutcomes,
+  transports,
+  type CallbackResult,
+  type CapKind,
+  type ConnectionErrorType,
+  type EndReason,
+  type LockOp,
+  type LockResult,
+  type RedisConnection,
+  type RedisEvent,
+  type RelayErrorType,
+  type StopOutcome,
+  type Transport,
+} from './vocabulary';
 import { actionKinds } from './workflow/contract';
 
-export const transports = ['http', 'detached'] as const;
-export type Transport = (typeof transports)[number];
-
-/** Why a run ended: the teardown vocabulary (also the segment-end reasons, §6). */
-export const teardownReasons = [
-  'finished',
-  'run_limit',
-  'drain',
-  'stop_requested',
-  'lock_lost',
-  'stream_error',
-  'workflow_unavailable',
-  'client_gone',
-  'rejected',
-] as const;
-export type TeardownReason = (typeof teardownReasons)[number];
-
-export const connectionErrorTypes = ['preauth', 'bad_request', 'lock', 'capacity', 'stream_open', 'rejected', 'internal'] as const;
-export const relayErrorTypes = ['refused_path', 'timeout', 'too_large', 'network', 'aborted'] as const;
-export const stopOutcomes = ['ack', 'user_stop', 'already_ended', 'timeout', 'error'] as const;
-export const lockOps = ['acquire', 'renew', 'release'] as const;
-export const lockResults = ['ok', 'taken', 'lost', 'error'] as const;
-/** The op/result pairs that can happen (zero-initialised; the others never appear). */
-const lockOutcomes: ReadonlyArray<readonly [(typeof lockOps)[number], (typeof lockResults)[number]]> = [
-  ['acquire', 'ok'],
-  ['acquire', 'taken'],
-  ['acquire', 'error'],
-  ['renew', 'ok'],
-  ['renew', 'lost'],
-  ['renew', 'error'],
-  ['release', 'ok'],
-  ['release', 'error'],
-];
-export const callbackResults = ['ok', 'retried_ok', 'failed'] as const;
-export const capKinds = ['process', 'actor'] as const;
 const relayMethods = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD'] as const;
 const grpcCodeNames = Object.keys(grpc.status).filter((k) => Number.isNaN(Number(k)));
-const acceptedOn = ['first_action', 'accept_wait_elapsed'] as const;
 
 /**
  * prom-client's default metrics include three gauges named `*_total`
@@ -121,6 +111,12 @@ export class Metrics {
   readonly capRejections = new Counter({ name: 'longrun_cap_rejections_total', help: 'Executes refused by a cap, by cap.', labelNames: ['cap'], registers: [this.registry] });
   readonly runsInFlight = new Gauge({ name: 'longrun_runs_in_flight', help: 'Runs in flight in this process, by transport.', labelNames: ['transport'], registers: [this.registry] });
   readonly draining = new Gauge({ name: 'longrun_draining', help: '1 while the process drains after SIGTERM.', registers: [this.registry] });
+  readonly redisEvents = new Counter({
+    name: 'longrun_redis_connection_events_total',
+    help: 'Events of the connections to the coordination store (Redis), by connection and event.',
+    labelNames: ['connection', 'event'],
+    registers: [this.registry],
+  });
   readonly buildInfo = new Gauge({ name: 'longrun_build_info', help: 'Always 1; the version label says which longrun runs.', labelNames: ['version'], registers: [this.registry] });
 
   constructor(options: { defaultMetrics?: boolean } = {}) {
@@ -135,7 +131,7 @@ export class Metrics {
       this.connectionsOpen.set({ transport }, 0);
       this.runsInFlight.set({ transport }, 0);
       this.sessionDuration.zero({ transport });
-      for (const reason of teardownReasons) this.teardowns.inc({ transport, reason }, 0);
+      for (const reason of endReasons) this.teardowns.inc({ transport, reason }, 0);
       for (const type of connectionErrorTypes) this.connectionErrors.inc({ transport, error_type: type }, 0);
     }
     for (const on of acceptedOn) this.acceptDuration.zero({ accepted_on: on });
@@ -145,11 +141,12 @@ export class Metrics {
     for (const cap of capKinds) this.capRejections.inc({ cap }, 0);
     for (const type of relayErrorTypes) this.relayErrors.inc({ type }, 0);
     for (const outcome of stopOutcomes) this.stopAcks.inc({ outcome }, 0);
+    for (const connection of redisConnections) for (const event of redisEvents) this.redisEvents.inc({ connection, event }, 0);
     this.draining.set(0);
     this.buildInfo.set({ version }, 1);
   }
 
-  connectionError(transport: Transport, errorType: string): void {
+  connectionError(transport: Transport, errorType: ConnectionErrorType): void {
     this.connectionErrors.inc({ transport: oneOf(transport, transports), error_type: oneOf(errorType, connectionErrorTypes) });
   }
 
@@ -160,8 +157,8 @@ export class Metrics {
     this.sessionDuration.observe({ transport: oneOf(transport, transports) }, durationS);
   }
 
-  teardown(transport: Transport, reason: TeardownReason): void {
-    this.teardowns.inc({ transport: oneOf(transport, transports), reason: oneOf(reason, teardownReasons) });
+  teardown(transport: Transport, reason: EndReason): void {
+    this.teardowns.inc({ transport: oneOf(transport, transports), reason: oneOf(reason, endReasons) });
   }
 
   action(kind: string): void {
@@ -173,17 +170,29 @@ export class Metrics {
     this.relayDuration.observe(durationS);
   }
 
-  relayError(type: (typeof relayErrorTypes)[number]): void {
+  relayError(type: RelayErrorType): void {
     this.relayErrors.inc({ type: oneOf(type, relayErrorTypes) });
   }
 
-  lock(op: (typeof lockOps)[number], result: (typeof lockResults)[number]): void {
+  lock(op: LockOp, result: LockResult): void {
     this.lockOperations.inc({ op: oneOf(op, lockOps), result: oneOf(result, lockResults) });
   }
 
-  stopAck(outcome: (typeof stopOutcomes)[number], durationS: number): void {
+  stopAck(outcome: StopOutcome, durationS: number): void {
     const label = oneOf(outcome, stopOutcomes);
     this.stopAcks.inc({ outcome: label });
     this.stopAckDuration.observe({ outcome: label }, durationS);
+  }
+
+  callback(result: CallbackResult): void {
+    this.callbacks.inc({ result: oneOf(result, callbackResults) });
+  }
+
+  capRejection(cap: CapKind): void {
+    this.capRejections.inc({ cap: oneOf(cap, capKinds) });
+  }
+
+  redisEvent(connection: RedisConnection, event: RedisEvent): void {
+    this.redisEvents.inc({ connection, event });
   }
 }

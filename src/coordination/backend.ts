@@ -31,12 +31,18 @@ export interface RunRecord {
   last_action_at: string;
 }
 
+/** A per-actor run slot, named by the lock's token (SPEC §3b per-actor cap). */
+export interface ActorSlot {
+  actorId: string;
+  member: string;
+}
+
 /** What a lease renewal refreshes besides the lock. */
 export interface LeaseRefresh {
   runId: string;
   state: string;
   lastActionAt: string;
-  actor?: { actorId: string; member: string };
+  actor?: ActorSlot;
 }
 
 export interface CoordinationBackend {
@@ -55,7 +61,7 @@ export interface CoordinationBackend {
    * Compare-and-delete: deletes the lock when `token` holds it, the run record when it is
    * `runId`'s, the stop key when the lock was ours, and the actor slot.
    */
-  release(workflowId: string, token: string, runId: string, actor?: { actorId: string; member: string }): Promise<void>;
+  release(workflowId: string, token: string, runId: string, actor?: ActorSlot): Promise<void>;
   /** The stop key's value, or null. */
   readStop(workflowId: string): Promise<string | null>;
   /** Deletes the stop key (the run acting on it, or a stale one at admission). */

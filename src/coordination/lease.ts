@@ -8,7 +8,7 @@
  * - renewal erroring → retried until the lease would expire, then onLost('expired'): a
  *   run never goes on past an expiry it could not prevent.
  */
-import type { CoordinationBackend, LeaseRefresh } from './backend';
+import type { ActorSlot, CoordinationBackend, LeaseRefresh } from './backend';
 
 export type LeaseState = 'held' | 'lost' | 'released';
 
@@ -16,8 +16,8 @@ export interface LeaseHooks {
   onLost(why: 'taken' | 'expired'): void;
   onStop(value: string): void;
   onRenew?(result: 'ok' | 'error'): void;
-  /** What the renewal refreshes besides the lock (run record, actor slot). */
-  refresh(): LeaseRefresh;
+  /** What the renewal refreshes in the run record. */
+  refresh(): Omit<LeaseRefresh, 'actor'>;
 }
 
 export class Lease {
@@ -34,6 +34,8 @@ export class Lease {
     private readonly ttlMs: number,
     private readonly hooks: LeaseHooks,
     acquiredAt: number = Date.now(),
+    /** The actor slot renewed and released with the lock. */
+    private readonly actor?: ActorSlot,
   ) {
     this.confirmedAt = acquiredAt;
     this.schedule(this.interval);
@@ -61,7 +63,7 @@ export class Lease {
     try {
       // A renewal stuck past the lease's end is as good as failed: bound it by what is left.
       const result = await Promise.race([
-        this.backend.renew(this.workflowId, this.token, this.ttlMs, this.hooks.refresh()),
+        this.backend.renew(this.workflowId, this.token, this.ttlMs, this.actor ? { ...this.hooks.refresh(), actor: this.actor } : this.hooks.refresh()),
         new Promise<never>((_resolve, reject) => {
           deadline = setTimeout(() => reject(new Error('renewal timed out')), Math.max(1, this.remainingMs - margin));
         }),
@@ -98,12 +100,12 @@ export class Lease {
    * ours. Idempotent: every caller gets the same promise. Never rejects: resolves false
    * when the backend failed, in which case the keys expire within one TTL.
    */
-  release(runId: string, actor?: { actorId: string; member: string }): Promise<boolean> {
+  release(runId: string): Promise<boolean> {
     this.releasing ??= (async () => {
       clearTimeout(this.timer);
       this.state = 'released';
       try {
-        await this.backend.release(this.workflowId, this.token, runId, actor);
+        await this.backend.release(this.workflowId, this.token, runId, this.actor);
         return true;
       } catch {
         return false;

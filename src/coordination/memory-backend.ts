@@ -4,7 +4,7 @@
  * run records, actor slots. Expiry is checked lazily against the clock, so it holds no
  * timers.
  */
-import type { CoordinationBackend, LeaseRefresh, RenewResult, RunRecord } from './backend';
+import type { ActorSlot, CoordinationBackend, LeaseRefresh, RenewResult, RunRecord } from './backend';
 
 export interface Clock {
   now(): number;
@@ -83,7 +83,7 @@ export class MemoryBackend implements CoordinationBackend {
     return { owned, stop: this.stops.get(workflowId) ?? null };
   }
 
-  async release(workflowId: string, token: string, runId: string, actor?: { actorId: string; member: string }): Promise<void> {
+  async release(workflowId: string, token: string, runId: string, actor?: ActorSlot): Promise<void> {
     if (this.records.get(workflowId)?.run_id === runId) this.records.delete(workflowId);
     if (this.locks.get(workflowId) === token) {
       this.locks.delete(workflowId);

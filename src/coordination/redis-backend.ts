@@ -11,7 +11,8 @@
 import { readFileSync } from 'node:fs';
 import Redis from 'ioredis';
 import { fromRoot } from '../paths';
-import { CoordinationError, type CoordinationBackend, type LeaseRefresh, type RenewResult, type RunRecord } from './backend';
+import type { RedisConnection, RedisEvent } from '../vocabulary';
+import { CoordinationError, type ActorSlot, type CoordinationBackend, type LeaseRefresh, type RenewResult, type RunRecord } from './backend';
 import { STOP_CHANNEL, STOP_KEY_PREFIX, actorKey, lockKey, runKey, stopKey } from './keys';
 
 interface Scripts {
@@ -29,22 +30,22 @@ const script = (name: string): string => readFileSync(fromRoot('src', 'coordinat
 
 export interface RedisBackendOptions {
   /** Per-command deadline; a lease renewal must fail well inside the lease TTL. */
-  commandTimeoutMs?: number;
+  commandTimeoutMs: number;
+  connectTimeoutMs: number;
+  /** Told of every connection event (ready, error, reconnecting, end); errors also surface as failed commands. */
+  onEvent?: (connection: RedisConnection, event: RedisEvent, err?: Error) => void;
 }
 
-function connect(url: string, commandTimeoutMs: number): Redis {
-  const redis = new Redis(url, {
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 1,
-    commandTimeout: commandTimeoutMs,
-    connectTimeout: 2_000,
-    enableAutoPipelining: true,
-    // Keep reconnecting (capped backoff): Redis coming back must heal the gateway.
-    retryStrategy: (times) => Math.min(50 * times, 1_000),
-  });
-  // Connection errors surface as failed commands; without a listener ioredis logs them.
-  redis.on('error', () => undefined);
-  return redis;
+// Keep reconnecting (capped backoff): Redis coming back must heal the gateway.
+const retryStrategy = (times: number): number => Math.min(50 * times, 1_000);
+
+/** Reports a connection's events; the 'error' listener also keeps ioredis from printing them. */
+function watch(redis: Redis, connection: RedisConnection, options: RedisBackendOptions): void {
+  const report = options.onEvent ?? (() => undefined);
+  redis.on('ready', () => report(connection, 'ready'));
+  redis.on('error', (err: Error) => report(connection, 'error', err));
+  redis.on('reconnecting', () => report(connection, 'reconnecting'));
+  redis.on('end', () => report(connection, 'end'));
 }
 
 export class RedisBackend implements CoordinationBackend {
@@ -54,8 +55,16 @@ export class RedisBackend implements CoordinationBackend {
   private readonly stopHandlers: Array<(workflowId: string) => void> = [];
   private closing: Promise<void> | undefined;
 
-  constructor(url: string, options: RedisBackendOptions = {}) {
-    const redis = connect(url, options.commandTimeoutMs ?? 2_000);
+  constructor(url: string, options: RedisBackendOptions) {
+    const redis = new Redis(url, {
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 1,
+      commandTimeout: options.commandTimeoutMs,
+      connectTimeout: options.connectTimeoutMs,
+      enableAutoPipelining: true,
+      retryStrategy,
+    });
+    watch(redis, 'commands', options);
     redis.defineCommand('acquireLock', { numberOfKeys: 2, lua: script('acquire-lock.lua') });
     redis.defineCommand('renewLease', { numberOfKeys: 3, lua: script('renew-lease.lua') });
     redis.defineCommand('releaseLock', { numberOfKeys: 3, lua: script('release-lock.lua') });
@@ -64,8 +73,8 @@ export class RedisBackend implements CoordinationBackend {
     this.redis = redis as ScriptedRedis;
 
     // The subscriber queues its SUBSCRIBE until connected and re-subscribes on reconnect.
-    this.subscriber = new Redis(url, { retryStrategy: (times) => Math.min(50 * times, 1_000), maxRetriesPerRequest: null });
-    this.subscriber.on('error', () => undefined);
+    this.subscriber = new Redis(url, { retryStrategy, maxRetriesPerRequest: null, connectTimeout: options.connectTimeoutMs });
+    watch(this.subscriber, 'subscriber', options);
     this.subscriber.on('message', (_channel: string, workflowId: string) => this.notify(workflowId));
     this.subscriber.on('pmessage', (_pattern: string, channel: string) => {
       const at = channel.indexOf(STOP_KEY_PREFIX);
@@ -138,7 +147,7 @@ export class RedisBackend implements CoordinationBackend {
     });
   }
 
-  release(workflowId: string, token: string, runId: string, actor?: { actorId: string; member: string }): Promise<void> {
+  release(workflowId: string, token: string, runId: string, actor?: ActorSlot): Promise<void> {
     return this.call('release', async () => {
       await this.redis.releaseLock(lockKey(workflowId), runKey(workflowId), stopKey(workflowId), token, runId);
       if (actor) await this.redis.zrem(actorKey(actor.actorId), actor.member);

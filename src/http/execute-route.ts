@@ -1,108 +1,69 @@
 /**
- * POST /api/v4/ai/duo_workflows/workflows/:workflow_id/execute (SPEC §3), in the order
- * the spec fixes: preauth → validate body → caps and lock → open the gRPC stream →
- * send startRequest → serve actions, answering blocking (ndjson) or detached (202) as
- * the owner decided. No stream is opened for a request that fails before it.
+ * POST /api/v4/ai/duo_workflows/workflows/:workflow_id/execute (SPEC §3), the HTTP side
+ * of starting a run: ask the owner (preauth), read and decode the body, hand the
+ * authorized start to the launcher (src/run/launcher.ts owns the order of §3), and turn
+ * its outcome into a response — 202/200 JSON (detached), an ndjson stream (blocking),
+ * or an error status (error-response.ts) — then log the request's one line.
  */
 import type { Request, Response } from 'express';
-import type { Config } from '../config';
-import { GatewayError } from '../errors';
 import type { Logger } from '../log';
-import type { Metrics, Transport } from '../metrics';
-import type { OwnerClient } from '../owner/owner-client';
-import type { DuoWorkflowAuth } from '../owner/preauth';
-import type { CoordinationBackend } from '../coordination/backend';
-import type { StopWatcher } from '../coordination/stop-watcher';
-import { awaitAcceptance } from '../run/acceptance';
-import { admit, type HeldLock } from '../run/admission';
-import type { RunRegistry, Slot } from '../run/registry';
-import { Run } from '../run/run';
-import { authorizeStartRequest, callMetadata, decodeStartRequest } from '../run/start-request';
-import type { ChannelPool } from '../workflow/channel-pool';
-import { messageTypes, type StartWorkflowRequest } from '../workflow/contract';
+import type { Metrics } from '../metrics';
+import type { OwnerClient, PreauthResult } from '../owner/owner-client';
+import type { AuthorizedStart, Launcher } from '../run/launcher';
+import { decodeStartRequest } from '../run/start-request';
+import type { Transport } from '../vocabulary';
 import { streamEndToError } from '../workflow/grpc-errors';
-import { encodeProtoJson } from '../workflow/protojson';
 import { sendError } from './error-response';
 import { NdjsonResponse } from './ndjson-response';
 import { readBody } from './read-body';
 import { requestIdFrom } from './request-id';
 
-export interface ExecuteContext {
-  config: Config;
+export interface ExecuteRouteDeps {
+  launcher: Launcher;
   owner: OwnerClient;
-  channels: ChannelPool;
-  backend: CoordinationBackend;
-  stopWatcher: StopWatcher;
-  registry: RunRegistry;
   metrics: Metrics;
   logger: Logger;
-  isDraining(): boolean;
-  /** Bounds segment-end callbacks; aborted when a drain's budget is spent. */
-  callbackSignal: AbortSignal;
+  /** Blocking: an empty ndjson line this often. */
+  keepaliveMs: number;
 }
 
-function drainingError(): GatewayError {
-  return new GatewayError('DRAINING', 'this instance is shutting down; retry on another', { retryAfterS: 1 });
+/** How a request was answered, for its log line: the outcome, or the error code. */
+interface Answer {
+  runId?: string | undefined;
+  reason: string;
 }
 
-export function executeHandler(ctx: ExecuteContext) {
-  return (req: Request, res: Response): void => {
-    const started = performance.now();
-    let transport: Transport = 'http';
-    let runId: string | undefined;
-    const seen = { transport: (t: Transport) => (transport = t), run: (id: string) => (runId = id) };
-    void execute(ctx, req, res, seen).then(
-      (reason) => logRequest(ctx, req, res, { transport, runId, reason }, started),
-      (err: unknown) => {
-        const error = sendError(res, err, ctx.logger);
-        ctx.metrics.connectionError(transport, errorType(error.code));
-        logRequest(ctx, req, res, { transport, runId, reason: error.code }, started);
-      },
-    );
-  };
+export function executeHandler(deps: ExecuteRouteDeps) {
+  return (req: Request, res: Response): void => void execute(deps, req, res);
 }
 
-function errorType(code: string): string {
-  switch (code) {
-    case 'PREAUTH_DENIED':
-    case 'PREAUTH_INVALID':
-    case 'OWNER_UNAVAILABLE':
-      return 'preauth';
-    case 'INVALID_REQUEST':
-      return 'bad_request';
-    case 'WORKFLOW_LOCKED':
-    case 'LOCK_UNAVAILABLE':
-      return 'lock';
-    case 'CAPACITY_EXHAUSTED':
-    case 'ACTOR_LIMIT':
-    case 'DRAINING':
-      return 'capacity';
-    case 'WORKFLOW_SERVICE_UNAVAILABLE':
-      return 'stream_open';
-    case 'USAGE_QUOTA_EXCEEDED':
-    case 'STOPPED':
-      return 'rejected';
-    default:
-      return 'internal';
+async function execute(deps: ExecuteRouteDeps, req: Request, res: Response): Promise<void> {
+  const started = performance.now();
+  const requestId = requestIdFrom(res);
+  let transport: Transport = 'http';
+  let answer: Answer;
+  try {
+    deps.launcher.checkServing();
+    const preauth = await deps.owner.preauthorize(req.method, req.originalUrl, req.headers, requestId);
+    if (preauth.kind === 'denied') {
+      answer = sendDenial(deps, res, preauth);
+    } else {
+      transport = preauth.answer.Detached === true ? 'detached' : 'http';
+      const start = { auth: preauth.answer.DuoWorkflow, request: decodeStartRequest(await readBody(req, res)), requestId };
+      answer = transport === 'detached' ? await answerDetached(deps, res, start) : await streamBlocking(deps, res, start);
+    }
+  } catch (err) {
+    const error = sendError(res, err, deps.logger);
+    deps.metrics.connectionError(transport, error.errorType);
+    answer = { runId: error.runId, reason: error.code };
   }
-}
-
-/** The one log line of an execute request (SPEC §7); `reason` is the outcome or the error code. */
-function logRequest(
-  ctx: ExecuteContext,
-  req: Request,
-  res: Response,
-  fields: { transport: Transport; runId: string | undefined; reason: string },
-  started: number,
-): void {
-  res.locals['logged'] = true;
-  ctx.logger.info(
+  deps.logger.info(
     {
-      request_id: requestIdFrom(res),
+      request_id: requestId,
       workflow_id: req.params['workflow_id'],
-      run_id: fields.runId,
-      transport: fields.transport,
-      reason: fields.reason,
+      run_id: answer.runId,
+      transport,
+      reason: answer.reason,
       status: res.statusCode,
       duration_ms: Math.round(performance.now() - started),
     },
@@ -110,168 +71,45 @@ function logRequest(
   );
 }
 
-interface Seen {
-  transport(t: Transport): void;
-  run(id: string): void;
+/** The owner's own refusal, passed through (first 32 KiB of its body). */
+function sendDenial(deps: ExecuteRouteDeps, res: Response, denial: Extract<PreauthResult, { kind: 'denied' }>): Answer {
+  res.status(denial.status);
+  if (denial.contentType) res.setHeader('Content-Type', denial.contentType);
+  res.setHeader('X-Longrun-Error-Code', 'PREAUTH_DENIED');
+  res.end(denial.body);
+  deps.metrics.connectionError('http', 'preauth');
+  return { reason: 'PREAUTH_DENIED' };
 }
 
-async function execute(ctx: ExecuteContext, req: Request, res: Response, seen: Seen): Promise<string> {
-  const requestId = requestIdFrom(res);
-  if (ctx.isDraining()) throw drainingError();
-
-  const preauth = await ctx.owner.preauthorize(req.method, req.originalUrl, req.headers, requestId);
-  if (preauth.kind === 'denied') {
-    // The owner's own answer, passed through (first 32 KiB).
-    res.status(preauth.status);
-    if (preauth.contentType) res.setHeader('Content-Type', preauth.contentType);
-    res.setHeader('X-Longrun-Error-Code', 'PREAUTH_DENIED');
-    res.end(preauth.body);
-    ctx.metrics.connectionError('http', 'preauth');
-    return 'PREAUTH_DENIED';
+/** Detached (SPEC §3b): 202 once accepted, 200 when the turn finished before that. */
+async function answerDetached(deps: ExecuteRouteDeps, res: Response, start: AuthorizedStart): Promise<Answer> {
+  const workflowId = start.auth.WorkflowID;
+  const outcome = await deps.launcher.launch({ ...start, transport: 'detached' });
+  if (outcome.kind === 'accepted') {
+    res.status(202).json({ status: 'accepted', workflow_id: workflowId, run_id: outcome.runId, accepted_on: outcome.acceptedOn });
+    return { runId: outcome.runId, reason: 'accepted' };
   }
-  const auth = preauth.answer.DuoWorkflow;
-  const detached = preauth.answer.Detached === true;
-  const transport: Transport = detached ? 'detached' : 'http';
-  seen.transport(transport);
-
-  const request = authorizeStartRequest(decodeStartRequest(await readBody(req, res)), auth);
-
-  let slot: Slot | undefined;
-  let lock: HeldLock | undefined;
-  try {
-    if (detached) {
-      slot = ctx.registry.reserveDetached();
-      if (!slot) {
-        ctx.metrics.capRejections.inc({ cap: 'process' });
-        throw new GatewayError('CAPACITY_EXHAUSTED', 'this instance holds its maximum of detached runs', { retryAfterS: 5 });
-      }
-    }
-    if (detached || auth.LockConcurrentFlow) {
-      lock = await admit(
-        auth.WorkflowID,
-        detached ? 'required' : 'best_effort',
-        auth.ActorID ?? undefined,
-        { backend: ctx.backend, metrics: ctx.metrics, logger: ctx.logger, leaseTtlMs: ctx.config.leaseTtlMs, maxRunsPerActor: ctx.config.maxRunsPerActor },
-        requestId,
-      );
-    }
-    if (ctx.isDraining()) throw drainingError();
-  } catch (err) {
-    slot?.release();
-    if (lock) await releaseUnused(ctx, auth.WorkflowID, lock);
-    throw err;
-  }
-
-  return detached
-    ? runDetached(ctx, res, auth, request, requestId, lock, slot, seen)
-    : runBlocking(ctx, req, res, auth, request, requestId, lock, seen);
+  res.status(200).json({ status: 'finished', workflow_id: workflowId, run_id: outcome.runId });
+  return { runId: outcome.runId, reason: 'finished' };
 }
 
-/** Gives back a lock (and actor slot) taken for a run that never started. */
-async function releaseUnused(ctx: ExecuteContext, workflowId: string, lock: HeldLock): Promise<void> {
-  const actor = lock.actorId ? { actorId: lock.actorId, member: lock.token } : undefined;
-  await ctx.backend.release(workflowId, lock.token, '', actor).catch(() => undefined);
-}
-
-function openRun(
-  ctx: ExecuteContext,
-  auth: DuoWorkflowAuth,
-  requestId: string,
-  transport: Transport,
-  lock: HeldLock | undefined,
-  extra: { slot?: Slot; runLimitMs?: number; onCheckpoint?: (action: object) => void },
-): Run {
-  let call;
-  try {
-    call = ctx.channels.open(auth.Service.URI, auth.Service.Secure ?? false, callMetadata(auth, requestId));
-  } catch (err) {
-    extra.slot?.release();
-    if (lock) void releaseUnused(ctx, auth.WorkflowID, lock);
-    throw new GatewayError('WORKFLOW_SERVICE_UNAVAILABLE', 'workflow service could not be reached', { cause: err });
-  }
-  return new Run(
-    { workflowId: auth.WorkflowID, requestId, transport, auth, call, lock, actorId: lock?.actorId, ...extra },
-    {
-      owner: ctx.owner,
-      metrics: ctx.metrics,
-      logger: ctx.logger,
-      registry: ctx.registry,
-      backend: ctx.backend,
-      stopWatcher: ctx.stopWatcher,
-      replicaId: ctx.config.replicaId,
-      stopAckTimeoutMs: ctx.config.stopAckTimeoutMs,
-      leaseTtlMs: ctx.config.leaseTtlMs,
-      mcpTimeoutMs: ctx.config.relayTimeoutMs * 6,
-      callbackSignal: ctx.callbackSignal,
-    },
-  );
-}
-
-async function runBlocking(
-  ctx: ExecuteContext,
-  req: Request,
-  res: Response,
-  auth: DuoWorkflowAuth,
-  request: StartWorkflowRequest,
-  requestId: string,
-  lock: HeldLock | undefined,
-  seen: Seen,
-): Promise<string> {
-  const out = new NdjsonResponse(res, ctx.config.keepaliveMs);
-  let run: Run;
-  try {
-    run = openRun(ctx, auth, requestId, 'http', lock, {
-      onCheckpoint: (action) => out.writeLine(encodeProtoJson(messageTypes.Action, action)),
-    });
-  } catch (err) {
-    out.stop();
-    throw err;
-  }
-  seen.run(run.id);
-  // The caller hanging up cancels the stream (and teardown releases the lock).
+/**
+ * Blocking (SPEC §3a): checkpoints as ndjson lines, 200 committed on the first one. A
+ * stream that fails before that is a real status; after it, the stream just ends. The
+ * caller hanging up cancels the run.
+ */
+async function streamBlocking(deps: ExecuteRouteDeps, res: Response, start: AuthorizedStart): Promise<Answer> {
+  const out = new NdjsonResponse(res, deps.keepaliveMs);
+  const streaming = await deps.launcher.launch({ ...start, transport: 'http', sink: out });
+  out.keepAlive();
   res.on('close', () => {
-    if (!res.writableFinished) run.cancel();
+    if (!res.writableFinished) streaming.cancel();
   });
-  void run.markRunning();
-  run.start(request);
-  const result = await run.done;
+  const result = await streaming.done;
   if (!out.committed && result.reason !== 'finished' && result.reason !== 'client_gone') {
     out.stop();
-    throw streamEndToError(result.end);
+    throw streamEndToError(result.end, streaming.runId);
   }
   out.end();
-  return result.reason;
-}
-
-async function runDetached(
-  ctx: ExecuteContext,
-  res: Response,
-  auth: DuoWorkflowAuth,
-  request: StartWorkflowRequest,
-  requestId: string,
-  lock: HeldLock | undefined,
-  slot: Slot | undefined,
-  seen: Seen,
-): Promise<string> {
-  const run = openRun(ctx, auth, requestId, 'detached', lock, { slot, runLimitMs: ctx.config.runLimitMs });
-  seen.run(run.id);
-  const sentAt = performance.now();
-  run.start(request);
-  const acceptance = await awaitAcceptance(run, ctx.config.acceptWaitMs);
-  if (acceptance.kind !== 'accepted') {
-    // Ended or stopped before acceptance: teardown (lock, slot) completes before the caller hears.
-    const result = await run.done;
-    if (acceptance.kind === 'stopped' || result.reason === 'stop_requested') {
-      throw new GatewayError('STOPPED', 'the owner stopped this workflow before the run was accepted');
-    }
-    // Drained before acceptance: the turn was handed back; the caller retries elsewhere.
-    if (result.reason === 'drain') throw drainingError();
-    if (result.end.code !== 0) throw streamEndToError(result.end);
-    res.status(200).json({ status: 'finished', workflow_id: auth.WorkflowID, run_id: run.id });
-    return 'finished';
-  }
-  await run.markRunning();
-  ctx.metrics.acceptDuration.observe({ accepted_on: acceptance.on }, (performance.now() - sentAt) / 1000);
-  res.status(202).json({ status: 'accepted', workflow_id: auth.WorkflowID, run_id: run.id, accepted_on: acceptance.on });
-  return 'accepted';
+  return { runId: streaming.runId, reason: result.reason };
 }

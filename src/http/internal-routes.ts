@@ -12,7 +12,7 @@ import { GatewayError } from '../errors';
 import type { Logger } from '../log';
 import type { CoordinationBackend } from '../coordination/backend';
 import { OWNER_ISSUER, verifyJwt } from '../owner/jwt';
-import { USER_STOP } from '../run/stop-reasons';
+import { STOP_REASON_TOKEN, USER_STOP } from '../vocabulary';
 import { sendError } from './error-response';
 import { readBody } from './read-body';
 
@@ -22,8 +22,6 @@ export interface InternalContext {
   logger: Logger;
   stopKeyTtlMs: number;
 }
-
-const reasonToken = /^[A-Z][A-Z0-9_]{0,63}$/;
 
 function storeError(err: unknown): GatewayError {
   return new GatewayError('LOCK_UNAVAILABLE', 'the coordination store is unavailable; retry shortly', { cause: err, retryAfterS: 2 });
@@ -56,7 +54,7 @@ export function createInternalRouter(ctx: InternalContext): express.Router {
         }
         const given = (parsed as { reason?: unknown } | null)?.reason;
         if (given !== undefined) {
-          if (typeof given !== 'string' || !reasonToken.test(given)) throw new GatewayError('INVALID_REQUEST', 'reason must match [A-Z][A-Z0-9_]{0,63}');
+          if (typeof given !== 'string' || !STOP_REASON_TOKEN.test(given)) throw new GatewayError('INVALID_REQUEST', 'reason must match [A-Z][A-Z0-9_]{0,63}');
           reason = given;
         }
       }

@@ -1,25 +1,33 @@
 /**
  * The main listener's routes (SPEC §1). Every response carries X-Request-Id; anything
- * unmatched is a JSON 404.
+ * unmatched is a JSON 404. The execute route logs its own line (with the run and the
+ * reason); every other request gets the generic one.
  */
 import express from 'express';
+import type { CoordinationBackend } from '../coordination/backend';
 import { GatewayError } from '../errors';
 import { sendError } from './error-response';
-import { executeHandler, type ExecuteContext } from './execute-route';
+import { executeHandler, type ExecuteRouteDeps } from './execute-route';
 import { createInternalRouter } from './internal-routes';
 import { requestIdMiddleware } from './request-id';
 
-export function createMainApp(ctx: ExecuteContext & { secret: Uint8Array }): express.Express {
+export interface MainAppDeps extends ExecuteRouteDeps {
+  secret: Uint8Array;
+  backend: CoordinationBackend;
+  stopKeyTtlMs: number;
+}
+
+export function createMainApp(deps: MainAppDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.disable('etag');
   app.use(requestIdMiddleware);
-  // One log line per request (SPEC §7); the execute route writes its own, richer one.
+  app.post('/api/v4/ai/duo_workflows/workflows/:workflow_id/execute', executeHandler(deps));
+  // One log line per request (SPEC §7) for everything after the execute route.
   app.use((req, res, next) => {
     const started = performance.now();
     res.on('close', () => {
-      if (res.locals['logged']) return;
-      ctx.logger.info(
+      deps.logger.info(
         {
           request_id: res.locals['requestId'],
           method: req.method,
@@ -33,13 +41,9 @@ export function createMainApp(ctx: ExecuteContext & { secret: Uint8Array }): exp
     });
     next();
   });
-  app.post('/api/v4/ai/duo_workflows/workflows/:workflow_id/execute', executeHandler(ctx));
-  app.use(
-    '/internal',
-    createInternalRouter({ secret: ctx.secret, backend: ctx.backend, logger: ctx.logger, stopKeyTtlMs: ctx.config.stopKeyTtlMs }),
-  );
+  app.use('/internal', createInternalRouter({ secret: deps.secret, backend: deps.backend, logger: deps.logger, stopKeyTtlMs: deps.stopKeyTtlMs }));
   app.use((req, res) => {
-    sendError(res, new GatewayError('NOT_FOUND', `no route for ${req.method} ${req.path}`), ctx.logger);
+    sendError(res, new GatewayError('NOT_FOUND', `no route for ${req.method} ${req.path}`), deps.logger);
   });
   return app;
 }

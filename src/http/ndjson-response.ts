@@ -1,31 +1,42 @@
 /**
  * The blocking-mode response (SPEC §3a): application/x-ndjson, status 200 committed
- * lazily on the first line, an empty line every keepaliveMs. Lines are written whole, so
- * a caller never sees half a line.
+ * lazily on the first line, an empty line every keepaliveMs once the stream is open.
+ * Lines are written whole, so a caller never sees half a line. It is the run's
+ * checkpoint sink: each checkpoint Action becomes one protojson line.
  */
 import type { Response } from 'express';
+import type { CheckpointSink } from '../run/run';
+import { messageTypes, type Action } from '../workflow/contract';
+import { encodeProtoJson } from '../workflow/protojson';
 
-export class NdjsonResponse {
+export class NdjsonResponse implements CheckpointSink {
   private keepalive: NodeJS.Timeout | undefined;
   private finished = false;
 
   constructor(
     private readonly res: Response,
-    keepaliveMs: number,
-  ) {
-    this.keepalive = setInterval(() => this.write(''), keepaliveMs);
-  }
+    private readonly keepaliveMs: number,
+  ) {}
 
   /** True once the 200 is on the wire; after that a failure can only end the stream. */
   get committed(): boolean {
     return this.res.headersSent;
   }
 
-  writeLine(value: unknown): void {
-    this.write(JSON.stringify(value));
+  /**
+   * Starts the keepalive lines. Called once the run is open: before that a failure must
+   * still be a real status, which a keepalive line would have committed away.
+   */
+  keepAlive(): void {
+    if (this.finished || this.keepalive) return;
+    this.keepalive = setInterval(() => this.writeText(''), this.keepaliveMs);
   }
 
-  private write(line: string): void {
+  write(action: Action): void {
+    this.writeText(JSON.stringify(encodeProtoJson(messageTypes.Action, action)));
+  }
+
+  private writeText(line: string): void {
     if (this.finished || this.res.writableEnded || this.res.destroyed) return;
     if (!this.res.headersSent) {
       this.res.status(200);

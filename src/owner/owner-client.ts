@@ -7,6 +7,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool, type Dispatcher } from 'undici';
 import { GatewayError } from '../errors';
+import type { CallbackResult, RelayErrorType, SegmentEndReason } from '../vocabulary';
 import { version } from '../version';
 import { deadline } from './deadline';
 import { JwtSigner } from './jwt';
@@ -21,8 +22,13 @@ export interface OwnerClientOptions {
   secret: Uint8Array;
   preauthTimeoutMs: number;
   relayTimeoutMs: number;
-  /** Connections in the pool (undici default is unlimited). */
-  connections?: number;
+  /** Connections in the pool (undici's default is unlimited). */
+  connections: number;
+  /** Tries of one segment-end callback, and the deadline of each. */
+  callbackAttempts: number;
+  callbackTimeoutMs: number;
+  /** How long a signed Gitlab-Workhorse-Api-Request JWT is reused. */
+  jwtRefreshMs: number;
 }
 
 /** What the preauth decided: a run may start (answer), or the caller gets the owner's refusal. */
@@ -42,7 +48,6 @@ export interface RelayRequest {
   signal: AbortSignal;
 }
 
-export type RelayErrorType = 'refused_path' | 'timeout' | 'too_large' | 'network' | 'aborted';
 
 export type RelayResult =
   | { ok: true; statusCode: number; headers: Record<string, string>; body: string }
@@ -51,12 +56,11 @@ export type RelayResult =
 export interface SegmentEndBody {
   workflow_id: string;
   run_id: string;
-  reason: string;
+  reason: SegmentEndReason;
   segment_duration_s: number;
   actions: number;
 }
 
-export type CallbackResult = 'ok' | 'retried_ok' | 'failed';
 
 function headerValue(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value.join(', ') : value;
@@ -86,11 +90,11 @@ export class OwnerClient {
 
   constructor(private readonly options: OwnerClientOptions) {
     this.pool = new Pool(options.ownerUrl.origin, {
-      connections: options.connections ?? 256,
+      connections: options.connections,
       keepAliveTimeout: 30_000,
     });
     this.basePath = options.ownerUrl.pathname.replace(/\/+$/, '');
-    this.jwt = new JwtSigner(options.secret);
+    this.jwt = new JwtSigner(options.secret, undefined, options.jwtRefreshMs);
   }
 
   /**
@@ -198,14 +202,16 @@ export class OwnerClient {
   }
 
   /**
-   * Tells the owner a detached run's segment ended (SPEC §6): up to `attempts` tries with
-   * short backoff on 5xx, 429 and network errors, all within `signal` (the drain budget).
+   * Tells the owner a detached run's segment ended (SPEC §6): up to `callbackAttempts`
+   * tries with short backoff on 5xx, 429 and network errors, all within `signal` (the
+   * drain budget).
    */
-  async segmentEnd(body: SegmentEndBody, requestId: string, signal: AbortSignal, attempts = 3): Promise<CallbackResult> {
+  async segmentEnd(body: SegmentEndBody, requestId: string, signal: AbortSignal): Promise<CallbackResult> {
+    const attempts = this.options.callbackAttempts;
     const path = `${this.basePath}/api/v4/internal/ai/duo_workflows/workflows/${encodeURIComponent(body.workflow_id)}/segment_end`;
     for (let attempt = 1; attempt <= attempts && !signal.aborted; attempt++) {
       let retryable = true;
-      const limit = deadline(signal, 2_000);
+      const limit = deadline(signal, this.options.callbackTimeoutMs);
       try {
         const response = await this.pool.request({
           method: 'POST',

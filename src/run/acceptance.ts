@@ -3,10 +3,11 @@
  * Action or acceptWaitMs, whichever comes first. A successful send is not acceptance:
  * quota and invalid-argument rejections arrive on receive, and end the stream first.
  */
-import type { StreamEnd } from './workflow-stream';
+import type { AcceptedOn } from '../vocabulary';
+import type { StreamEnd } from '../workflow/workflow-stream';
 
 export type Acceptance =
-  | { kind: 'accepted'; on: 'first_action' | 'accept_wait_elapsed' }
+  | { kind: 'accepted'; on: AcceptedOn }
   | { kind: 'ended'; end: StreamEnd }
   | { kind: 'stopped' };
 

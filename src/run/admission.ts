@@ -1,29 +1,36 @@
 /**
- * Admission before a stream opens (SPEC §3b caps, §5 lock): the per-actor cap and the
- * workflow's lock. Detached runs always need the lock (store failing → 503
- * LOCK_UNAVAILABLE, never run without it); blocking runs take it when the owner sets
- * LockConcurrentFlow and run without it when the store fails (Workhorse parity), logged
- * and counted. Taking the lock clears a stale stop key (it addressed no run in flight).
+ * Admission before a stream opens (SPEC §3b caps, §5 lock), in the order the spec fixes:
+ * the process's detached slot, then the per-actor slot and the workflow's lock. Detached
+ * runs always need the lock (store failing → 503 LOCK_UNAVAILABLE, never run without
+ * it); blocking runs take it when the owner sets LockConcurrentFlow and run without it
+ * when the store fails (Workhorse parity), logged and counted. Taking the lock clears a
+ * stale stop key (it addressed no run in flight).
  */
 import { randomBytes } from 'node:crypto';
 import { GatewayError } from '../errors';
 import type { Logger } from '../log';
 import type { Metrics } from '../metrics';
 import { CoordinationError, type CoordinationBackend } from '../coordination/backend';
-
-export interface HeldLock {
-  token: string;
-  acquiredAt: number;
-  /** Set when an actor slot was taken with the token. */
-  actorId?: string;
-}
+import type { Transport } from '../vocabulary';
+import type { RunRegistry } from './registry';
+import { Reservation, type HeldLock } from './reservation';
 
 export interface AdmissionDeps {
   backend: CoordinationBackend;
+  registry: RunRegistry;
   metrics: Metrics;
   logger: Logger;
   leaseTtlMs: number;
   maxRunsPerActor: number;
+}
+
+export interface AdmissionRequest {
+  workflowId: string;
+  transport: Transport;
+  /** The owner's LockConcurrentFlow (detached runs take the lock regardless). */
+  lockConcurrentFlow: boolean;
+  actorId: string | undefined;
+  requestId: string;
 }
 
 function unavailable(err: unknown): GatewayError {
@@ -31,24 +38,42 @@ function unavailable(err: unknown): GatewayError {
 }
 
 /**
+ * Takes what the run needs and returns it as one Reservation. Throws CAPACITY_EXHAUSTED
+ * (process cap), ACTOR_LIMIT (actor cap), WORKFLOW_LOCKED (another run holds the lock)
+ * or LOCK_UNAVAILABLE (detached, store failing); nothing stays taken when it throws.
+ */
+export async function reserve(want: AdmissionRequest, deps: AdmissionDeps): Promise<Reservation> {
+  const detached = want.transport === 'detached';
+  const slot = detached ? deps.registry.reserveDetached() : undefined;
+  if (detached && !slot) {
+    deps.metrics.capRejection('process');
+    throw new GatewayError('CAPACITY_EXHAUSTED', 'this instance holds its maximum of detached runs', { retryAfterS: 5 });
+  }
+  try {
+    const lock = detached || want.lockConcurrentFlow ? await takeLock(want, detached ? 'required' : 'best_effort', deps) : undefined;
+    return new Reservation(deps, want.workflowId, slot, lock);
+  } catch (err) {
+    slot?.release();
+    throw err;
+  }
+}
+
+/**
  * Takes the actor slot (detached, when capped) and the lock.
  * `required` (detached): any store failure is LOCK_UNAVAILABLE.
  * `best_effort` (blocking): a store failure returns undefined and the run goes on unlocked.
- * Throws WORKFLOW_LOCKED when another run holds the lock, ACTOR_LIMIT over the actor cap.
  */
-export async function admit(
-  workflowId: string,
-  mode: 'required' | 'best_effort',
-  actorId: string | undefined,
-  deps: AdmissionDeps,
-  requestId: string,
-): Promise<HeldLock | undefined> {
+async function takeLock(want: AdmissionRequest, mode: 'required' | 'best_effort', deps: AdmissionDeps): Promise<HeldLock | undefined> {
+  const { workflowId, actorId } = want;
   const token = randomBytes(16).toString('hex');
   const acquiredAt = Date.now();
-  const capped = mode === 'required' && actorId !== undefined && deps.maxRunsPerActor > 0;
+  const actor = mode === 'required' && actorId !== undefined && deps.maxRunsPerActor > 0 ? { actorId, member: token } : undefined;
+  const giveBackActor = async (): Promise<void> => {
+    if (actor) await deps.backend.releaseActorSlot(actor.actorId, actor.member).catch(() => undefined);
+  };
   try {
-    if (capped && !(await deps.backend.acquireActorSlot(actorId, token, deps.maxRunsPerActor, deps.leaseTtlMs))) {
-      deps.metrics.capRejections.inc({ cap: 'actor' });
+    if (actor && !(await deps.backend.acquireActorSlot(actor.actorId, actor.member, deps.maxRunsPerActor, deps.leaseTtlMs))) {
+      deps.metrics.capRejection('actor');
       throw new GatewayError('ACTOR_LIMIT', 'this actor has reached its limit of runs in flight', { retryAfterS: 30 });
     }
     let taken: boolean;
@@ -60,17 +85,17 @@ export async function admit(
     }
     if (!taken) {
       deps.metrics.lock('acquire', 'taken');
-      if (capped) await deps.backend.releaseActorSlot(actorId, token).catch(() => undefined);
+      await giveBackActor();
       throw new GatewayError('WORKFLOW_LOCKED', 'another run holds this workflow', { retryAfterS: 5 });
     }
     deps.metrics.lock('acquire', 'ok');
-    return { token, acquiredAt, ...(capped ? { actorId } : {}) };
+    return { token, acquiredAt, ...(actor ? { actor } : {}) };
   } catch (err) {
     if (!(err instanceof CoordinationError)) throw err;
-    if (capped) await deps.backend.releaseActorSlot(actorId, token).catch(() => undefined);
+    await giveBackActor();
     if (mode === 'required') throw unavailable(err);
     deps.metrics.unlockedRuns.inc();
-    deps.logger.warn({ err, workflow_id: workflowId, request_id: requestId }, 'lock store unavailable: blocking run continues without the lock');
+    deps.logger.warn({ err, workflow_id: workflowId, request_id: want.requestId }, 'lock store unavailable: blocking run continues without the lock');
     return undefined;
   }
 }

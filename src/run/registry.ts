@@ -2,7 +2,7 @@
  * The runs in flight in this process: what /runs lists, what the detached cap counts
  * (pending admissions included) and what a drain stops.
  */
-import type { Transport } from '../metrics';
+import type { Transport } from '../vocabulary';
 
 export interface RunInfo {
   workflow_id: string;

@@ -1,46 +1,69 @@
 /**
- * A Run is one turn in flight: the workflow stream, its lease, its timers and its
- * teardown. Every way a run can end goes through here:
+ * A Run is one turn in flight: its workflow stream, its reservation (lock, lease, slots),
+ * its timers and its teardown. Its life is one state field with guarded transitions:
  *
- *   stream ends by itself        → finished / workflow_unavailable / stream_error
- *   stop(reason) (limit, drain,  → stop handshake (workflow-stream.ts), then teardown
- *     lock lost, owner's stop)
- *   cancel() (caller hung up)    → client_gone
+ *   starting ──markRunning()──► running          (detached: accepted; blocking: streaming)
+ *   starting | running ──stop(reason) / cancel()──► stopping   (the end reason is decided here)
+ *   any ──the call ends──► ended                 (teardown, once)
  *
- * Teardown always: clears timers, aborts in-flight relays, releases the lock, leaves the
- * registry, frees the detached slot, records metrics and one log line, and (detached)
- * sends the segment-end callback.
+ * Every way a run can end goes through here:
+ *
+ *   the stream ends by itself      → finished / workflow_unavailable / stream_error
+ *   stop(reason): run limit, drain,  → stop handshake (workflow/workflow-stream.ts), then teardown
+ *     lock lost, the owner's stop
+ *   cancel(): the caller hung up   → client_gone
+ *
+ * Teardown clears timers, aborts in-flight relays, gives the reservation back (lock, run
+ * record, actor slot, detached slot), leaves the registry, then hands over to run-end.ts
+ * (metrics, the run's log line, the segment-end callback).
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from '../log';
-import type { Metrics, TeardownReason, Transport } from '../metrics';
+import type { Metrics } from '../metrics';
 import type { OwnerClient } from '../owner/owner-client';
-import type { DuoWorkflowAuth } from '../owner/preauth';
+import type { McpServer } from '../owner/preauth';
 import type { CoordinationBackend } from '../coordination/backend';
-import { Lease } from '../coordination/lease';
+import type { Lease } from '../coordination/lease';
 import type { StopWatcher } from '../coordination/stop-watcher';
-import type { Action, StartWorkflowRequest } from '../workflow/contract';
-import type { WorkflowCall } from '../workflow/channel-pool';
 import { McpSessions } from '../owner/mcp-client';
-import { serveAction } from './action-server';
-import type { RegisteredRun, RunInfo, RunRegistry, Slot } from './registry';
-import { LOCK_LOST, RUN_LIMIT, teardownForEnd, teardownForStop, userStopReason } from './stop-reasons';
-import { WorkflowStream, type StopOutcome, type StreamEnd } from './workflow-stream';
+import { LOCK_LOST, RUN_LIMIT, type EndReason, type StopOutcome, type Transport } from '../vocabulary';
+import type { Action, StartWorkflowRequest } from '../workflow/contract';
+import { WorkflowStream, type CallHandle, type StreamEnd } from '../workflow/workflow-stream';
+import { serveAction, type ActionContext } from './action-server';
+import type { RegisteredRun, RunInfo, RunRegistry } from './registry';
+import type { Reservation } from './reservation';
+import { recordRunEnd } from './run-end';
+import { endReasonForStatus, endReasonForStop, userStopReason } from './stop-reasons';
 
 export type RunState = 'starting' | 'running' | 'stopping' | 'ended';
+
+/** The state, with what the later states know: why the run ends, and whether it had been accepted. */
+type Phase =
+  | { readonly state: 'starting' }
+  | { readonly state: 'running' }
+  | { readonly state: 'stopping' | 'ended'; readonly reason: EndReason; readonly accepted: boolean };
+
+const STARTING: Phase = Object.freeze({ state: 'starting' });
+const RUNNING: Phase = Object.freeze({ state: 'running' });
 
 /** The abort reason of a run's in-flight work; one shared instance (no stack trace per run). */
 const RUN_ENDED = Object.freeze(new Error('run ended'));
 
 export interface RunResult {
-  reason: TeardownReason;
+  reason: EndReason;
   end: StreamEnd;
   stopOutcome: StopOutcome | undefined;
   durationMs: number;
   actions: number;
 }
 
-export interface RunDeps {
+/** Where a blocking run's checkpoints go (the HTTP adapter writes them as ndjson lines). */
+export interface CheckpointSink {
+  write(action: Action): void;
+}
+
+/** What every run of this process shares: one object, built once by the launcher. */
+export interface RunContext {
   owner: OwnerClient;
   metrics: Metrics;
   logger: Logger;
@@ -56,21 +79,26 @@ export interface RunDeps {
   callbackSignal: AbortSignal;
 }
 
+/** What serving actions needs of the owner's authorization (not the whole preauth answer). */
+export interface RunAccess {
+  /** The user's API token (Service.Headers["x-gitlab-oauth-token"]). */
+  token: string;
+  timeoutHTTPRequests: boolean;
+  mcpServers: Record<string, McpServer> | null | undefined;
+}
+
 export interface RunInit {
   workflowId: string;
   requestId: string;
   transport: Transport;
-  auth: DuoWorkflowAuth;
-  call: WorkflowCall;
-  /** The lock taken for this run (absent: blocking run without LockConcurrentFlow, or Redis down). */
-  lock?: { token: string; acquiredAt: number };
-  /** The actor slot taken with the lock's token (per-actor cap). */
-  actorId?: string;
+  call: CallHandle;
+  /** What admission took; the run gives it back at teardown. */
+  reservation: Reservation;
+  access: RunAccess;
   /** Detached runs: stop with WORKHORSE_RUN_LIMIT after this long. */
   runLimitMs?: number;
-  slot?: Slot;
   /** Blocking runs write each checkpoint to the caller. */
-  onCheckpoint?: (action: Action) => void;
+  sink?: CheckpointSink;
 }
 
 export class Run implements RegisteredRun {
@@ -79,63 +107,67 @@ export class Run implements RegisteredRun {
   readonly transport: Transport;
   readonly startedAt = Date.now();
   readonly done: Promise<RunResult>;
-  private state: RunState = 'starting';
+  private phase: Phase = STARTING;
   private actions = 0;
   private lastActionAt: number | undefined;
-  private stopReason: string | undefined;
   private stopping: Promise<StopOutcome> | undefined;
-  private clientGone = false;
-  private accepted = false;
+  /** The run record write, awaited by teardown so the record is never written after release. */
+  private recordWrite: Promise<void> | undefined;
   private unwatchStop: (() => void) | undefined;
   private resolveStopSignal!: () => void;
   /** Resolves when the owner's stop signal is seen (before or after acceptance). */
   readonly stopSignalled: Promise<void> = new Promise((resolve) => (this.resolveStopSignal = resolve));
   private runLimitTimer: NodeJS.Timeout | undefined;
   private readonly abort = new AbortController();
-  private mcp: McpSessions | undefined;
+  private actionContext: ActionContext | undefined;
+  private logger: Logger | undefined;
   private readonly stream: WorkflowStream;
   private readonly lease: Lease | undefined;
 
   constructor(
     private readonly init: RunInit,
-    private readonly deps: RunDeps,
+    private readonly ctx: RunContext,
   ) {
     this.workflowId = init.workflowId;
     this.transport = init.transport;
     this.stream = new WorkflowStream(init.call, (action) => this.onAction(action));
-    if (init.lock) {
-      this.lease = new Lease(
-        deps.backend,
-        init.workflowId,
-        init.lock.token,
-        deps.leaseTtlMs,
-        {
-          onLost: (why) => {
-            deps.metrics.lock('renew', 'lost');
-            deps.logger.warn({ workflow_id: this.workflowId, run_id: this.id, why }, 'lease lost: stopping the run');
-            void this.stop(LOCK_LOST, this.lockLostAckTimeoutMs());
-          },
-          onStop: (value) => this.onStopSignal(value),
-          onRenew: (result) => deps.metrics.lock('renew', result),
-          refresh: () => ({
-            runId: this.id,
-            state: this.state,
-            lastActionAt: this.lastActionAt === undefined ? '' : new Date(this.lastActionAt).toISOString(),
-            ...(init.actorId && init.lock ? { actor: { actorId: init.actorId, member: init.lock.token } } : {}),
-          }),
-        },
-        init.lock.acquiredAt,
-      );
-      this.unwatchStop = deps.stopWatcher.watch(init.workflowId, (value) => this.onStopSignal(value));
-    }
+    this.lease = init.reservation.keepAlive(ctx.leaseTtlMs, {
+      onLost: (why) => {
+        ctx.metrics.lock('renew', 'lost');
+        this.log.warn({ why }, 'lease lost: stopping the run');
+        void this.stop(LOCK_LOST, this.lockLostAckTimeoutMs());
+      },
+      onStop: (value) => this.onStopSignal(value),
+      onRenew: (result) => ctx.metrics.lock('renew', result),
+      refresh: () => ({ runId: this.id, state: this.phase.state, lastActionAt: this.lastActionIso() }),
+    });
+    if (this.lease) this.unwatchStop = ctx.stopWatcher.watch(init.workflowId, (value) => this.onStopSignal(value));
     if (init.runLimitMs !== undefined) {
       this.runLimitTimer = setTimeout(() => void this.stop(RUN_LIMIT), init.runLimitMs);
     }
-    deps.registry.add(this);
-    deps.metrics.connections.inc({ transport: this.transport });
-    deps.metrics.connectionsOpen.inc({ transport: this.transport });
-    deps.metrics.runsInFlight.set({ transport: this.transport }, deps.registry.count(this.transport));
+    ctx.registry.add(this);
+    ctx.metrics.connections.inc({ transport: this.transport });
+    ctx.metrics.connectionsOpen.inc({ transport: this.transport });
+    ctx.metrics.runsInFlight.set({ transport: this.transport }, ctx.registry.count(this.transport));
     this.done = this.stream.ended.then((end) => this.teardown(end));
+  }
+
+  /** One child logger per run, made when first needed: workflow_id, run_id, request_id on every line. */
+  private get log(): Logger {
+    this.logger ??= this.ctx.logger.child({ request_id: this.init.requestId, workflow_id: this.workflowId, run_id: this.id, transport: this.transport });
+    return this.logger;
+  }
+
+  /** Moves to `to` when the run is in one of `from`; false (nothing changes) otherwise. */
+  private transition(from: readonly RunState[], to: Phase): boolean {
+    if (!from.includes(this.phase.state)) return false;
+    this.phase = to;
+    return true;
+  }
+
+  /** The end a stop or cancel decides: the reason, and whether the run had been accepted. */
+  private ending(reason: EndReason): Phase {
+    return { state: 'stopping', reason, accepted: this.phase.state === 'running' };
   }
 
   /** Resolves on the first Action (detached acceptance). */
@@ -154,27 +186,28 @@ export class Run implements RegisteredRun {
   }
 
   /**
-   * The run was accepted (detached 202) or is streaming (blocking): its record is written.
-   * Resolves once the record is stored (or failed to be: that is logged, never thrown), so
-   * a 202 is never answered before the record can be read.
+   * starting → running: the run was accepted (detached 202) or is streaming (blocking),
+   * and its record is written. Resolves true once the record is stored (or failed to
+   * be: logged, never thrown), so a 202 is never answered before the record can be read;
+   * false when the run had already left `starting` (stopping or ended: not accepted).
    */
-  markRunning(): Promise<void> {
-    if (this.state === 'starting') this.state = 'running';
-    this.accepted = true;
+  async markRunning(): Promise<boolean> {
+    if (!this.transition(['starting'], RUNNING)) return false;
     if (this.lease) {
       const record = {
         run_id: this.id,
-        replica: this.deps.replicaId,
+        replica: this.ctx.replicaId,
         transport: this.transport,
-        state: this.state,
+        state: 'running',
         started_at: new Date(this.startedAt).toISOString(),
-        last_action_at: this.lastActionAt === undefined ? '' : new Date(this.lastActionAt).toISOString(),
+        last_action_at: this.lastActionIso(),
       };
-      return this.deps.backend.writeRunRecord(this.workflowId, record, this.deps.leaseTtlMs).catch((err: unknown) => {
-        this.deps.logger.warn({ err, workflow_id: this.workflowId, run_id: this.id }, 'run record not written');
+      this.recordWrite = this.ctx.backend.writeRunRecord(this.workflowId, record, this.ctx.leaseTtlMs).catch((err: unknown) => {
+        this.log.warn({ err }, 'run record not written');
       });
+      await this.recordWrite;
     }
-    return Promise.resolve();
+    return true;
   }
 
   /**
@@ -182,9 +215,9 @@ export class Run implements RegisteredRun {
    * key's value as the user reason.
    */
   private onStopSignal(value: string): void {
-    if (this.state === 'ended' || this.stopping) return;
+    if (this.phase.state !== 'starting' && this.phase.state !== 'running') return;
     this.resolveStopSignal();
-    this.deps.backend.clearStop(this.workflowId).catch(() => undefined);
+    this.ctx.backend.clearStop(this.workflowId).catch(() => undefined);
     void this.stop(userStopReason(value));
   }
 
@@ -194,7 +227,11 @@ export class Run implements RegisteredRun {
    */
   private lockLostAckTimeoutMs(): number {
     const left = this.lease ? this.lease.remainingMs - 50 : 0;
-    return Math.max(1, Math.min(this.deps.stopAckTimeoutMs, left));
+    return Math.max(1, Math.min(this.ctx.stopAckTimeoutMs, left));
+  }
+
+  private lastActionIso(): string {
+    return this.lastActionAt === undefined ? '' : new Date(this.lastActionAt).toISOString();
   }
 
   info(): RunInfo {
@@ -202,7 +239,7 @@ export class Run implements RegisteredRun {
       workflow_id: this.workflowId,
       run_id: this.id,
       transport: this.transport,
-      state: this.state,
+      state: this.phase.state,
       started_at: new Date(this.startedAt).toISOString(),
       last_action_at: this.lastActionAt === undefined ? null : new Date(this.lastActionAt).toISOString(),
       actions: this.actions,
@@ -210,24 +247,22 @@ export class Run implements RegisteredRun {
   }
 
   /**
-   * Stops the run with `reason` through the stop handshake. The first reason wins;
-   * later calls wait for the same end. Resolves when teardown is complete.
+   * Stops the run with `reason` (sent as StopWorkflowRequest.reason) through the stop
+   * handshake. The first stop or cancel decides the end; later calls wait for the same
+   * end. Resolves when teardown is complete.
    */
-  async stop(reason: string, ackTimeoutMs: number = this.deps.stopAckTimeoutMs): Promise<RunResult> {
-    if (this.state !== 'ended' && this.stopping === undefined) {
-      this.stopReason = reason;
-      this.state = 'stopping';
+  stop(reason: string, ackTimeoutMs: number = this.ctx.stopAckTimeoutMs): Promise<RunResult> {
+    if (this.transition(['starting', 'running'], this.ending(endReasonForStop(reason)))) {
       const started = performance.now();
       this.stopping = this.stream.stop(reason, ackTimeoutMs);
-      void this.stopping.then((outcome) => this.deps.metrics.stopAck(outcome, (performance.now() - started) / 1000));
+      void this.stopping.then((outcome) => this.ctx.metrics.stopAck(outcome, (performance.now() - started) / 1000));
     }
     return this.done;
   }
 
-  /** The caller hung up (blocking): cancel the stream at once. */
+  /** The caller hung up (blocking), or the process is closing: cancel the stream at once. */
   cancel(): void {
-    if (this.state === 'ended') return;
-    this.clientGone = true;
+    this.transition(['starting', 'running'], this.ending('client_gone'));
     this.stream.cancel();
   }
 
@@ -235,8 +270,8 @@ export class Run implements RegisteredRun {
     this.actions += 1;
     this.lastActionAt = Date.now();
     if (action.action === 'newCheckpoint') {
-      this.deps.metrics.action('newCheckpoint');
-      this.init.onCheckpoint?.(action);
+      this.ctx.metrics.action('newCheckpoint');
+      this.init.sink?.write(action);
       return;
     }
     void this.serve(action);
@@ -246,92 +281,62 @@ export class Run implements RegisteredRun {
   private async serve(action: Action): Promise<void> {
     const requestID = action.requestID ?? '';
     if (this.lease) {
-      const stop = await this.deps.backend.readStop(this.workflowId).catch(() => null);
+      const stop = await this.ctx.backend.readStop(this.workflowId).catch(() => null);
       if (stop !== null) this.onStopSignal(stop);
     }
-    if (this.stopping) {
-      this.deps.metrics.action(action.action ?? 'unknown');
+    if (this.phase.state !== 'starting' && this.phase.state !== 'running') {
+      this.ctx.metrics.action(action.action ?? 'unknown');
       const error = 'request aborted: the run is stopping';
       this.stream.respond(action.action === 'runHTTPRequest' ? { requestID, httpResponse: { error } } : { requestID, plainTextResponse: { error } });
       return;
     }
-    await serveAction(action, {
-      owner: this.deps.owner,
-      metrics: this.deps.metrics,
+    this.actionContext ??= {
+      owner: this.ctx.owner,
+      metrics: this.ctx.metrics,
       workflowId: this.workflowId,
       requestId: this.init.requestId,
-      token: this.init.auth.Service.Headers?.['x-gitlab-oauth-token'] ?? '',
-      timeoutHTTPRequests: this.init.auth.TimeoutHTTPRequests ?? false,
+      token: this.init.access.token,
+      timeoutHTTPRequests: this.init.access.timeoutHTTPRequests,
       signal: this.abort.signal,
-      mcpServers: this.init.auth.McpServers,
-      mcp: (this.mcp ??= new McpSessions(this.deps.mcpTimeoutMs)),
-    }).then(
+      mcpServers: this.init.access.mcpServers,
+      mcp: new McpSessions(this.ctx.mcpTimeoutMs),
+    };
+    await serveAction(action, this.actionContext).then(
       (response) => {
         if (response) this.stream.respond(response);
       },
       (err: unknown) => {
-        this.deps.logger.error({ err, workflow_id: this.workflowId, run_id: this.id }, 'serving an action failed');
+        this.log.error({ err }, 'serving an action failed');
         this.stream.respond({ requestID, plainTextResponse: { error: 'internal error' } });
       },
     );
   }
 
+  /** Runs once, when the call has ended: gives everything back, then records the end. */
   private async teardown(end: StreamEnd): Promise<RunResult> {
-    this.state = 'ended';
+    const phase = this.phase;
+    const ended =
+      phase.state === 'stopping'
+        ? { reason: phase.reason, accepted: phase.accepted }
+        : { reason: endReasonForStatus(end.code), accepted: phase.state === 'running' };
+    this.phase = { state: 'ended', ...ended };
     clearTimeout(this.runLimitTimer);
     this.unwatchStop?.();
     this.abort.abort(RUN_ENDED);
     const stopOutcome = this.stopping ? await this.stopping : undefined;
-    const reason: TeardownReason = this.stopReason
-      ? teardownForStop(this.stopReason)
-      : this.clientGone
-        ? 'client_gone'
-        : teardownForEnd(end.code);
-    if (this.lease) {
-      const actor = this.init.actorId && this.init.lock ? { actorId: this.init.actorId, member: this.init.lock.token } : undefined;
-      this.deps.metrics.lock('release', (await this.lease.release(this.id, actor)) ? 'ok' : 'error');
-    }
-    this.deps.registry.remove(this);
-    this.init.slot?.release();
-    const durationMs = Date.now() - this.startedAt;
-    const { metrics } = this.deps;
-    metrics.connectionsOpen.dec({ transport: this.transport });
-    metrics.runsInFlight.set({ transport: this.transport }, this.deps.registry.count(this.transport));
-    metrics.sessionEnded(end.code, this.transport, durationMs / 1000);
-    metrics.teardown(this.transport, reason);
-    this.deps.logger.info(
-      {
-        request_id: this.init.requestId,
-        workflow_id: this.workflowId,
-        run_id: this.id,
-        transport: this.transport,
-        reason,
-        duration_ms: durationMs,
-        actions: this.actions,
-        grpc_code: end.code,
-        stop_outcome: stopOutcome,
-      },
-      'run ended',
-    );
-    // Only accepted runs: an end before the 202 was answered to the dispatcher itself.
-    if (this.transport === 'detached' && this.accepted) {
-      const result = await this.deps.owner.segmentEnd(
-        {
-          workflow_id: this.workflowId,
-          run_id: this.id,
-          // A detached run has no caller to lose: a cancel on close is a stream error to the owner.
-          reason: reason === 'client_gone' ? 'stream_error' : reason,
-          segment_duration_s: Math.round(durationMs / 100) / 10,
-          actions: this.actions,
-        },
-        this.init.requestId,
-        this.deps.callbackSignal,
-      );
-      metrics.callbacks.inc({ result });
-      if (result === 'failed') {
-        this.deps.logger.warn({ workflow_id: this.workflowId, run_id: this.id, reason }, 'segment-end callback lost');
-      }
-    }
-    return { reason, end, stopOutcome, durationMs, actions: this.actions };
+    await this.recordWrite;
+    await this.init.reservation.release(this.id);
+    this.ctx.registry.remove(this);
+    const result: RunResult = { reason: ended.reason, end, stopOutcome, durationMs: Date.now() - this.startedAt, actions: this.actions };
+    await recordRunEnd(this.ctx, this.log, {
+      workflowId: this.workflowId,
+      runId: this.id,
+      requestId: this.init.requestId,
+      transport: this.transport,
+      // Only accepted runs are called back: an end before the 202 was answered to the dispatcher itself.
+      callback: this.transport === 'detached' && ended.accepted,
+      ...result,
+    });
+    return result;
   }
 }

@@ -1,27 +1,18 @@
 /**
- * Stop reasons (StopWorkflowRequest.reason, SPEC §4) and how a run's end is named in
- * teardown metrics and segment-end callbacks (§6).
+ * How stop reasons (StopWorkflowRequest.reason, SPEC §4) and call endings become a run's
+ * end reason (the teardown word of metrics, logs and segment-end callbacks, §6).
  */
 import * as grpc from '@grpc/grpc-js';
-import type { TeardownReason } from '../metrics';
-
-export const SERVER_SHUTDOWN = 'WORKHORSE_SERVER_SHUTDOWN';
-export const RUN_LIMIT = 'WORKHORSE_RUN_LIMIT';
-export const LOCK_LOST = 'WORKHORSE_LOCK_LOST';
-export const USER_STOP = 'USER_STOP';
-
-export const infraStopReasons = [SERVER_SHUTDOWN, RUN_LIMIT, LOCK_LOST] as const;
+import { LOCK_LOST, RUN_LIMIT, SERVER_SHUTDOWN, STOP_REASON_TOKEN, USER_STOP, infraStopReasons, type EndReason } from '../vocabulary';
 
 /** A stop key's value is sent as the reason only when it is a plain reason token. */
 export function userStopReason(value: string | null | undefined): string {
-  if (value && /^[A-Z][A-Z0-9_]{0,63}$/.test(value) && !(infraStopReasons as readonly string[]).includes(value)) {
-    return value;
-  }
+  if (value && STOP_REASON_TOKEN.test(value) && !(infraStopReasons as readonly string[]).includes(value)) return value;
   return USER_STOP;
 }
 
-/** The teardown reason for a run that longrun stopped with `stopReason`. */
-export function teardownForStop(stopReason: string): TeardownReason {
+/** The end reason of a run that longrun stopped with `stopReason`. */
+export function endReasonForStop(stopReason: string): EndReason {
   switch (stopReason) {
     case SERVER_SHUTDOWN:
       return 'drain';
@@ -34,8 +25,8 @@ export function teardownForStop(stopReason: string): TeardownReason {
   }
 }
 
-/** The teardown reason for a call that ended without longrun stopping it. */
-export function teardownForEnd(code: grpc.status): TeardownReason {
+/** The end reason of a call that ended without longrun stopping it. */
+export function endReasonForStatus(code: grpc.status): EndReason {
   if (code === grpc.status.OK) return 'finished';
   if (code === grpc.status.UNAVAILABLE) return 'workflow_unavailable';
   return 'stream_error';

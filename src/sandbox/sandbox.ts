@@ -4,7 +4,7 @@
  * gateway at them. Runs are detached by default, so the printed curl returns a 202.
  */
 import { randomBytes } from 'node:crypto';
-import type { Config } from '../config';
+import type { Config, EnvConfig } from '../config';
 import { OwnerServiceSimulator } from './owner-sim';
 import { scenarioMetadata } from './scenario';
 import { WorkflowServiceSimulator } from './workflow-sim';
@@ -16,7 +16,8 @@ export interface Sandbox {
   close(): Promise<void>;
 }
 
-export async function startSandbox(config: Config): Promise<Sandbox> {
+/** Starts the simulators and returns the gateway's Config pointing at them. */
+export async function startSandbox(config: EnvConfig): Promise<Sandbox> {
   const secret = config.secret ?? randomBytes(32);
   const workflow = await WorkflowServiceSimulator.start({ host: '127.0.0.1' });
   const owner = await OwnerServiceSimulator.start({

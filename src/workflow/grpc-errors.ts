@@ -4,24 +4,26 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { GatewayError } from '../errors';
-import type { StreamEnd } from '../run/workflow-stream';
+import type { StreamEnd } from './workflow-stream';
 
 function detail(end: StreamEnd): string {
   return end.details.length > 300 ? `${end.details.slice(0, 300)}…` : end.details;
 }
 
-export function streamEndToError(end: StreamEnd): GatewayError {
+/** The caller's error for a stream that ended with `end` before anything was committed; `runId` names the run for the log. */
+export function streamEndToError(end: StreamEnd, runId?: string): GatewayError {
   const codeName = grpc.status[end.code] ?? String(end.code);
   const cause = { grpcCode: end.code, details: end.details };
+  const context = { cause, runId };
   switch (end.code) {
     case grpc.status.INVALID_ARGUMENT:
-      return new GatewayError('INVALID_REQUEST', `workflow service rejected the request: ${detail(end)}`, { cause });
+      return new GatewayError('INVALID_REQUEST', `workflow service rejected the request: ${detail(end)}`, context);
     case grpc.status.RESOURCE_EXHAUSTED:
       if (end.details.includes('USAGE_QUOTA_EXCEEDED')) {
-        return new GatewayError('USAGE_QUOTA_EXCEEDED', 'usage quota exceeded', { cause });
+        return new GatewayError('USAGE_QUOTA_EXCEEDED', 'usage quota exceeded', context);
       }
-      return new GatewayError('WORKFLOW_SERVICE_UNAVAILABLE', `workflow service is out of resources (${codeName})`, { cause });
+      return new GatewayError('WORKFLOW_SERVICE_UNAVAILABLE', `workflow service is out of resources (${codeName})`, context);
     default:
-      return new GatewayError('WORKFLOW_SERVICE_UNAVAILABLE', `workflow service ended the stream with ${codeName}`, { cause });
+      return new GatewayError('WORKFLOW_SERVICE_UNAVAILABLE', `workflow service ended the stream with ${codeName}`, context);
   }
 }

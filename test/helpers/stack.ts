@@ -5,7 +5,7 @@
  */
 import { Writable } from 'node:stream';
 import { request, type Dispatcher } from 'undici';
-import { loadConfig } from '../../src/config';
+import { gatewayConfig, loadConfig } from '../../src/config';
 import { Gateway } from '../../src/gateway';
 import { createLogger } from '../../src/log';
 import { OwnerServiceSimulator, type PreauthConfig } from '../../src/sandbox/owner-sim';
@@ -57,7 +57,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       cb();
     },
   });
-  const config = loadConfig({
+  const config = gatewayConfig(loadConfig({
     LONGRUN_LISTEN: '127.0.0.1:0',
     LONGRUN_OPS_LISTEN: '127.0.0.1:0',
     LONGRUN_OWNER_URL: owner.url,
@@ -65,7 +65,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     LONGRUN_LOG_LEVEL: 'debug',
     ...(options.redisUrl ? { LONGRUN_REDIS_URL: options.redisUrl } : {}),
     ...options.env,
-  });
+  }));
   const gateway = await Gateway.start(config, { logger: createLogger(config.logLevel, sink) });
   const url = gateway.mainUrl;
 

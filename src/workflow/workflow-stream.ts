@@ -4,17 +4,29 @@
  * call ends — UNAVAILABLE (ack) or OK (user stop) — or the ack timeout, then cancel.
  */
 import * as grpc from '@grpc/grpc-js';
-import type { Action, ActionResponse, ClientEvent, StartWorkflowRequest } from '../workflow/contract';
-import type { WorkflowCall } from '../workflow/channel-pool';
+import type { StopOutcome } from '../vocabulary';
+import type { Action, ActionResponse, ClientEvent, StartWorkflowRequest } from './contract';
 
 export interface StreamEnd {
   code: grpc.status;
   details: string;
 }
 
-export type StopOutcome = 'ack' | 'user_stop' | 'already_ended' | 'timeout' | 'error';
-
 export type StreamState = 'open' | 'stopping' | 'ended';
+
+/**
+ * What a WorkflowStream needs of its gRPC call: a grpc-js ClientDuplexStream has it
+ * (channel-pool.ts opens one), and tests drive the stream with a fake.
+ */
+export interface CallHandle {
+  on(event: 'data', listener: (action: Action) => void): unknown;
+  on(event: 'status', listener: (status: grpc.StatusObject) => void): unknown;
+  on(event: 'error', listener: (err: Error) => void): unknown;
+  write(event: ClientEvent): boolean;
+  cancel(): void;
+  readonly writableEnded: boolean;
+  readonly destroyed: boolean;
+}
 
 export class WorkflowStream {
   private state: StreamState = 'open';
@@ -26,7 +38,7 @@ export class WorkflowStream {
   readonly firstAction: Promise<void> = new Promise((resolve) => (this.resolveFirstAction = resolve));
 
   constructor(
-    private readonly call: WorkflowCall,
+    private readonly call: CallHandle,
     onAction: (action: Action) => void,
   ) {
     call.on('data', (action: Action) => {
@@ -70,8 +82,8 @@ export class WorkflowStream {
       await this.ended;
       return 'already_ended';
     }
+    this.write({ stopWorkflow: { reason } });
     this.state = 'stopping';
-    this.call.write({ stopWorkflow: { reason } });
     let timer: NodeJS.Timeout | undefined;
     const timedOut = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), ackTimeoutMs)));
     const result = await Promise.race([this.ended, timedOut]);

@@ -1,0 +1,68 @@
+/**
+ * What admission took for one execute (SPEC §3 order: process slot → lock and actor
+ * slot), held by one object that gives it all back once: the launcher while no run
+ * exists yet, then the Run, at teardown. `release()` is idempotent and never rejects;
+ * what Redis could not take back expires with the lease.
+ */
+import type { Metrics } from '../metrics';
+import type { ActorSlot, CoordinationBackend } from '../coordination/backend';
+import { Lease, type LeaseHooks } from '../coordination/lease';
+import type { Slot } from './registry';
+
+/** The workflow's lock as admission took it. */
+export interface HeldLock {
+  token: string;
+  /** When the acquire was sent: the lock lives at least one TTL from then. */
+  acquiredAt: number;
+  /** Taken with the lock when the actor is capped. */
+  actor?: ActorSlot;
+}
+
+export class Reservation {
+  private lease: Lease | undefined;
+  private releasing: Promise<void> | undefined;
+
+  constructor(
+    private readonly deps: { backend: CoordinationBackend; metrics: Metrics },
+    readonly workflowId: string,
+    /** The detached run slot of this process (absent for blocking runs). */
+    private readonly slot: Slot | undefined,
+    /** Absent: a blocking run without LockConcurrentFlow, or one going on without Redis. */
+    readonly lock: HeldLock | undefined,
+  ) {}
+
+  /**
+   * Starts renewing the lock for the run that now holds it (coordination/lease.ts
+   * renews it); undefined when there is no lock. Called once, by the Run.
+   */
+  keepAlive(ttlMs: number, hooks: LeaseHooks): Lease | undefined {
+    if (!this.lock || this.lease || this.releasing) return this.lease;
+    this.lease = new Lease(this.deps.backend, this.workflowId, this.lock.token, ttlMs, hooks, this.lock.acquiredAt, this.lock.actor);
+    return this.lease;
+  }
+
+  /**
+   * Gives everything back: the lock (compare-and-delete, with the run record when it is
+   * `runId`'s and the stop key when the lock was ours), the actor slot, the process slot.
+   * Idempotent: every caller gets the same promise.
+   */
+  release(runId = ''): Promise<void> {
+    this.releasing ??= (async () => {
+      const lock = this.lock;
+      try {
+        if (lock) {
+          const released = this.lease
+            ? await this.lease.release(runId)
+            : await this.deps.backend.release(this.workflowId, lock.token, runId, lock.actor).then(
+                () => true,
+                () => false,
+              );
+          this.deps.metrics.lock('release', released ? 'ok' : 'error');
+        }
+      } finally {
+        this.slot?.release();
+      }
+    })();
+    return this.releasing;
+  }
+}

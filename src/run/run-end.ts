@@ -1,0 +1,60 @@
+/**
+ * What follows a run's end, once its reservation is given back (SPEC §6, §7): the run's
+ * metrics, its one log line, and — for an accepted detached run — the segment-end
+ * callback that lets the owner dispatch the next segment.
+ */
+import type { Logger } from '../log';
+import type { Metrics } from '../metrics';
+import type { OwnerClient } from '../owner/owner-client';
+import { segmentEndReason, type EndReason, type StopOutcome, type Transport } from '../vocabulary';
+import type { StreamEnd } from '../workflow/workflow-stream';
+import type { RunRegistry } from './registry';
+
+export interface RunEnd {
+  workflowId: string;
+  runId: string;
+  requestId: string;
+  transport: Transport;
+  reason: EndReason;
+  end: StreamEnd;
+  stopOutcome: StopOutcome | undefined;
+  durationMs: number;
+  actions: number;
+  /** Send the segment-end callback (accepted detached runs). */
+  callback: boolean;
+}
+
+export interface RunEndContext {
+  metrics: Metrics;
+  registry: RunRegistry;
+  owner: OwnerClient;
+  /** Bounds the callback's attempts (aborted when a drain's budget runs out). */
+  callbackSignal: AbortSignal;
+}
+
+/** Records a run's end; `log` is the run's own logger (workflow_id, run_id, request_id bound). */
+export async function recordRunEnd(ctx: RunEndContext, log: Logger, run: RunEnd): Promise<void> {
+  const { metrics } = ctx;
+  metrics.connectionsOpen.dec({ transport: run.transport });
+  metrics.runsInFlight.set({ transport: run.transport }, ctx.registry.count(run.transport));
+  metrics.sessionEnded(run.end.code, run.transport, run.durationMs / 1000);
+  metrics.teardown(run.transport, run.reason);
+  log.info(
+    { reason: run.reason, duration_ms: run.durationMs, actions: run.actions, grpc_code: run.end.code, stop_outcome: run.stopOutcome },
+    'run ended',
+  );
+  if (!run.callback) return;
+  const result = await ctx.owner.segmentEnd(
+    {
+      workflow_id: run.workflowId,
+      run_id: run.runId,
+      reason: segmentEndReason(run.reason),
+      segment_duration_s: Math.round(run.durationMs / 100) / 10,
+      actions: run.actions,
+    },
+    run.requestId,
+    ctx.callbackSignal,
+  );
+  metrics.callback(result);
+  if (result === 'failed') log.warn({ reason: run.reason }, 'segment-end callback lost');
+}

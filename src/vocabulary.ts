@@ -1,0 +1,92 @@
+/**
+ * Every finite word list longrun uses, defined once: what metrics label, what logs and
+ * segment-end callbacks say, what the code switches on. Each is an `as const` array with
+ * its type derived, imported by metrics, run, owner and http alike, so the same event
+ * has the same name everywhere (grpc-js `constants.ts`).
+ */
+
+/** How a run reaches its caller: blocking ndjson over HTTP, or detached (202, runs on). */
+export const transports = ['http', 'detached'] as const;
+export type Transport = (typeof transports)[number];
+
+/**
+ * Why a run ended — the teardown reason in metrics and the run-end log line. The
+ * segment-end callback (SPEC §6) uses the same words, except that a detached run has no
+ * caller to lose: `client_gone` there (a cancel while closing) is reported as
+ * `stream_error` (see `segmentEndReason`).
+ */
+export const endReasons = [
+  'finished',
+  'run_limit',
+  'drain',
+  'stop_requested',
+  'lock_lost',
+  'stream_error',
+  'workflow_unavailable',
+  'client_gone',
+] as const;
+export type EndReason = (typeof endReasons)[number];
+
+/** The reasons a segment-end callback carries (SPEC §6). */
+export type SegmentEndReason = Exclude<EndReason, 'client_gone'>;
+
+export function segmentEndReason(reason: EndReason): SegmentEndReason {
+  return reason === 'client_gone' ? 'stream_error' : reason;
+}
+
+/** How a run's start was answered once it was accepted (SPEC §3b). */
+export const acceptedOn = ['first_action', 'accept_wait_elapsed'] as const;
+export type AcceptedOn = (typeof acceptedOn)[number];
+
+/** How a stop handshake ended (SPEC §4). */
+export const stopOutcomes = ['ack', 'user_stop', 'already_ended', 'timeout', 'error'] as const;
+export type StopOutcome = (typeof stopOutcomes)[number];
+
+/** StopWorkflowRequest.reason values longrun sends for its own stops (SPEC §4). */
+export const SERVER_SHUTDOWN = 'WORKHORSE_SERVER_SHUTDOWN';
+export const RUN_LIMIT = 'WORKHORSE_RUN_LIMIT';
+export const LOCK_LOST = 'WORKHORSE_LOCK_LOST';
+/** The user reason when the owner's stop names none (or an unusable one). */
+export const USER_STOP = 'USER_STOP';
+export const infraStopReasons = [SERVER_SHUTDOWN, RUN_LIMIT, LOCK_LOST] as const;
+
+/** What a stop reason token may look like (the stop key's value, the stop endpoint's body). */
+export const STOP_REASON_TOKEN = /^[A-Z][A-Z0-9_]{0,63}$/;
+
+/** Why a runHTTPRequest was answered with an error instead of the owner's response. */
+export const relayErrorTypes = ['refused_path', 'timeout', 'too_large', 'network', 'aborted'] as const;
+export type RelayErrorType = (typeof relayErrorTypes)[number];
+
+/** How a segment-end callback went. */
+export const callbackResults = ['ok', 'retried_ok', 'failed'] as const;
+export type CallbackResult = (typeof callbackResults)[number];
+
+/** Why an execute was refused before a run started; each error code maps to one (errors.ts). */
+export const connectionErrorTypes = ['preauth', 'bad_request', 'lock', 'capacity', 'stream_open', 'rejected', 'internal'] as const;
+export type ConnectionErrorType = (typeof connectionErrorTypes)[number];
+
+/** Which cap refused an execute. */
+export const capKinds = ['process', 'actor'] as const;
+export type CapKind = (typeof capKinds)[number];
+
+/** Lock operations and their results; only the pairs in `lockOutcomes` happen. */
+export const lockOps = ['acquire', 'renew', 'release'] as const;
+export type LockOp = (typeof lockOps)[number];
+export const lockResults = ['ok', 'taken', 'lost', 'error'] as const;
+export type LockResult = (typeof lockResults)[number];
+export const lockOutcomes: ReadonlyArray<readonly [LockOp, LockResult]> = [
+  ['acquire', 'ok'],
+  ['acquire', 'taken'],
+  ['acquire', 'error'],
+  ['renew', 'ok'],
+  ['renew', 'lost'],
+  ['renew', 'error'],
+  ['release', 'ok'],
+  ['release', 'error'],
+];
+
+/** The coordination store's connections and what they report. */
+export const redisConnections = ['commands', 'subscriber'] as const;
+export type RedisConnection = (typeof redisConnections)[number];
+export const redisEvents = ['ready', 'error', 'reconnecting', 'end'] as const;
+export type RedisEvent = (typeof redisEvents)[number];
