@@ -20,6 +20,9 @@ export interface LeaseHooks {
   refresh(): Omit<LeaseRefresh, 'actor'>;
 }
 
+/** What a lease needs of the coordination store (tests swap it for a fake). */
+export type LeaseBackend = Pick<CoordinationBackend, 'renew' | 'release'>;
+
 export class Lease {
   private state: LeaseState = 'held';
   private timer: NodeJS.Timeout | undefined;
@@ -28,7 +31,7 @@ export class Lease {
   private releasing: Promise<boolean> | undefined;
 
   constructor(
-    private readonly backend: CoordinationBackend,
+    private readonly backend: LeaseBackend,
     readonly workflowId: string,
     readonly token: string,
     private readonly ttlMs: number,
