@@ -26,6 +26,10 @@ export interface Config {
   /** Unset → the in-process lock backend (single replica). */
   redisUrl: string | undefined;
   acceptWaitMs: number;
+  /** How long the service may take to open a stream and take the startRequest. */
+  streamOpenTimeoutMs: number;
+  /** Blocking: a caller that takes no line for this long is treated as gone. */
+  callerStallMs: number;
   runLimitMs: number;
   stopAckTimeoutMs: number;
   leaseTtlMs: number;
@@ -164,6 +168,11 @@ export function loadConfig(env: Env = process.env): EnvConfig {
     secret,
     redisUrl,
     acceptWaitMs: read(env, 'LONGRUN_ACCEPT_WAIT_MS', durationMs, 'a positive integer number of milliseconds', 10_000),
+    // A connection (TLS included) takes well under a second; a service that accepts TCP
+    // and never speaks HTTP/2 must not hold the caller for the whole accept wait.
+    streamOpenTimeoutMs: read(env, 'LONGRUN_STREAM_OPEN_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 5_000),
+    // Three keepalive periods: a caller reading nothing for a minute is not coming back.
+    callerStallMs: read(env, 'LONGRUN_CALLER_STALL_MS', durationMs, 'a positive integer number of milliseconds', 60_000),
     // 55 min: below the workflow service's one-hour stream cap and two-hour token TTL.
     runLimitMs: read(env, 'LONGRUN_RUN_LIMIT_MS', durationMs, 'a positive integer number of milliseconds', 3_300_000),
     stopAckTimeoutMs: read(env, 'LONGRUN_STOP_ACK_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 10_000),

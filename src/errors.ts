@@ -24,6 +24,8 @@ export const errorCatalog = {
   STOPPED: { status: 409, retryable: false, errorType: 'rejected' },
   NOT_CANCELLABLE: { status: 409, retryable: false, errorType: 'internal' },
   ACTOR_LIMIT: { status: 429, retryable: true, errorType: 'capacity' },
+  // nginx's "client closed request": nobody reads it, but the log line and metrics say what happened.
+  CLIENT_GONE: { status: 499, retryable: true, errorType: 'client_gone' },
   INTERNAL: { status: 500, retryable: true, errorType: 'internal' },
   OWNER_UNAVAILABLE: { status: 502, retryable: true, errorType: 'preauth' },
   PREAUTH_INVALID: { status: 502, retryable: true, errorType: 'preauth' },

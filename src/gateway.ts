@@ -48,10 +48,14 @@ interface GatewayParts {
   callbackBudget: AbortController;
 }
 
-/** A part to close: closing never throws (one failing must not keep the others open). */
+/**
+ * A part to close. `close()` is graceful and may wait (open connections, queued
+ * commands); `destroy()` ends it at once, for when the time to close is spent.
+ */
 interface Closable {
   name: string;
   close(): Promise<void> | void;
+  destroy?(): void;
 }
 
 /** How long Redis may take to answer at start before the gateway serves without it. */
@@ -60,6 +64,10 @@ const REDIS_STARTUP_WAIT_MS = 5_000;
 const REDIS_EVENT_LOG_INTERVAL_MS = 10_000;
 /** Callbacks are aborted this long before the drain budget ends, so exit is on time. */
 const CALLBACK_ABORT_MARGIN_MS = 250;
+/** How long close() waits for parts to close gracefully before destroying them. */
+const CLOSE_TIMEOUT_MS = 5_000;
+/** After a drain, closing gets at least this long even when the budget is spent. */
+const MIN_CLOSE_AFTER_DRAIN_MS = 250;
 
 function listen(app: http.RequestListener, address: ListenAddress): Promise<http.Server> {
   return new Promise((resolve, reject) => {
@@ -81,15 +89,37 @@ function closeServer(server: http.Server): Promise<void> {
   });
 }
 
-/** Closes parts in the reverse of the order they were added; every step runs whatever the others do. */
-async function closeAll(closables: Closable[]): Promise<void> {
-  for (const part of [...closables].reverse()) {
-    try {
-      await part.close();
-    } catch {
-      // Closing is best effort: the process is leaving.
+/**
+ * Closes parts in the reverse of the order they were added; every step runs whatever the
+ * others do. What has not closed within `withinMs` (a hung owner, a paused Redis) is
+ * destroyed, so nothing keeps the process alive past it.
+ */
+async function closeAll(closables: Closable[], withinMs: number): Promise<'closed' | 'forced'> {
+  const pending = [...closables].reverse();
+  const graceful = (async () => {
+    for (const part of [...pending]) {
+      try {
+        await part.close();
+      } catch {
+        // Closing is best effort: the process is leaving.
+      }
+      pending.shift();
+    }
+  })();
+  let timer: NodeJS.Timeout | undefined;
+  const spent = new Promise<'forced'>((resolve) => (timer = setTimeout(() => resolve('forced'), withinMs)));
+  const outcome = await Promise.race([graceful.then(() => 'closed' as const), spent]);
+  clearTimeout(timer);
+  if (outcome === 'forced') {
+    for (const part of pending) {
+      try {
+        part.destroy?.();
+      } catch {
+        // As above.
+      }
     }
   }
+  return outcome;
 }
 
 function connectBackend(config: Config, metrics: Metrics, logger: Logger): CoordinationBackend {
@@ -109,7 +139,7 @@ function connectBackend(config: Config, metrics: Metrics, logger: Logger): Coord
 export class Gateway {
   private state: GatewayState = 'serving';
   private draining: Promise<void> | undefined;
-  private closing: Promise<void> | undefined;
+  private closing: Promise<'closed' | 'forced'> | undefined;
 
   private constructor(
     private readonly parts: GatewayParts,
@@ -141,8 +171,8 @@ export class Gateway {
     const logger = options.logger ?? createLogger(config.logLevel);
     const metrics = options.metrics ?? new Metrics();
     const closables: Closable[] = [];
-    const own = <T extends object>(name: string, part: T, close: (part: T) => Promise<void> | void): T => {
-      closables.push({ name, close: () => close(part) });
+    const own = <T extends object>(name: string, part: T, close: (part: T) => Promise<void> | void, destroy?: (part: T) => void): T => {
+      closables.push({ name, close: () => close(part), ...(destroy ? { destroy: () => destroy(part) } : {}) });
       return part;
     };
     let gateway: Gateway | undefined;
@@ -161,9 +191,15 @@ export class Gateway {
           jwtRefreshMs: config.jwtRefreshMs,
         }),
         (o) => o.close(),
+        (o) => o.destroy(),
       );
       const channels = own('channel pool', new ChannelPool({ streamsPerConnection: config.grpcStreamsPerConnection }), (c) => c.close());
-      const backend = own('coordination backend', connectBackend(config, metrics, logger), (b) => b.close());
+      const backend = own(
+        'coordination backend',
+        connectBackend(config, metrics, logger),
+        (b) => b.close(),
+        (b) => b.destroy(),
+      );
       // Serve anyway when Redis is down at start: detached executes answer 503 until it heals.
       if (backend instanceof RedisBackend && !(await backend.waitReady(REDIS_STARTUP_WAIT_MS))) {
         logger.warn('redis not reachable at start; detached executes answer 503 LOCK_UNAVAILABLE until it is');
@@ -185,6 +221,7 @@ export class Gateway {
         stopAckTimeoutMs: config.stopAckTimeoutMs,
         leaseTtlMs: config.leaseTtlMs,
         mcpTimeoutMs: config.mcpTimeoutMs,
+        callerStallMs: config.callerStallMs,
         callbackSignal: callbackBudget.signal,
       });
       const mainApp = createMainApp({
@@ -197,12 +234,14 @@ export class Gateway {
         backend,
         stopKeyTtlMs: config.stopKeyTtlMs,
       });
-      const mainServer = own('main listener', await listen(mainApp, config.listen), closeServer);
+      const mainServer = own('main listener', await listen(mainApp, config.listen), closeServer, (server) => server.closeAllConnections());
       // Long turns: no request or header timeouts on streaming responses.
       mainServer.requestTimeout = 0;
       mainServer.headersTimeout = 60_000;
       mainServer.keepAliveTimeout = 5_000;
-      const opsServer = own('ops listener', await listen(createOpsApp({ metrics, registry, isDraining }), config.opsListen), closeServer);
+      const opsServer = own('ops listener', await listen(createOpsApp({ metrics, registry, isDraining }), config.opsListen), closeServer, (server) =>
+        server.closeAllConnections(),
+      );
       // Closed first (the list closes last-in first): callbacks stop waiting, runs still in
       // flight are cancelled — a listener waits for its open blocking streams to end, and
       // a run's teardown needs the backend and the owner client, closed after.
@@ -213,7 +252,7 @@ export class Gateway {
         closables,
       );
     } catch (err) {
-      await closeAll(closables);
+      await closeAll(closables, CLOSE_TIMEOUT_MS);
       throw err;
     }
     logger.info({ listen: gateway.mainUrl, ops: gateway.opsUrl, lock: gateway.backend.kind, replica: config.replicaId }, 'longrun listening');
@@ -242,6 +281,7 @@ export class Gateway {
       logger.info({ runs: registry.size }, 'drain started');
       if (config.shutdownDelayMs > 0) await sleep(config.shutdownDelayMs);
       const budgetMs = config.drainTimeoutMs;
+      const budgetEnd = Date.now() + budgetMs;
       // Leave part of the budget for lock release and segment-end callbacks after the stops.
       const ackTimeoutMs = Math.min(config.stopAckTimeoutMs, Math.max(Math.floor(budgetMs / 2), budgetMs - config.drainReserveMs));
       const callbackDeadline = setTimeout(() => callbackBudget.abort(), Math.max(0, budgetMs - CALLBACK_ABORT_MARGIN_MS));
@@ -251,17 +291,22 @@ export class Gateway {
       const outcome = await Promise.race([stops.then(() => 'done' as const), budget]);
       clearTimeout(budgetTimer);
       clearTimeout(callbackDeadline);
-      logger.info({ drain_ms: Date.now() - started, outcome, runs_left: registry.size }, 'drain finished');
-      await this.close();
+      // Whatever is still open (a hung owner, a paused Redis) gets what is left of the
+      // budget to close, then is destroyed: the process exits on time in every case.
+      const closed = await this.close(Math.max(MIN_CLOSE_AFTER_DRAIN_MS, budgetEnd - Date.now()));
+      logger.info({ drain_ms: Date.now() - started, outcome, runs_left: registry.size, close: closed }, 'drain finished');
     })();
     return this.draining;
   }
 
-  /** Closes every part at once (runs still in flight are cancelled). Idempotent. */
-  close(): Promise<void> {
+  /**
+   * Closes every part (runs still in flight are cancelled). Idempotent: every caller gets
+   * the first call's promise. Parts not closed within `timeoutMs` are destroyed.
+   */
+  close(timeoutMs: number = CLOSE_TIMEOUT_MS): Promise<'closed' | 'forced'> {
     this.closing ??= (async () => {
       this.state = 'closed';
-      await closeAll(this.closables);
+      return closeAll(this.closables, timeoutMs);
     })();
     return this.closing;
   }

@@ -8,6 +8,9 @@ import { Gateway } from './gateway';
 import { createLogger } from './log';
 import { sandboxCurl, startSandbox, type Sandbox } from './sandbox/sandbox';
 
+/** After the drain budget, this long more before the process exits whatever holds it. */
+const EXIT_GRACE_MS = 1_000;
+
 async function main(): Promise<void> {
   let env: EnvConfig;
   try {
@@ -46,6 +49,13 @@ async function main(): Promise<void> {
       process.exit(1);
     }
     logger.info({ signal }, 'draining');
+    // The drain closes or destroys every part within its budget; should anything still
+    // hold the process, it exits anyway a moment after the budget (SPEC §7).
+    setTimeout(() => {
+      logger.warn({ signal }, 'drain overran its budget: exiting');
+      logger.flush();
+      process.exit(0);
+    }, config.shutdownDelayMs + config.drainTimeoutMs + EXIT_GRACE_MS).unref();
     void gateway
       .drain()
       .then(() => sandbox?.close())

@@ -62,7 +62,7 @@ export const callbackResults = ['ok', 'retried_ok', 'failed'] as const;
 export type CallbackResult = (typeof callbackResults)[number];
 
 /** Why an execute was refused before a run started; each error code maps to one (errors.ts). */
-export const connectionErrorTypes = ['preauth', 'bad_request', 'lock', 'capacity', 'stream_open', 'rejected', 'internal'] as const;
+export const connectionErrorTypes = ['preauth', 'bad_request', 'lock', 'capacity', 'stream_open', 'rejected', 'client_gone', 'internal'] as const;
 export type ConnectionErrorType = (typeof connectionErrorTypes)[number];
 
 /** Which cap refused an execute. */

@@ -13,13 +13,27 @@ import { WorkflowStream, type CallHandle } from '../src/workflow/workflow-stream
 class FakeCall extends EventEmitter implements CallHandle {
   readonly written: ClientEvent[] = [];
   cancels = 0;
+  paused = false;
   writableEnded = false;
   destroyed = false;
+  /** Write callbacks not yet called: the test decides when the HTTP/2 stream takes a write. */
+  readonly pendingWrites: Array<(err?: Error | null) => void> = [];
 
-  write(event: ClientEvent): boolean {
+  write(event: ClientEvent, cb?: (err?: Error | null) => void): boolean {
     if (this.writableEnded) throw new Error('write after end');
     this.written.push(event);
+    if (cb) this.pendingWrites.push(cb);
     return true;
+  }
+
+  pause(): this {
+    this.paused = true;
+    return this;
+  }
+
+  resume(): this {
+    this.paused = false;
+    return this;
   }
 
   /** Like grpc-js: a cancel ends the call with CANCELLED. */
@@ -28,9 +42,11 @@ class FakeCall extends EventEmitter implements CallHandle {
     this.finish(grpc.status.CANCELLED, 'Cancelled on client');
   }
 
-  finish(code: grpc.status, details = ''): void {
+  /** Like grpc-js: the status is reported at once; an OK call's readable side ends just after. */
+  finish(code: grpc.status, details = '', readEnds = true): void {
     this.writableEnded = true;
     this.emit('status', { code, details, metadata: new grpc.Metadata() });
+    if (code === grpc.status.OK && readEnds) setImmediate(() => this.emit('end'));
   }
 
   action(action: Action): void {
@@ -96,8 +112,9 @@ describe('WorkflowStream: events', () => {
 
   it('after the call ended: actions are dropped, responses and starts are not written, cancel does nothing', async () => {
     const { call, stream, actions } = open();
-    expect(stream.sendStart({ workflowID: '1' })).toBe(true);
+    const started = stream.sendStart({ workflowID: '1' });
     call.finish(grpc.status.OK);
+    expect(await started).toBe('ended');
     await stream.ended;
     call.action({ requestID: '9', action: 'newCheckpoint' });
     expect(actions).toEqual([]);
@@ -112,5 +129,45 @@ describe('WorkflowStream: events', () => {
     call.finish(grpc.status.UNAVAILABLE, 'first');
     call.emit('status', { code: grpc.status.OK, details: 'second', metadata: new grpc.Metadata() });
     expect(await stream.ended).toEqual({ code: grpc.status.UNAVAILABLE, details: 'first' });
+  });
+});
+
+describe('WorkflowStream: start and reading', () => {
+  it('sendStart resolves written only once the call took the write, or ended when the call ends first', async () => {
+    const { call, stream } = open();
+    let outcome: string | undefined;
+    void stream.sendStart({ workflowID: '1' }).then((o) => (outcome = o));
+    await new Promise((r) => setImmediate(r));
+    expect(outcome).toBeUndefined();
+    call.pendingWrites.shift()?.();
+    await new Promise((r) => setImmediate(r));
+    expect(outcome).toBe('written');
+
+    const other = open();
+    const pending = other.stream.sendStart({ workflowID: '2' });
+    other.call.cancel();
+    expect(await pending).toBe('ended');
+  });
+
+  it('an OK status with checkpoints still unread ends the stream only once they are read', async () => {
+    const { call, stream } = open();
+    let ended = false;
+    void stream.ended.then(() => (ended = true));
+    stream.pause();
+    expect(call.paused).toBe(true);
+    call.finish(grpc.status.OK, '', false);
+    await new Promise((r) => setImmediate(r));
+    expect(ended).toBe(false);
+    stream.resume();
+    call.emit('end');
+    expect(await stream.ended).toMatchObject({ code: grpc.status.OK });
+  });
+
+  it('cancelling a call whose OK status is in but whose last messages were never read ends it with that status', async () => {
+    const { call, stream } = open();
+    call.finish(grpc.status.OK, 'done', false);
+    stream.cancel();
+    expect(call.cancels).toBe(0);
+    expect(await stream.ended).toEqual({ code: grpc.status.OK, details: 'done' });
   });
 });

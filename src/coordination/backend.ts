@@ -80,5 +80,8 @@ export interface CoordinationBackend {
   onStopNotice(handler: (workflowId: string) => void): void;
   /** Reads many stop keys at once (the poller). */
   readStops(workflowIds: string[]): Promise<Array<string | null>>;
+  /** Closes gracefully (queued commands are answered first). Idempotent. */
   close(): Promise<void>;
+  /** Drops every connection now, answered or not; nothing reconnects. */
+  destroy(): void;
 }

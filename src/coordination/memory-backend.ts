@@ -153,6 +153,10 @@ export class MemoryBackend implements CoordinationBackend {
     this.stopHandlers.push(handler);
   }
 
+  destroy(): void {
+    void this.close();
+  }
+
   async close(): Promise<void> {
     this.stopHandlers.length = 0;
     this.locks.clear();

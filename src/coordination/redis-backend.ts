@@ -201,16 +201,36 @@ export class RedisBackend implements CoordinationBackend {
     this.stopHandlers.push(handler);
   }
 
+  /**
+   * QUIT on each connection (queued commands are answered first); a connection that is
+   * not up, or whose QUIT is not answered within a second (a paused server), is dropped.
+   */
   close(): Promise<void> {
     this.closing ??= (async () => {
       this.stopHandlers.length = 0;
-      const quit = (r: Redis): Promise<void> =>
-        r.quit().then(
-          () => undefined,
-          () => r.disconnect(),
-        );
       await Promise.all([quit(this.redis), quit(this.subscriber)]);
     })();
     return this.closing;
   }
+
+  destroy(): void {
+    this.stopHandlers.length = 0;
+    this.redis.disconnect();
+    this.subscriber.disconnect();
+  }
+}
+
+/** How long a QUIT may wait for its answer before the connection is dropped. */
+const QUIT_TIMEOUT_MS = 1_000;
+
+async function quit(redis: Redis): Promise<void> {
+  if (redis.status !== 'ready') {
+    redis.disconnect();
+    return;
+  }
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), QUIT_TIMEOUT_MS)));
+  const answered = await Promise.race([redis.quit().then(() => 'quit' as const, () => 'failed' as const), late]);
+  clearTimeout(timer);
+  if (answered !== 'quit') redis.disconnect();
 }

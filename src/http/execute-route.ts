@@ -4,8 +4,13 @@
  * authorized start to the launcher (src/run/launcher.ts owns the order of §3), and turn
  * its outcome into a response — 202/200 JSON (detached), an ndjson stream (blocking),
  * or an error status (error-response.ts) — then log the request's one line.
+ *
+ * The request's lifetime is watched from the moment it arrives: a caller that hangs up
+ * aborts the preauth, the body read and the launch wherever they are (nothing is left
+ * taken), and ends a blocking run.
  */
 import type { Request, Response } from 'express';
+import { GatewayError } from '../errors';
 import type { Logger } from '../log';
 import type { Metrics } from '../metrics';
 import type { OwnerClient, PreauthResult } from '../owner/owner-client';
@@ -40,20 +45,26 @@ export function executeHandler(deps: ExecuteRouteDeps) {
 async function execute(deps: ExecuteRouteDeps, req: Request, res: Response): Promise<void> {
   const started = performance.now();
   const requestId = requestIdFrom(res);
+  const caller = new AbortController();
+  res.on('close', () => {
+    if (!res.writableFinished) caller.abort();
+  });
+  const { signal } = caller;
   let transport: Transport = 'http';
   let answer: Answer;
   try {
     deps.launcher.checkServing();
-    const preauth = await deps.owner.preauthorize(req.method, req.originalUrl, req.headers, requestId);
+    const preauth = await deps.owner.preauthorize(req.method, req.originalUrl, req.headers, requestId, signal);
     if (preauth.kind === 'denied') {
       answer = sendDenial(deps, res, preauth);
     } else {
       transport = preauth.answer.Detached === true ? 'detached' : 'http';
-      const start = { auth: preauth.answer.DuoWorkflow, request: decodeStartRequest(await readBody(req, res)), requestId };
+      const start = { auth: preauth.answer.DuoWorkflow, request: decodeStartRequest(await readBody(req, res)), requestId, signal };
       answer = transport === 'detached' ? await answerDetached(deps, res, start) : await streamBlocking(deps, res, start);
     }
   } catch (err) {
-    const error = sendError(res, err, deps.logger);
+    // Whatever failed after the caller left failed because it left.
+    const error = sendError(res, signal.aborted ? asClientGone(err) : err, deps.logger);
     deps.metrics.connectionError(transport, error.errorType);
     answer = { runId: error.runId, reason: error.code };
   }
@@ -69,6 +80,11 @@ async function execute(deps: ExecuteRouteDeps, req: Request, res: Response): Pro
     },
     'execute request',
   );
+}
+
+function asClientGone(err: unknown): GatewayError {
+  if (err instanceof GatewayError && err.code === 'CLIENT_GONE') return err;
+  return new GatewayError('CLIENT_GONE', 'the caller hung up', { cause: err, runId: err instanceof GatewayError ? err.runId : undefined });
 }
 
 /** The owner's own refusal, passed through (first 32 KiB of its body). */
@@ -100,11 +116,9 @@ async function answerDetached(deps: ExecuteRouteDeps, res: Response, start: Auth
  */
 async function streamBlocking(deps: ExecuteRouteDeps, res: Response, start: AuthorizedStart): Promise<Answer> {
   const out = new NdjsonResponse(res, deps.keepaliveMs);
+  // The caller's signal is bound to the run by the launcher: a hang-up cancels it.
   const streaming = await deps.launcher.launch({ ...start, transport: 'http', sink: out });
   out.keepAlive();
-  res.on('close', () => {
-    if (!res.writableFinished) streaming.cancel();
-  });
   const result = await streaming.done;
   if (!out.committed && result.reason !== 'finished' && result.reason !== 'client_gone') {
     out.stop();

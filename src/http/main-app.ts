@@ -10,6 +10,7 @@ import { sendError } from './error-response';
 import { executeHandler, type ExecuteRouteDeps } from './execute-route';
 import { createInternalRouter } from './internal-routes';
 import { requestIdMiddleware } from './request-id';
+import { originFormOnly } from './request-target';
 
 export interface MainAppDeps extends ExecuteRouteDeps {
   secret: Uint8Array;
@@ -22,6 +23,7 @@ export function createMainApp(deps: MainAppDeps): express.Express {
   app.disable('x-powered-by');
   app.disable('etag');
   app.use(requestIdMiddleware);
+  app.use(originFormOnly(deps.logger));
   app.post('/api/v4/ai/duo_workflows/workflows/:workflow_id/execute', executeHandler(deps));
   // One log line per request (SPEC §7) for everything after the execute route.
   app.use((req, res, next) => {

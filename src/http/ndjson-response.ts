@@ -2,7 +2,10 @@
  * The blocking-mode response (SPEC §3a): application/x-ndjson, status 200 committed
  * lazily on the first line, an empty line every keepaliveMs once the stream is open.
  * Lines are written whole, so a caller never sees half a line. It is the run's
- * checkpoint sink: each checkpoint Action becomes one protojson line.
+ * checkpoint sink: each checkpoint Action becomes one protojson line, and `write` tells
+ * the run when the socket is full (res.write() returned false: the run pauses the
+ * service until 'drain') or gone (the run ends). What one caller holds buffered is so
+ * bounded by the socket's high-water mark plus one line (one Action, at most 4 MiB).
  */
 import type { Response } from 'express';
 import type { CheckpointSink } from '../run/run';
@@ -29,22 +32,40 @@ export class NdjsonResponse implements CheckpointSink {
    */
   keepAlive(): void {
     if (this.finished || this.keepalive) return;
-    this.keepalive = setInterval(() => this.writeText(''), this.keepaliveMs);
+    this.keepalive = setInterval(() => this.keepaliveLine(), this.keepaliveMs);
   }
 
-  write(action: Action): void {
-    this.writeText(JSON.stringify(encodeProtoJson(messageTypes.Action, action)));
+  write(action: Action): 'ok' | 'full' | 'gone' {
+    return this.writeText(JSON.stringify(encodeProtoJson(messageTypes.Action, action)));
   }
 
-  private writeText(line: string): void {
-    if (this.finished || this.res.writableEnded || this.res.destroyed) return;
+  drained(): Promise<void> {
+    if (!this.res.writableNeedDrain) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = (): void => {
+        this.res.off('drain', done);
+        this.res.off('close', done);
+        resolve();
+      };
+      this.res.on('drain', done);
+      this.res.on('close', done);
+    });
+  }
+
+  private writeText(line: string): 'ok' | 'full' | 'gone' {
+    if (this.finished || this.res.writableEnded || this.res.destroyed) return 'gone';
     if (!this.res.headersSent) {
       this.res.status(200);
       this.res.setHeader('Content-Type', 'application/x-ndjson');
       this.res.setHeader('Cache-Control', 'no-cache');
       this.res.setHeader('X-Accel-Buffering', 'no');
     }
-    this.res.write(`${line}\n`);
+    return this.res.write(`${line}\n`) ? 'ok' : 'full';
+  }
+
+  /** A keepalive line goes out only when the socket has room: it must not add to a backlog. */
+  private keepaliveLine(): void {
+    if (!this.res.writableNeedDrain) this.writeText('');
   }
 
   /** Stops the keepalive; the caller then ends or errors the response. Idempotent. */

@@ -43,7 +43,10 @@ export function readBody(req: Request, res: Response, limit: number = START_REQU
       cleanup();
       reject(new GatewayError('INVALID_REQUEST', 'request body could not be read', { cause: err }));
     };
-    const onAborted = (): void => onError(new Error('aborted'));
+    const onAborted = (): void => {
+      cleanup();
+      reject(new GatewayError('CLIENT_GONE', 'the caller hung up while sending the body'));
+    };
     req.on('data', onData);
     req.on('end', onEnd);
     req.on('error', onError);

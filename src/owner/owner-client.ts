@@ -240,8 +240,14 @@ export class OwnerClient {
     return 'failed';
   }
 
+  /** Closes the pool once its requests in flight are done. Idempotent. */
   close(): Promise<void> {
     this.closing ??= this.pool.close().catch(() => this.pool.destroy());
     return this.closing;
+  }
+
+  /** Ends every connection now, requests in flight included (their callers see an error). */
+  destroy(): void {
+    this.pool.destroy().catch(() => undefined);
   }
 }

@@ -68,8 +68,10 @@ async function takeLock(want: AdmissionRequest, mode: 'required' | 'best_effort'
   const token = randomBytes(16).toString('hex');
   const acquiredAt = Date.now();
   const actor = mode === 'required' && actorId !== undefined && deps.maxRunsPerActor > 0 ? { actorId, member: token } : undefined;
-  const giveBackActor = async (): Promise<void> => {
-    if (actor) await deps.backend.releaseActorSlot(actor.actorId, actor.member).catch(() => undefined);
+  // Fire and forget: a stalled store must not delay the refusal; the command runs after
+  // ours on the same connection, so it undoes a slot our timed-out command took late.
+  const giveBackActor = (): void => {
+    if (actor) deps.backend.releaseActorSlot(actor.actorId, actor.member).catch(() => undefined);
   };
   try {
     if (actor && !(await deps.backend.acquireActorSlot(actor.actorId, actor.member, deps.maxRunsPerActor, deps.leaseTtlMs))) {
@@ -81,18 +83,23 @@ async function takeLock(want: AdmissionRequest, mode: 'required' | 'best_effort'
       taken = await deps.backend.acquire(workflowId, token, deps.leaseTtlMs);
     } catch (err) {
       deps.metrics.lock('acquire', 'error');
+      // We gave up on the command, but Redis may still run it (a stalled server answers
+      // late): the workflow would then be locked for a whole lease by a run that does
+      // not exist. Compare-and-delete our token after it, so the retry the 503 invites
+      // can succeed. Best effort, fire and forget.
+      deps.backend.release(workflowId, token, '').catch(() => undefined);
       throw err;
     }
     if (!taken) {
       deps.metrics.lock('acquire', 'taken');
-      await giveBackActor();
+      giveBackActor();
       throw new GatewayError('WORKFLOW_LOCKED', 'another run holds this workflow', { retryAfterS: 5 });
     }
     deps.metrics.lock('acquire', 'ok');
     return { token, acquiredAt, ...(actor ? { actor } : {}) };
   } catch (err) {
     if (!(err instanceof CoordinationError)) throw err;
-    await giveBackActor();
+    giveBackActor();
     if (mode === 'required') throw unavailable(err);
     deps.metrics.unlockedRuns.inc();
     deps.logger.warn({ err, workflow_id: workflowId, request_id: want.requestId }, 'lock store unavailable: blocking run continues without the lock');

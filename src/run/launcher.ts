@@ -5,11 +5,16 @@
  * owns the order SPEC §3 fixes:
  *
  *   process slot → lock and actor slot → drain check → open the gRPC stream → startRequest
+ *     written to an open HTTP/2 stream (within the stream-open timeout)
  *     → blocking: streaming (checkpoints to the caller's sink)
- *     → detached: acceptance (first action or the accept wait) → accepted | finished | error
+ *     → detached: acceptance (first action, or the accept wait counted from the write)
+ *       → accepted | finished | error
  *
- * What admission took is one Reservation: released here while no run exists, then by
- * the run at its teardown. Nothing here knows HTTP.
+ * The caller's lifetime is an AbortSignal, checked after every await: a caller gone
+ * before the run exists starts nothing; a blocking run is bound to it once open (a
+ * detached run is not: it runs on without its caller). What admission took is one
+ * Reservation: released here while no run exists, then by the run at its teardown.
+ * Nothing here knows HTTP.
  */
 import type { Config } from '../config';
 import { GatewayError } from '../errors';
@@ -31,6 +36,8 @@ export interface AuthorizedStart {
   /** The caller's StartWorkflowRequest, decoded; the owner's authorization is applied here. */
   request: StartWorkflowRequest;
   requestId: string;
+  /** Aborted when the caller is gone. */
+  signal?: AbortSignal;
 }
 
 /** An authorized detached start (the owner answered `Detached: true`). */
@@ -45,12 +52,11 @@ export type DetachedOutcome =
   /** The stream ended cleanly before acceptance. */
   | { kind: 'finished'; runId: string };
 
-/** Blocking: checkpoints go to the sink until `done`; `cancel()` when the caller is gone. */
+/** Blocking: checkpoints go to the sink until `done` (the caller's signal ends it early). */
 export interface Streaming {
   kind: 'streaming';
   runId: string;
   done: Promise<RunResult>;
-  cancel(): void;
 }
 
 export type LaunchOutcome = DetachedOutcome | Streaming;
@@ -59,6 +65,10 @@ export interface LauncherParts extends RunContext {
   config: Config;
   channels: ChannelPool;
   isDraining(): boolean;
+}
+
+function clientGone(runId?: string): GatewayError {
+  return new GatewayError('CLIENT_GONE', 'the caller hung up before the run started', { runId });
 }
 
 export function drainingError(runId?: string): GatewayError {
@@ -85,14 +95,16 @@ export class Launcher {
   launch(start: DetachedStart): Promise<DetachedOutcome>;
   launch(start: BlockingStart): Promise<Streaming>;
   async launch(start: LaunchRequest): Promise<LaunchOutcome> {
-    const { auth, requestId } = start;
+    const { auth, requestId, signal } = start;
     const request = authorizeStartRequest(start.request, auth);
+    if (signal?.aborted) throw clientGone();
     const reservation = await reserve(
       { workflowId: auth.WorkflowID, transport: start.transport, lockConcurrentFlow: auth.LockConcurrentFlow ?? false, actorId: auth.ActorID ?? undefined, requestId },
       this.admission,
     );
     let run: Run;
     try {
+      if (signal?.aborted) throw clientGone();
       this.checkServing();
       run = this.open(start, reservation);
     } catch (err) {
@@ -100,11 +112,35 @@ export class Launcher {
       throw err;
     }
     if (start.transport === 'http') {
+      bindToCaller(run, signal);
       void run.markRunning();
-      run.start(request);
-      return { kind: 'streaming', runId: run.id, done: run.done, cancel: () => run.cancel() };
     }
-    return this.accept(run, request);
+    await this.send(run, request, start.transport === 'detached' ? undefined : signal);
+    if (start.transport === 'http') return { kind: 'streaming', runId: run.id, done: run.done };
+    return this.accept(run);
+  }
+
+  /**
+   * Sends the startRequest and waits until it is on an open HTTP/2 stream. A service that
+   * has not taken it within the stream-open timeout (it accepts TCP and never speaks
+   * HTTP/2, or is unreachable behind a silent network) is given up: the run is cancelled
+   * and torn down, and the caller gets 502 — no run is accepted on a stream that never
+   * opened. A stream that ends first is answered from its end by the caller of this.
+   */
+  private async send(run: Run, request: StartWorkflowRequest, signal: AbortSignal | undefined): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), this.parts.config.streamOpenTimeoutMs)));
+    const sent = await Promise.race([run.start(request), timedOut]);
+    clearTimeout(timer);
+    if (sent === 'timeout') {
+      run.cancel('workflow_unavailable');
+      await run.done;
+      throw new GatewayError('WORKFLOW_SERVICE_UNAVAILABLE', 'workflow service did not open the stream in time', { runId: run.id });
+    }
+    if (signal?.aborted) {
+      await run.done;
+      throw clientGone(run.id);
+    }
   }
 
   /** Opens the gRPC stream and the Run that owns it (and, from here on, the reservation). */
@@ -139,9 +175,8 @@ export class Launcher {
    * accepted (its record is written before the 202); a stream that ends or is stopped
    * first is answered from its end, after its teardown has given everything back.
    */
-  private async accept(run: Run, request: StartWorkflowRequest): Promise<DetachedOutcome> {
+  private async accept(run: Run): Promise<DetachedOutcome> {
     const sentAt = performance.now();
-    run.start(request);
     const acceptance = await awaitAcceptance(run, this.parts.config.acceptWaitMs);
     if (acceptance.kind === 'accepted' && (await run.markRunning())) {
       this.parts.metrics.acceptDuration.observe({ accepted_on: acceptance.on }, (performance.now() - sentAt) / 1000);
@@ -156,4 +191,16 @@ export class Launcher {
     if (result.end.code !== 0) throw streamEndToError(result.end, run.id);
     return { kind: 'finished', runId: run.id };
   }
+}
+
+/** A blocking run ends when its caller does: the signal cancels it (client_gone) until the run is over. */
+function bindToCaller(run: Run, signal: AbortSignal | undefined): void {
+  if (!signal) return;
+  if (signal.aborted) {
+    run.cancel('client_gone');
+    return;
+  }
+  const onAbort = (): void => run.cancel('client_gone');
+  signal.addEventListener('abort', onAbort, { once: true });
+  void run.done.then(() => signal.removeEventListener('abort', onAbort));
 }

@@ -57,9 +57,15 @@ export interface RunResult {
   actions: number;
 }
 
-/** Where a blocking run's checkpoints go (the HTTP adapter writes them as ndjson lines). */
+/**
+ * Where a blocking run's checkpoints go (the HTTP adapter writes them as ndjson lines).
+ * `write` says whether the caller can take more: 'full' pauses the stream until
+ * `drained()`, 'gone' ends the run (client_gone).
+ */
 export interface CheckpointSink {
-  write(action: Action): void;
+  write(action: Action): 'ok' | 'full' | 'gone';
+  /** Resolves when a full sink can take more. */
+  drained(): Promise<void>;
 }
 
 /** What every run of this process shares: one object, built once by the launcher. */
@@ -75,6 +81,8 @@ export interface RunContext {
   leaseTtlMs: number;
   /** Deadline of one MCP request. */
   mcpTimeoutMs: number;
+  /** A blocking caller that takes nothing for this long is treated as gone. */
+  callerStallMs: number;
   /** Bounds segment-end callbacks (aborted when a drain's budget runs out). */
   callbackSignal: AbortSignal;
 }
@@ -118,6 +126,8 @@ export class Run implements RegisteredRun {
   /** Resolves when the owner's stop signal is seen (before or after acceptance). */
   readonly stopSignalled: Promise<void> = new Promise((resolve) => (this.resolveStopSignal = resolve));
   private runLimitTimer: NodeJS.Timeout | undefined;
+  /** Set while reading is paused for a full sink; the timer ends a caller that stays stalled. */
+  private stallTimer: NodeJS.Timeout | undefined;
   private readonly abort = new AbortController();
   private actionContext: ActionContext | undefined;
   private logger: Logger | undefined;
@@ -180,9 +190,9 @@ export class Run implements RegisteredRun {
     return this.stream.ended;
   }
 
-  /** Sends the startRequest. */
-  start(request: StartWorkflowRequest): void {
-    this.stream.sendStart(request);
+  /** Sends the startRequest; resolves 'written' once it is on an open HTTP/2 stream, 'ended' if the call ended first. */
+  start(request: StartWorkflowRequest): Promise<'written' | 'ended'> {
+    return this.stream.sendStart(request);
   }
 
   /**
@@ -260,9 +270,13 @@ export class Run implements RegisteredRun {
     return this.done;
   }
 
-  /** The caller hung up (blocking), or the process is closing: cancel the stream at once. */
-  cancel(): void {
-    this.transition(['starting', 'running'], this.ending('client_gone'));
+  /**
+   * Cancels the stream at once, without the handshake: the caller hung up or stalled
+   * (`client_gone`, the default; also the process closing), or the service never took
+   * the stream (`workflow_unavailable`). A stop or cancel already under way keeps its reason.
+   */
+  cancel(reason: EndReason = 'client_gone'): void {
+    this.transition(['starting', 'running'], this.ending(reason));
     this.stream.cancel();
   }
 
@@ -271,10 +285,34 @@ export class Run implements RegisteredRun {
     this.lastActionAt = Date.now();
     if (action.action === 'newCheckpoint') {
       this.ctx.metrics.action('newCheckpoint');
-      this.init.sink?.write(action);
+      if (this.init.sink) this.deliver(this.init.sink, action);
       return;
     }
     void this.serve(action);
+  }
+
+  /**
+   * Hands a checkpoint to the blocking caller. A full sink pauses reading from the
+   * service (HTTP/2 flow control then slows it) until the caller has taken the lines;
+   * a caller that takes nothing for callerStallMs, or is gone, ends the run.
+   */
+  private deliver(sink: CheckpointSink, action: Action): void {
+    const taken = sink.write(action);
+    if (taken === 'gone') {
+      this.cancel('client_gone');
+      return;
+    }
+    if (taken === 'ok' || this.stallTimer) return;
+    this.stream.pause();
+    this.stallTimer = setTimeout(() => {
+      this.log.warn({ stall_ms: this.ctx.callerStallMs }, 'blocking caller took nothing: ending the run');
+      this.cancel('client_gone');
+    }, this.ctx.callerStallMs);
+    void sink.drained().then(() => {
+      clearTimeout(this.stallTimer);
+      this.stallTimer = undefined;
+      if (this.phase.state !== 'ended') this.stream.resume();
+    });
   }
 
   /** Checks the stop key, then serves the action; the answer is written exactly once. */
@@ -321,6 +359,7 @@ export class Run implements RegisteredRun {
         : { reason: endReasonForStatus(end.code), accepted: phase.state === 'running' };
     this.phase = { state: 'ended', ...ended };
     clearTimeout(this.runLimitTimer);
+    clearTimeout(this.stallTimer);
     this.unwatchStop?.();
     this.abort.abort(RUN_ENDED);
     const stopOutcome = this.stopping ? await this.stopping : undefined;

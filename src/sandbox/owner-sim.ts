@@ -71,6 +71,8 @@ export class OwnerServiceSimulator {
   readonly rejectedJwt: ReceivedRequest[] = [];
   /** Answer the next N segment-end callbacks with this status (to test retries). */
   segmentEndFailures: { remaining: number; status: number } = { remaining: 0, status: 503 };
+  /** Never answer segment-end callbacks (a hung owner): they are recorded, then held open. */
+  hangSegmentEnds = false;
   /** Called for every accepted segment-end callback (e.g. to re-dispatch the turn). */
   onSegmentEnd: ((end: SegmentEnd) => void) | undefined;
   private readonly configs = new Map<string, PreauthConfig>();
@@ -170,6 +172,7 @@ export class OwnerServiceSimulator {
     }
     if (segmentEndMatch) {
       this.segmentEndRequests.push(received);
+      if (this.hangSegmentEnds) return;
       if (this.segmentEndFailures.remaining > 0) {
         this.segmentEndFailures.remaining -= 1;
         res.status(this.segmentEndFailures.status).json({ message: 'simulated failure' });

@@ -4,7 +4,8 @@
  * after the last one the call ends OK. Without a scenario the default is one checkpoint
  * then end.
  *
- *   {"op":"checkpoint","text":"...","status":"RUNNING"}   emit newCheckpoint (no answer awaited)
+ *   {"op":"checkpoint","text":"...","status":"RUNNING"}   emit newCheckpoint (no answer awaited);
+ *                                                         "bytes":N pads the text to N bytes (large checkpoints)
  *   {"op":"http","method":"GET","path":"/api/v4/...","body":"..."}
  *                                                         request runHTTPRequest, await and record the httpResponse
  *   {"op":"mcp","name":"tool","args":"{}"}                 request runMCPTool, await and record the answer
@@ -37,7 +38,7 @@ export const grpcCodeNames = [
 ] as const;
 
 export type Step =
-  | { op: 'checkpoint'; text?: string; status?: string }
+  | { op: 'checkpoint'; text?: string; status?: string; bytes?: number }
   | { op: 'http'; method?: string; path: string; body?: string }
   | { op: 'mcp'; name: string; args?: string }
   | { op: 'unsupported'; kind?: string }
@@ -49,7 +50,7 @@ export type Step =
 
 const stepSchema: z.ZodType<Step> = z.lazy(() =>
   z.discriminatedUnion('op', [
-    z.object({ op: z.literal('checkpoint'), text: z.string().optional(), status: z.string().optional() }),
+    z.object({ op: z.literal('checkpoint'), text: z.string().optional(), status: z.string().optional(), bytes: z.number().int().min(0).max(4_000_000).optional() }),
     z.object({ op: z.literal('http'), method: z.string().optional(), path: z.string(), body: z.string().optional() }),
     z.object({ op: z.literal('mcp'), name: z.string(), args: z.string().optional() }),
     z.object({ op: z.literal('unsupported'), kind: z.string().optional() }),

@@ -171,11 +171,26 @@ export class WorkflowServiceSimulator {
     };
     this.live.set(call, finish);
 
-    const send = (action: Action): void => {
+    // Like a real server awaiting its writes: while the client reads nothing, HTTP/2 flow
+    // control fills the stream and the scenario waits here instead of buffering.
+    const send = async (action: Action): Promise<void> => {
       if (ended) throw new CallEnded();
       if (record) record.actionsSent += 1;
-      call.write(action);
+      const room = call.write(action);
       this.changed();
+      if (room) return;
+      await new Promise<void>((resolve, reject) => {
+        const onDrain = (): void => {
+          abort.signal.removeEventListener('abort', onAbort);
+          resolve();
+        };
+        const onAbort = (): void => {
+          call.off('drain', onDrain);
+          reject(new CallEnded());
+        };
+        call.once('drain', onDrain);
+        abort.signal.addEventListener('abort', onAbort, { once: true });
+      });
     };
 
     const request = async (action: Omit<Action, 'requestID'>, kind: string): Promise<ActionResponse> => {
@@ -190,7 +205,7 @@ export class WorkflowServiceSimulator {
           resolve(response);
         });
       });
-      send({ requestID, ...action } as Action);
+      await send({ requestID, ...action } as Action);
       const response = await answered;
       record?.actionResponses.push({ kind, requestID, response });
       this.changed();
@@ -200,9 +215,13 @@ export class WorkflowServiceSimulator {
     const runStep = async (step: Step): Promise<void> => {
       switch (step.op) {
         case 'checkpoint':
-          send({
+          await send({
             requestID: String(nextRequestId++),
-            newCheckpoint: { status: step.status ?? 'RUNNING', checkpoint: step.text ?? '', goal: record?.startRequest.goal ?? '' },
+            newCheckpoint: {
+              status: step.status ?? 'RUNNING',
+              checkpoint: step.bytes === undefined ? (step.text ?? '') : (step.text ?? '').padEnd(step.bytes, 'x'),
+              goal: record?.startRequest.goal ?? '',
+            },
           });
           return;
         case 'http':

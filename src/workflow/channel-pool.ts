@@ -23,6 +23,12 @@ const channelOptions: grpc.ChannelOptions = {
   'grpc.max_reconnect_backoff_ms': 5_000,
   // Each pooled client must own its connection; grpc-js otherwise shares subchannels.
   'grpc.use_local_subchannel_pool': 1,
+  // No retries, and no retry buffer: a bidi stream cannot be replayed anyway, and while a
+  // write fits grpc-js's retry buffer it is acknowledged as soon as it is buffered — the
+  // run must know when the startRequest is really on an HTTP/2 stream (the accept wait
+  // counts from there). Without the buffer no run keeps copies of what it sent, either.
+  'grpc.enable_retries': 0,
+  'grpc.per_rpc_retry_buffer_size': 0,
 };
 
 const ServiceClient = grpc.makeGenericClientConstructor(duoWorkflowService, 'DuoWorkflow');

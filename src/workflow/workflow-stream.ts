@@ -2,6 +2,11 @@
  * One ExecuteWorkflow call seen from the client side: sends events, hands each Action to
  * the run, and performs the stop handshake (SPEC §4): send stopWorkflow, wait until the
  * call ends — UNAVAILABLE (ack) or OK (user stop) — or the ack timeout, then cancel.
+ *
+ * Reading can be paused (a slow blocking caller): grpc-js then stops asking the HTTP/2
+ * stream for messages and flow control slows the service. Because grpc-js reports an OK
+ * status as soon as the last message is in the readable buffer, a call that ended OK is
+ * over only once that buffer has been read ('end'): no checkpoint is dropped.
  */
 import * as grpc from '@grpc/grpc-js';
 import type { StopOutcome } from '../vocabulary';
@@ -22,14 +27,21 @@ export interface CallHandle {
   on(event: 'data', listener: (action: Action) => void): unknown;
   on(event: 'status', listener: (status: grpc.StatusObject) => void): unknown;
   on(event: 'error', listener: (err: Error) => void): unknown;
-  write(event: ClientEvent): boolean;
+  on(event: 'end', listener: () => void): unknown;
+  /** `cb` runs once the event is written to the HTTP/2 stream (an error: it was not). */
+  write(event: ClientEvent, cb?: (err?: Error | null) => void): boolean;
   cancel(): void;
+  pause(): unknown;
+  resume(): unknown;
   readonly writableEnded: boolean;
   readonly destroyed: boolean;
 }
 
 export class WorkflowStream {
   private state: StreamState = 'open';
+  /** The call's final status, once received (an OK one waits for the last message to be read). */
+  private status: StreamEnd | undefined;
+  private readEnded = false;
   private resolveEnded!: (end: StreamEnd) => void;
   private resolveFirstAction!: () => void;
   /** Resolves once, when the call has ended (with its final status). Never rejects. */
@@ -46,7 +58,14 @@ export class WorkflowStream {
       this.resolveFirstAction();
       onAction(action);
     });
-    call.on('status', (status: grpc.StatusObject) => this.finish({ code: status.code, details: status.details }));
+    call.on('status', (status: grpc.StatusObject) => {
+      this.status ??= { code: status.code, details: status.details };
+      if (status.code !== grpc.status.OK || this.readEnded) this.finish(this.status);
+    });
+    call.on('end', () => {
+      this.readEnded = true;
+      if (this.status) this.finish(this.status);
+    });
     // Errors are delivered through 'status' too; the listener keeps them from throwing.
     call.on('error', () => undefined);
   }
@@ -57,14 +76,32 @@ export class WorkflowStream {
     this.resolveEnded(end);
   }
 
-  private write(event: ClientEvent): boolean {
+  private write(event: ClientEvent, cb?: (err?: Error | null) => void): boolean {
     if (this.state === 'ended' || this.call.writableEnded || this.call.destroyed) return false;
-    this.call.write(event);
+    this.call.write(event, cb);
     return true;
   }
 
-  sendStart(request: StartWorkflowRequest): boolean {
-    return this.write({ startRequest: request });
+  /**
+   * Sends the startRequest. Resolves 'written' once it is on an open HTTP/2 stream (a
+   * call still waiting for a connection has sent nothing), or 'ended' when the call ended
+   * first; never rejects.
+   */
+  sendStart(request: StartWorkflowRequest): Promise<'written' | 'ended'> {
+    return new Promise((resolve) => {
+      const sent = this.write({ startRequest: request }, (err) => resolve(err ? 'ended' : 'written'));
+      if (!sent) resolve('ended');
+      void this.ended.then(() => resolve('ended'));
+    });
+  }
+
+  /** Stops reading messages (the caller cannot take more yet). */
+  pause(): void {
+    this.call.pause();
+  }
+
+  resume(): void {
+    this.call.resume();
   }
 
   /** Writes an ActionResponse if the call can still take it. */
@@ -97,9 +134,13 @@ export class WorkflowStream {
     return 'error';
   }
 
-  /** Cancels the call at once (caller hung up, or the handshake timed out). */
+  /**
+   * Cancels the call at once (caller hung up, or the handshake timed out). A call whose
+   * OK status is in but whose last messages were never read ends now with that status.
+   */
   cancel(): void {
     if (this.state === 'ended') return;
-    this.call.cancel();
+    if (this.status) this.finish(this.status);
+    else this.call.cancel();
   }
 }

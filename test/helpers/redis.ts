@@ -183,3 +183,13 @@ export async function startRedis(): Promise<RedisServer> {
   }
   throw lastError;
 }
+
+/** Sends SIGCONT to a server a test may have paused with SIGSTOP (no-op when it is gone). */
+export function resume(server: RedisServer | undefined): void {
+  if (server?.pid === undefined) return;
+  try {
+    process.kill(server.pid, 'SIGCONT');
+  } catch {
+    // Already exited.
+  }
+}
