@@ -79,7 +79,12 @@ export class Gateway {
       preauthTimeoutMs: config.preauthTimeoutMs,
       relayTimeoutMs: config.relayTimeoutMs,
     });
-    const channels = new ChannelPool({ streamsPerConnection: config.grpcStreamsPerConnection });
+    const channels = new ChannelPool({
+      streamsPerConnection: config.grpcStreamsPerConnection,
+      keepaliveTimeMs: config.grpcKeepaliveTimeMs,
+      keepaliveTimeoutMs: config.grpcKeepaliveTimeoutMs,
+      keepaliveWithoutCalls: config.grpcKeepaliveWithoutCalls,
+    });
     let backend: CoordinationBackend;
     if (config.redisUrl) {
       const redis = new RedisBackend(config.redisUrl);

@@ -27,7 +27,7 @@ export const teardownReasons = [
 export type TeardownReason = (typeof teardownReasons)[number];
 
 export const connectionErrorTypes = ['preauth', 'bad_request', 'lock', 'capacity', 'stream_open', 'rejected', 'internal'] as const;
-export const relayErrorTypes = ['refused_path', 'timeout', 'too_large', 'network', 'aborted'] as const;
+export const relayErrorTypes = ['refused_path', 'refused_method', 'timeout', 'too_large', 'network', 'aborted'] as const;
 export const stopOutcomes = ['ack', 'user_stop', 'already_ended', 'timeout', 'error'] as const;
 export const lockOps = ['acquire', 'renew', 'release'] as const;
 export const lockResults = ['ok', 'taken', 'lost', 'error'] as const;

@@ -312,7 +312,7 @@ describe('the API relay (SPEC §6)', () => {
     }
     const redirect = answers[evil.length]?.response.httpResponse;
     expect(redirect?.statusCode).toBe(302);
-    expect(redirect?.headers?.['location']).toBe(`http://${trapAddress}/redirected`);
+    expect(redirect?.headers?.['Location']).toBe(`http://${trapAddress}/redirected`);
     expect(trapHits).toEqual([]);
     // Only the redirect endpoint reached the owner; none of the refused paths did.
     expect(stack.owner.apiRequests.map((r) => r.path)).toEqual([`/api/v4/redirect?to=http://${trapAddress}/redirected`]);
@@ -335,6 +335,9 @@ describe('the API relay (SPEC §6)', () => {
     expect(res.status).toBe(200);
     const answers = stack.workflow.callsFor('52')[0]?.actionResponses ?? [];
     expect(answers[0]?.response.httpResponse?.error).toBe(`response body exceeded size limit (${limit} bytes)`);
+    expect(answers[0]?.response.httpResponse?.statusCode).toBe(200);
+    expect(answers[0]?.response.httpResponse?.body?.length).toBe(limit);
+    expect(answers[1]?.response.httpResponse?.error ?? '').toBe('');
     expect(answers[1]?.response.httpResponse?.body?.length).toBe(limit - 100);
   });
 

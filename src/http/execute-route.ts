@@ -5,6 +5,7 @@
  * the owner decided. No stream is opened for a request that fails before it.
  */
 import type { Request, Response } from 'express';
+import { callerOf, type Caller } from '../caller';
 import type { Config } from '../config';
 import { GatewayError } from '../errors';
 import type { Logger } from '../log';
@@ -121,9 +122,9 @@ async function execute(ctx: ExecuteContext, req: Request, res: Response, seen: S
 
   const preauth = await ctx.owner.preauthorize(req.method, req.originalUrl, req.headers, requestId);
   if (preauth.kind === 'denied') {
-    // The owner's own answer, passed through (first 32 KiB).
+    // The owner's own answer, passed through: status, end-to-end headers, first 32 KiB of body.
     res.status(preauth.status);
-    if (preauth.contentType) res.setHeader('Content-Type', preauth.contentType);
+    for (const [name, value] of Object.entries(preauth.headers)) res.setHeader(name, value);
     res.setHeader('X-Longrun-Error-Code', 'PREAUTH_DENIED');
     res.end(preauth.body);
     ctx.metrics.connectionError('http', 'preauth');
@@ -179,11 +180,11 @@ function openRun(
   requestId: string,
   transport: Transport,
   lock: HeldLock | undefined,
-  extra: { slot?: Slot; runLimitMs?: number; onCheckpoint?: (action: object) => void },
+  extra: { slot?: Slot; runLimitMs?: number; onCheckpoint?: (action: object) => void; caller?: Caller },
 ): Run {
   let call;
   try {
-    call = ctx.channels.open(auth.Service.URI, auth.Service.Secure ?? false, callMetadata(auth, requestId));
+    call = ctx.channels.open(auth.Service.URI, auth.Service.Secure ?? false, callMetadata(auth, requestId, extra.caller), extra.caller?.userAgent);
   } catch (err) {
     extra.slot?.release();
     if (lock) void releaseUnused(ctx, auth.WorkflowID, lock);
@@ -222,6 +223,7 @@ async function runBlocking(
   try {
     run = openRun(ctx, auth, requestId, 'http', lock, {
       onCheckpoint: (action) => out.writeLine(encodeProtoJson(messageTypes.Action, action)),
+      caller: callerOf(req),
     });
   } catch (err) {
     out.stop();
@@ -253,7 +255,7 @@ async function runDetached(
   slot: Slot | undefined,
   seen: Seen,
 ): Promise<string> {
-  const run = openRun(ctx, auth, requestId, 'detached', lock, { slot, runLimitMs: ctx.config.runLimitMs });
+  const run = openRun(ctx, auth, requestId, 'detached', lock, { slot, runLimitMs: ctx.config.runLimitMs, caller: callerOf(res.req) });
   seen.run(run.id);
   const sentAt = performance.now();
   run.start(request);

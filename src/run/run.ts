@@ -12,6 +12,7 @@
  * sends the segment-end callback.
  */
 import { randomUUID } from 'node:crypto';
+import { forwardedForOf, type Caller } from '../caller';
 import type { Logger } from '../log';
 import type { Metrics, TeardownReason, Transport } from '../metrics';
 import type { OwnerClient } from '../owner/owner-client';
@@ -71,6 +72,8 @@ export interface RunInit {
   slot?: Slot;
   /** Blocking runs write each checkpoint to the caller. */
   onCheckpoint?: (action: Action) => void;
+  /** Who asked for the run: relayed requests carry its X-Forwarded-For chain and address. */
+  caller?: Caller;
 }
 
 export class Run implements RegisteredRun {
@@ -263,6 +266,7 @@ export class Run implements RegisteredRun {
       token: this.init.auth.Service.Headers?.['x-gitlab-oauth-token'] ?? '',
       timeoutHTTPRequests: this.init.auth.TimeoutHTTPRequests ?? false,
       signal: this.abort.signal,
+      forwardedFor: forwardedForOf(this.init.caller),
       mcpServers: this.init.auth.McpServers,
       mcp: (this.mcp ??= new McpSessions(this.deps.mcpTimeoutMs)),
     }).then(
