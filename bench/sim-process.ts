@@ -58,6 +58,7 @@ async function directRelay(req: DirectRelayRequest, secret: Buffer): Promise<Dir
         headers: {
           authorization: `Bearer ${req.token}`,
           'content-type': 'application/json',
+          'gitlab-workhorse': 'longrun-bench/direct',
           'gitlab-workhorse-api-request': jwt,
           'x-gitlab-duo-workflow-id': 'direct',
           'x-request-id': 'direct',

@@ -58,6 +58,11 @@ export interface Config {
   redisConnectTimeoutMs: number;
   /** Streams per gRPC connection before another connection to the same target is opened. */
   grpcStreamsPerConnection: number;
+  /** gRPC keepalive ping interval; a ping unanswered for grpcKeepaliveTimeoutMs ends every call on its connection (SPEC §4). */
+  grpcKeepaliveTimeMs: number;
+  grpcKeepaliveTimeoutMs: number;
+  /** Ping idle gRPC connections too (the real service permits it; a default gRPC server does not). */
+  grpcKeepaliveWithoutCalls: boolean;
   replicaId: string;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 }
@@ -204,6 +209,11 @@ export function loadConfig(env: Env = process.env): EnvConfig {
     redisConnectTimeoutMs: read(env, 'LONGRUN_REDIS_CONNECT_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 2_000),
     // 100 is the usual per-connection stream cap of gRPC servers.
     grpcStreamsPerConnection: read(env, 'LONGRUN_GRPC_STREAMS_PER_CONNECTION', z.coerce.number().int().min(1).max(10_000), 'an integer from 1 to 10000', 100),
+    // 20 s and 20 s: Workhorse's keepalive (and gRPC-Go's default timeout). The real service
+    // accepts pings 10 s apart (min_ping_interval_without_data_ms), so 20 s is never a strike.
+    grpcKeepaliveTimeMs: read(env, 'LONGRUN_GRPC_KEEPALIVE_TIME_MS', durationMs, 'a positive integer number of milliseconds', 20_000),
+    grpcKeepaliveTimeoutMs: read(env, 'LONGRUN_GRPC_KEEPALIVE_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 20_000),
+    grpcKeepaliveWithoutCalls: read(env, 'LONGRUN_GRPC_KEEPALIVE_WITHOUT_CALLS', z.enum(['true', 'false']).transform((v) => v === 'true'), 'true or false', true),
     replicaId: read(env, 'LONGRUN_REPLICA_ID', z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/), 'a name of [A-Za-z0-9_.:-], at most 128 characters', `${os.hostname()}-${process.pid}`),
     logLevel: read(env, 'LONGRUN_LOG_LEVEL', z.enum(logLevels), logLevels.join('|'), 'info'),
   };

@@ -193,7 +193,16 @@ export class Gateway {
         (o) => o.close(),
         (o) => o.destroy(),
       );
-      const channels = own('channel pool', new ChannelPool({ streamsPerConnection: config.grpcStreamsPerConnection }), (c) => c.close());
+      const channels = own(
+        'channel pool',
+        new ChannelPool({
+          streamsPerConnection: config.grpcStreamsPerConnection,
+          keepaliveTimeMs: config.grpcKeepaliveTimeMs,
+          keepaliveTimeoutMs: config.grpcKeepaliveTimeoutMs,
+          keepaliveWithoutCalls: config.grpcKeepaliveWithoutCalls,
+        }),
+        (c) => c.close(),
+      );
       const backend = own(
         'coordination backend',
         connectBackend(config, metrics, logger),

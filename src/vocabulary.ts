@@ -54,7 +54,7 @@ export const infraStopReasons = [SERVER_SHUTDOWN, RUN_LIMIT, LOCK_LOST] as const
 export const STOP_REASON_TOKEN = /^[A-Z][A-Z0-9_]{0,63}$/;
 
 /** Why a runHTTPRequest was answered with an error instead of the owner's response. */
-export const relayErrorTypes = ['refused_path', 'timeout', 'too_large', 'network', 'aborted'] as const;
+export const relayErrorTypes = ['refused_path', 'refused_method', 'timeout', 'too_large', 'network', 'aborted'] as const;
 export type RelayErrorType = (typeof relayErrorTypes)[number];
 
 /** How a segment-end callback went. */

@@ -159,6 +159,45 @@ describe('the status table, each row from its real cause', () => {
     expect(stack.workflow.calls).toHaveLength(0);
   });
 
+  it("PREAUTH_DENIED: the owner's end-to-end headers reach the caller; hop-by-hop and framing headers do not", async () => {
+    stack = await startStack({ preauth: blocking });
+    stack.owner.configure('28', {
+      deny: {
+        status: 401,
+        body: '{"message":"401 Unauthorized"}',
+        headers: {
+          'WWW-Authenticate': 'Bearer realm="gitlab", error="invalid_token"',
+          'Retry-After': '30',
+          Location: 'https://gitlab.example.com/users/sign_in',
+          'Set-Cookie': ['a=1; Path=/', 'b=2; Path=/'],
+          'X-Gitlab-Meta': 'kept',
+          Connection: 'keep-alive, X-Hop-Secret',
+          'X-Hop-Secret': 'for longrun only',
+          'Proxy-Authenticate': 'Basic realm="proxy"',
+          'X-Request-Id': 'owner-chose-this',
+        },
+      },
+    });
+    const res = await stack.executeText('28', { headers: { 'x-request-id': 'caller-rid-28' } });
+    expect(res.status).toBe(401);
+    expect(res.text).toBe('{"message":"401 Unauthorized"}');
+    expect(res.headers).toMatchObject({
+      'www-authenticate': 'Bearer realm="gitlab", error="invalid_token"',
+      'retry-after': '30',
+      location: 'https://gitlab.example.com/users/sign_in',
+      'set-cookie': ['a=1; Path=/', 'b=2; Path=/'],
+      'x-gitlab-meta': 'kept',
+      'content-type': 'application/json; charset=utf-8',
+      'content-length': String('{"message":"401 Unauthorized"}'.length),
+      'x-longrun-error-code': 'PREAUTH_DENIED',
+      // The caller's request id, which the owner was given, not a header the owner made up.
+      'x-request-id': 'caller-rid-28',
+    });
+    expect(res.headers['x-hop-secret']).toBeUndefined();
+    expect(res.headers['proxy-authenticate']).toBeUndefined();
+    expect(stack.workflow.calls).toHaveLength(0);
+  });
+
   it('403 USAGE_QUOTA_EXCEEDED when the service answers RESOURCE_EXHAUSTED with USAGE_QUOTA_EXCEEDED', async () => {
     stack = await startStack({ preauth: blocking });
     const res = await stack.executeText('25', { steps: [{ op: 'fail', code: 'RESOURCE_EXHAUSTED', message: 'USAGE_QUOTA_EXCEEDED: monthly quota' }] });
@@ -312,7 +351,7 @@ describe('the API relay (SPEC §6)', () => {
     }
     const redirect = answers[evil.length]?.response.httpResponse;
     expect(redirect?.statusCode).toBe(302);
-    expect(redirect?.headers?.['location']).toBe(`http://${trapAddress}/redirected`);
+    expect(redirect?.headers?.['Location']).toBe(`http://${trapAddress}/redirected`);
     expect(trapHits).toEqual([]);
     // Only the redirect endpoint reached the owner; none of the refused paths did.
     expect(stack.owner.apiRequests.map((r) => r.path)).toEqual([`/api/v4/redirect?to=http://${trapAddress}/redirected`]);
@@ -335,6 +374,9 @@ describe('the API relay (SPEC §6)', () => {
     expect(res.status).toBe(200);
     const answers = stack.workflow.callsFor('52')[0]?.actionResponses ?? [];
     expect(answers[0]?.response.httpResponse?.error).toBe(`response body exceeded size limit (${limit} bytes)`);
+    expect(answers[0]?.response.httpResponse?.statusCode).toBe(200);
+    expect(answers[0]?.response.httpResponse?.body?.length).toBe(limit);
+    expect(answers[1]?.response.httpResponse?.error ?? '').toBe('');
     expect(answers[1]?.response.httpResponse?.body?.length).toBe(limit - 100);
   });
 

@@ -5,7 +5,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { request } from 'undici';
-import { OWNER_ISSUER, signJwt } from '../src/owner/jwt';
+import { signOwnerJwt } from '../src/owner/jwt';
 import type { Step } from '../src/sandbox/scenario';
 import { testSecret } from './helpers/secret';
 import { startRedis, type RedisServer } from './helpers/redis';
@@ -222,7 +222,7 @@ describe('the per-process cap', () => {
     expect(runs.runs[0]).toMatchObject({ transport: 'detached', state: 'running', actions: 1 });
     expect(metricValue(await stack.metrics(), 'longrun_cap_rejections_total', { cap: 'process' })).toBe(1);
     // A run ending gives its slot back.
-    const stop = await request(`${stack.url}/internal/workflows/130/stop`, { method: 'POST', headers: { authorization: `Bearer ${await signJwt(testSecret, OWNER_ISSUER)}` } });
+    const stop = await request(`${stack.url}/internal/workflows/130/stop`, { method: 'POST', headers: { authorization: `Bearer ${await signOwnerJwt(testSecret, '130')}` } });
     expect(stop.statusCode).toBe(202);
     await stop.body.dump();
     await stack.owner.waitFor(() => stack!.owner.segmentEnds.length === 1, 5_000, 'first end');

@@ -5,7 +5,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { request } from 'undici';
 import { MemoryBackend } from '../src/coordination/memory-backend';
-import { OWNER_ISSUER, signJwt } from '../src/owner/jwt';
+import { signOwnerJwt } from '../src/owner/jwt';
 import { testSecret } from './helpers/secret';
 import { startStack, type Stack } from './helpers/stack';
 
@@ -94,7 +94,7 @@ describe('the stop endpoint on a single replica (in-process backend)', () => {
   it('stops a detached run in flight; 409 once it is gone', async () => {
     stack = await startStack({ preauth: { detached: true } });
     expect((await stack.executeText('700', { steps: [{ op: 'checkpoint' }, { op: 'hang' }] })).status).toBe(202);
-    const auth = { authorization: `Bearer ${await signJwt(testSecret, OWNER_ISSUER)}` };
+    const auth = { authorization: `Bearer ${await signOwnerJwt(testSecret, '700')}` };
     const record = await request(`${stack.url}/internal/workflows/700/run`, { headers: auth });
     expect(record.statusCode).toBe(200);
     expect(await record.body.json()).toMatchObject({ workflow_id: '700', transport: 'detached', state: 'running' });

@@ -3,6 +3,7 @@
  * per-workflow answers (detached, deny, malformed, delay), the API endpoints relayed
  * actions hit, and the segment-end callback with its failure injection.
  */
+import http from 'node:http';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Agent, request } from 'undici';
 import { signJwt, OWNER_ISSUER, WORKHORSE_ISSUER } from '../src/owner/jwt';
@@ -256,16 +257,22 @@ describe('owner simulator: defaults option', () => {
 
 describe('owner simulator: API endpoints', () => {
   let sim: OwnerServiceSimulator;
+  /** What Workhorse (and longrun's relay) sends, so Rails' require_gitlab_workhorse! passes. */
+  let workhorse: Record<string, string>;
 
   beforeAll(async () => {
     sim = await OwnerServiceSimulator.start({ secret: testSecret, workflowServiceUri: WORKFLOW_URI });
+    workhorse = { 'gitlab-workhorse': 'longrun-test', 'gitlab-workhorse-api-request': await signJwt(testSecret, WORKHORSE_ISSUER) };
   });
   afterAll(async () => {
     await sim.close();
   });
 
+  const api = (path: string, options: { method?: 'GET' | 'POST' | 'PUT' | 'DELETE'; headers?: Record<string, string>; body?: string } = {}): Promise<Answer> =>
+    call(`${sim.url}${path}`, { ...options, headers: { ...workhorse, ...options.headers } });
+
   it('echo returns the method, path, body and headers, and records the request', async () => {
-    const res = await call(`${sim.url}/api/v4/echo?x=1`, {
+    const res = await api('/api/v4/echo?x=1', {
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization: 'Bearer user-token' },
       body: '{"hello":"world"}',
@@ -277,48 +284,119 @@ describe('owner simulator: API endpoints', () => {
     expect(sim.apiRequests.at(-1)).toMatchObject({ method: 'POST', path: '/api/v4/echo?x=1', body: '{"hello":"world"}' });
   });
 
-  it('serves API requests without a JWT (the relay sends one; the simulator records it)', async () => {
-    const res = await call(`${sim.url}/api/v4/projects/9`, { headers: { 'gitlab-workhorse-api-request': 'anything' } });
-    expect(res.status).toBe(200);
-    expect(json(res)).toEqual({ id: '9', name: 'sandbox-project' });
-    expect(sim.apiRequests.at(-1)?.headers['gitlab-workhorse-api-request']).toBe('anything');
+  it.each([
+    ['no JWT and no Gitlab-Workhorse', async () => ({}), '403 Forbidden'],
+    ['Gitlab-Workhorse without the JWT', async () => ({ 'gitlab-workhorse': 'longrun-test' }), '403 Forbidden'],
+    [
+      'a JWT signed with the wrong secret',
+      async () => ({ 'gitlab-workhorse': 'longrun-test', 'gitlab-workhorse-api-request': await signJwt(wrongSecret, WORKHORSE_ISSUER) }),
+      '403 Forbidden',
+    ],
+    ['a valid JWT without Gitlab-Workhorse', async () => ({ 'gitlab-workhorse-api-request': await signJwt(testSecret, WORKHORSE_ISSUER) }), '403 Forbidden - Request should be executed via GitLab Workhorse'],
+  ])('refuses an API call with %s (403, as Rails does), recording it apart', async (_label, headers, message) => {
+    const accepted = sim.apiRequests.length;
+    const refused = sim.rejectedApi.length;
+    const res = await call(`${sim.url}/api/v4/projects/9`, { headers: await headers() });
+    expect(res.status).toBe(403);
+    expect(json(res)).toEqual({ message });
+    expect(sim.apiRequests.length).toBe(accepted);
+    expect(sim.rejectedApi.length).toBe(refused + 1);
+    expect(sim.rejectedApi.at(-1)?.path).toBe('/api/v4/projects/9');
+  });
+
+  it('records the X-Forwarded-For it received and the connecting peer', async () => {
+    await api('/api/v4/projects/9', { headers: { 'x-forwarded-for': '203.0.113.7, 10.0.0.2' } });
+    expect(sim.apiRequests.at(-1)).toMatchObject({ forwardedFor: '203.0.113.7, 10.0.0.2', peer: '127.0.0.1' });
+    await api('/api/v4/projects/9');
+    expect(sim.apiRequests.at(-1)?.forwardedFor).toBeUndefined();
   });
 
   it('slow answers after ?ms', async () => {
     const began = Date.now();
-    const res = await call(`${sim.url}/api/v4/slow?ms=50`);
+    const res = await api('/api/v4/slow?ms=50');
     expect(res.status).toBe(200);
     expect(json(res)).toEqual({ slow: true, ms: 50 });
     expect(Date.now() - began).toBeGreaterThanOrEqual(45);
   });
 
   it('large answers ?bytes bytes', async () => {
-    const res = await call(`${sim.url}/api/v4/large?bytes=70000`);
+    const res = await api('/api/v4/large?bytes=70000');
     expect(res.status).toBe(200);
     expect(res.text).toHaveLength(70_000);
     expect(res.text).toMatch(/^x+$/);
   });
 
   it('large defaults to 5 MiB, more than the relay may return', async () => {
-    const res = await call(`${sim.url}/api/v4/large`);
+    const res = await api('/api/v4/large');
     expect(Buffer.byteLength(res.text)).toBe(5 * 1024 * 1024);
   });
 
   it('redirect answers 302 with Location, which a client that does not follow redirects sees', async () => {
-    const res = await call(`${sim.url}/api/v4/redirect?to=${encodeURIComponent('http://127.0.0.1:1/elsewhere')}`);
+    const res = await api(`/api/v4/redirect?to=${encodeURIComponent('http://127.0.0.1:1/elsewhere')}`);
     expect(res.status).toBe(302);
     expect(res.headers['location']).toBe('http://127.0.0.1:1/elsewhere');
   });
 
   it('status answers the asked status code', async () => {
-    const res = await call(`${sim.url}/api/v4/status?code=503`);
+    const res = await api('/api/v4/status?code=503');
     expect(res.status).toBe(503);
     expect(json(res)).toEqual({ message: 'as asked' });
-    expect((await call(`${sim.url}/api/v4/status`)).status).toBe(500);
+    expect((await api('/api/v4/status')).status).toBe(500);
+  });
+
+  it('reset resets the connection instead of answering', async () => {
+    await expect(api('/api/v4/reset')).rejects.toMatchObject({ code: 'ECONNRESET' });
+  });
+
+  it("issues are paginated as GitLab's API paginates, with canonical-case headers on the wire", async () => {
+    sim.issuesPerProject = 5;
+    const raw = async (query: string): Promise<{ names: string[]; headers: Record<string, string>; body: unknown }> => {
+      const res = await new Promise<http.IncomingMessage>((resolve, reject) =>
+        http.get(`${sim.url}/api/v4/projects/3/issues${query}`, { headers: workhorse, agent: false }, resolve).on('error', reject),
+      );
+      const chunks: Buffer[] = [];
+      for await (const chunk of res) chunks.push(chunk as Buffer);
+      const names = res.rawHeaders.filter((_, i) => i % 2 === 0);
+      return { names, headers: Object.fromEntries(names.map((n) => [n, res.headers[n.toLowerCase()] as string])), body: JSON.parse(Buffer.concat(chunks).toString()) };
+    };
+    const first = await raw('?per_page=2');
+    // Exact spelling on the wire: the relay must produce these names whatever the owner's case.
+    expect(first.names).toEqual(expect.arrayContaining(['X-Next-Page', 'X-Total', 'X-Per-Page', 'X-Page', 'X-Total-Pages', 'X-Prev-Page', 'Link', 'Content-Type']));
+    expect(first.headers).toMatchObject({ 'X-Page': '1', 'X-Per-Page': '2', 'X-Total': '5', 'X-Total-Pages': '3', 'X-Next-Page': '2', 'X-Prev-Page': '' });
+    expect(first.body).toEqual([
+      { id: 1000, iid: 1, project_id: '3', title: 'issue 1' },
+      { id: 1001, iid: 2, project_id: '3', title: 'issue 2' },
+    ]);
+    const last = await raw('?page=3&per_page=2');
+    expect(last.headers).toMatchObject({ 'X-Page': '3', 'X-Next-Page': '', 'X-Prev-Page': '2' });
+    expect(last.body).toHaveLength(1);
+    // GitLab's defaults: 20 a page.
+    const all = await raw('');
+    expect(all.headers).toMatchObject({ 'X-Per-Page': '20', 'X-Total-Pages': '1', 'X-Next-Page': '' });
+    expect(all.body).toHaveLength(5);
+    sim.issuesPerProject = 7;
+  });
+
+  it('headers answers every header shape a relay must handle', async () => {
+    const res = await api('/api/v4/headers');
+    expect(res.status).toBe(200);
+    expect(res.text).toBe('{"shapes":true}');
+    expect(res.headers).toMatchObject({
+      'x-lower-case': 'kept',
+      'x-multi': ['one', 'two'],
+      'www-authenticate': ['Bearer realm="gitlab"', 'Basic realm="gitlab"'],
+      'set-cookie': ['a=1; Path=/', 'b=2; Path=/'],
+      connection: 'keep-alive, X-Hop-Secret',
+      'x-hop-secret': 'for the next hop only',
+      'keep-alive': 'timeout=5',
+      'proxy-authenticate': 'Basic realm="proxy"',
+      'transfer-encoding': 'chunked',
+      trailer: 'X-Checksum',
+    });
   });
 
   it('anything else is 404', async () => {
-    const res = await call(`${sim.url}/api/v4/nowhere`, { method: 'DELETE' });
+    const res = await api('/api/v4/nowhere', { method: 'DELETE' });
     expect(res.status).toBe(404);
     expect(sim.apiRequests.at(-1)).toMatchObject({ method: 'DELETE', path: '/api/v4/nowhere' });
   });
@@ -390,7 +468,8 @@ describe('owner simulator: segment-end callback', () => {
 describe('owner simulator: close', () => {
   it('is idempotent and ends a request in flight', async () => {
     const sim = await OwnerServiceSimulator.start({ secret: testSecret, workflowServiceUri: WORKFLOW_URI });
-    const inFlight = call(`${sim.url}/api/v4/slow?ms=10000`).then(
+    const headers = { 'gitlab-workhorse': 'longrun-test', 'gitlab-workhorse-api-request': await signJwt(testSecret, WORKHORSE_ISSUER) };
+    const inFlight = call(`${sim.url}/api/v4/slow?ms=10000`, { headers }).then(
       () => 'answered',
       () => 'failed',
     );

@@ -5,6 +5,7 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { PingPolicy } from '../src/sandbox/h2-front';
 import { WorkflowServiceSimulator, type CallRecord } from '../src/sandbox/workflow-sim';
 import { scenarioMetadata, type Step } from '../src/sandbox/scenario';
 import type { Action } from '../src/workflow/contract';
@@ -293,6 +294,52 @@ describe('workflow simulator: scenarios', () => {
     expect(warnings.filter((w) => w.startsWith('MaxListenersExceededWarning'))).toEqual([]);
   });
 
+  it('paginate follows headers["X-Next-Page"] by its exact name, as the real service does', async () => {
+    const { call, workflowId } = start(client, [{ op: 'paginate', path: '/api/v4/projects/1/issues?state=opened', perPage: 2 }]);
+    const pages: Array<{ next: string; items: number }> = [
+      { next: '2', items: 2 },
+      { next: '3', items: 2 },
+      { next: '', items: 1 },
+    ];
+    for (const [i, page] of pages.entries()) {
+      const action = await call.action(i);
+      expect(action.runHTTPRequest).toMatchObject({ method: 'GET', path: `/api/v4/projects/1/issues?state=opened&page=${i + 1}&per_page=2` });
+      call.send({
+        actionResponse: {
+          requestID: action.requestID ?? '',
+          httpResponse: { statusCode: 200, headers: { 'X-Next-Page': page.next, 'X-Total': '5' }, body: JSON.stringify(Array.from({ length: page.items }, (_, n) => ({ n }))) },
+        },
+      });
+    }
+    expect((await call.status).codeName).toBe('OK');
+    expect(recordOf(sim, workflowId).paginations).toEqual([{ path: '/api/v4/projects/1/issues?state=opened', pages: [1, 2, 3], items: 5, end: 'last_page' }]);
+  });
+
+  it('paginate stops after the first page when the header is spelled x-next-page (a lower-cased relay loses pages)', async () => {
+    const { call, workflowId } = start(client, [{ op: 'paginate', path: '/api/v4/projects/1/issues' }, { op: 'checkpoint', text: 'after' }]);
+    const action = await call.action(0);
+    call.send({ actionResponse: { requestID: action.requestID ?? '', httpResponse: { statusCode: 200, headers: { 'x-next-page': '2' }, body: '[1,2]' } } });
+    expect((await call.action(1)).newCheckpoint?.checkpoint).toBe('after');
+    expect((await call.status).codeName).toBe('OK');
+    expect(recordOf(sim, workflowId).paginations).toEqual([{ path: '/api/v4/projects/1/issues', pages: [1], items: 2, end: 'last_page' }]);
+  });
+
+  it('paginate records an error answer and a page limit', async () => {
+    const failing = start(client, [{ op: 'paginate', path: '/api/v4/projects/1/issues' }]);
+    const first = await failing.call.action(0);
+    failing.call.send({ actionResponse: { requestID: first.requestID ?? '', httpResponse: { error: 'request timed out' } } });
+    expect((await failing.call.status).codeName).toBe('OK');
+    expect(recordOf(sim, failing.workflowId).paginations[0]).toMatchObject({ pages: [1], end: 'error' });
+
+    const endless = start(client, [{ op: 'paginate', path: '/api/v4/projects/1/issues', maxPages: 2 }]);
+    for (let i = 0; i < 2; i++) {
+      const action = await endless.call.action(i);
+      endless.call.send({ actionResponse: { requestID: action.requestID ?? '', httpResponse: { statusCode: 200, headers: { 'X-Next-Page': String(i + 2) }, body: '[]' } } });
+    }
+    expect((await endless.call.status).codeName).toBe('OK');
+    expect(recordOf(sim, endless.workflowId).paginations[0]).toMatchObject({ pages: [1, 2], end: 'max_pages' });
+  });
+
   it('waitFor rejects after its timeout, naming what it waited for', async () => {
     await expect(sim.waitFor(() => false, 20, 'the impossible')).rejects.toThrow(/timed out after 20 ms waiting for the impossible/);
   });
@@ -454,5 +501,70 @@ describe('workflow simulator: configurable stop behaviour', () => {
     expect((await c.call.status).codeName).toBe('OK');
     expect(c.call.actions[0]?.newCheckpoint?.checkpoint).toBe('c');
     expect(sim.calls).toHaveLength(3);
+  });
+});
+
+describe('workflow simulator: the TCP front (ping policy, black hole)', () => {
+  const sims: WorkflowServiceSimulator[] = [];
+  const clients: WorkflowTestClient[] = [];
+
+  afterEach(async () => {
+    for (const client of clients.splice(0)) client.close();
+    await Promise.all(sims.splice(0).map((sim) => sim.close()));
+  });
+
+  async function fronted(pingPolicy: PingPolicy | undefined, keepaliveTimeMs: number): Promise<{ sim: WorkflowServiceSimulator; client: WorkflowTestClient }> {
+    const sim = await WorkflowServiceSimulator.start({ front: { pingPolicy } });
+    sims.push(sim);
+    const client = new WorkflowTestClient(sim.address, { 'grpc.keepalive_time_ms': keepaliveTimeMs, 'grpc.keepalive_timeout_ms': 1_000 });
+    clients.push(client);
+    return { sim, client };
+  }
+
+  it('serves calls through the front on its own port', async () => {
+    const { sim, client } = await fronted(undefined, 60_000);
+    expect(sim.front?.port).toBe(sim.port);
+    const { call } = start(client, [{ op: 'checkpoint', text: 'through' }, { op: 'end' }]);
+    expect((await call.action(0)).newCheckpoint?.checkpoint).toBe('through');
+    expect((await call.status).codeName).toBe('OK');
+  });
+
+  it("pings closer than the policy's interval, with no data in between, get GOAWAY too_many_pings and the call ends", async () => {
+    // The real policy scaled down: 200 ms apart at least, 2 strikes; the client pings every 20 ms.
+    const { sim, client } = await fronted({ minPingIntervalWithoutDataMs: 200, maxPingStrikes: 2 }, 20);
+    const { call } = start(client, [{ op: 'checkpoint' }, { op: 'hang' }]);
+    await call.action(0);
+    const status = await Promise.race([call.status, sleep(5_000).then(() => undefined)]);
+    expect(status?.codeName).not.toBe('OK');
+    expect(status).toBeDefined();
+    expect(sim.front?.goaways).toBe(1);
+    expect(sim.front?.pingsReceived).toBeGreaterThanOrEqual(4);
+  });
+
+  it('pings spaced wider than the interval are never a strike', async () => {
+    const { sim, client } = await fronted({ minPingIntervalWithoutDataMs: 100, maxPingStrikes: 2 }, 200);
+    const { call } = start(client, [{ op: 'checkpoint' }, { op: 'hang' }]);
+    await call.action(0);
+    await sim.waitFor(() => (sim.front?.pingsReceived ?? 0) >= 4, 5_000, 'four pings');
+    expect(call.ended).toBeUndefined();
+    expect(sim.front?.goaways).toBe(0);
+  });
+
+  it('blackHole(): nothing passes any more and nothing is closed; only a keepalive timeout ends the call', async () => {
+    const { sim, client } = await fronted(undefined, 100);
+    const { call, workflowId } = start(client, [{ op: 'checkpoint' }, { op: 'hang' }]);
+    await call.action(0);
+    sim.blackHole();
+    const status = await Promise.race([call.status, sleep(5_000).then(() => undefined)]);
+    expect(status).toMatchObject({ codeName: 'UNAVAILABLE' });
+    // The service side never learnt: its call is still open.
+    expect(recordOf(sim, workflowId).ended).toBeUndefined();
+    expect(sim.front?.connections).toBe(1);
+  });
+
+  it('blackHole() needs the front', async () => {
+    const sim = await WorkflowServiceSimulator.start();
+    sims.push(sim);
+    expect(() => sim.blackHole()).toThrow(/front/);
   });
 });

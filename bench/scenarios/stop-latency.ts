@@ -7,7 +7,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
-import { OWNER_ISSUER, signJwt } from '../../src/owner/jwt';
+import { signOwnerJwt } from '../../src/owner/jwt';
 import type { Step } from '../../src/sandbox/scenario';
 import { closedLoop } from '../load';
 import { waitUntil } from '../procs';
@@ -23,7 +23,8 @@ const TARGET_P99_MS = 1_000;
 
 type Mode = 'key' | 'endpoint';
 
-async function endpointAvailable(stack: Stack, jwt: string): Promise<{ ok: boolean; why: string }> {
+async function endpointAvailable(stack: Stack, secret: Buffer): Promise<{ ok: boolean; why: string }> {
+  const jwt = await signOwnerJwt(secret, 'stop-probe-none');
   const res = await request(`${stack.gateway.url}/internal/workflows/stop-probe-none/stop`, { method: 'POST', headers: { authorization: `Bearer ${jwt}` } });
   const text = await res.body.text();
   // 409 NOT_CANCELLABLE: the route is there (and no run holds the probe's workflow).
@@ -42,8 +43,7 @@ export const stopLatency: Scenario = {
     const samples = ctx.options.runs ?? this.defaultRuns;
     const stack = await startStack(ctx.env, { connections: 100 });
     try {
-      const jwt = await signJwt(ctx.env.secret, OWNER_ISSUER);
-      const endpoint = await endpointAvailable(stack, jwt);
+      const endpoint = await endpointAvailable(stack, ctx.env.secret);
       if (!endpoint.ok) ctx.log(`stop endpoint not measured: probe answered ${endpoint.why}`);
       const modes: Mode[] = endpoint.ok ? ['key', 'endpoint'] : ['key'];
       const plan = Array.from({ length: samples * modes.length }, (_, i) => ({ id: `stop-${i}`, mode: modes[i % modes.length] as Mode }));
@@ -54,6 +54,9 @@ export const stopLatency: Scenario = {
       });
       if (accepted !== plan.length) throw new Error(`only ${accepted} of ${plan.length} runs were accepted: ${stack.gateway.output()}`);
 
+      // One owner token per workflow (the internal routes refuse a token for another), signed before the clock starts.
+      const tokens = new Map<string, string>();
+      for (const { id, mode } of plan) if (mode === 'endpoint') tokens.set(id, await signOwnerJwt(ctx.env.secret, id));
       const setAt = new Map<string, number>();
       const failures: string[] = [];
       const sends: Array<Promise<void>> = [];
@@ -66,7 +69,7 @@ export const stopLatency: Scenario = {
           sends.push(ctx.env.redis.client.set(`workhorse:duoworkflow:stop:${id}`, 'USER_STOP', 'PX', 600_000).then(() => undefined));
         } else {
           sends.push(
-            request(`${stack.gateway.url}/internal/workflows/${id}/stop`, { method: 'POST', headers: { authorization: `Bearer ${jwt}` } }).then(async (res) => {
+            request(`${stack.gateway.url}/internal/workflows/${id}/stop`, { method: 'POST', headers: { authorization: `Bearer ${tokens.get(id) ?? ''}` } }).then(async (res) => {
               const text = await res.body.text();
               if (res.statusCode >= 300) failures.push(`${id}: ${res.statusCode} ${text.slice(0, 200)}`);
             }),

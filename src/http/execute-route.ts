@@ -10,6 +10,7 @@
  * taken), and ends a blocking run.
  */
 import type { Request, Response } from 'express';
+import { callerOf } from '../caller';
 import { GatewayError } from '../errors';
 import type { Logger } from '../log';
 import type { Metrics } from '../metrics';
@@ -45,11 +46,13 @@ export function executeHandler(deps: ExecuteRouteDeps) {
 async function execute(deps: ExecuteRouteDeps, req: Request, res: Response): Promise<void> {
   const started = performance.now();
   const requestId = requestIdFrom(res);
-  const caller = new AbortController();
+  // Read now: once the caller hangs up its socket address is gone.
+  const caller = callerOf(req);
+  const gone = new AbortController();
   res.on('close', () => {
-    if (!res.writableFinished) caller.abort();
+    if (!res.writableFinished) gone.abort();
   });
-  const { signal } = caller;
+  const { signal } = gone;
   let transport: Transport = 'http';
   let answer: Answer;
   try {
@@ -59,7 +62,7 @@ async function execute(deps: ExecuteRouteDeps, req: Request, res: Response): Pro
       answer = sendDenial(deps, res, preauth);
     } else {
       transport = preauth.answer.Detached === true ? 'detached' : 'http';
-      const start = { auth: preauth.answer.DuoWorkflow, request: decodeStartRequest(await readBody(req, res)), requestId, signal };
+      const start = { auth: preauth.answer.DuoWorkflow, request: decodeStartRequest(await readBody(req, res)), requestId, caller, signal };
       answer = transport === 'detached' ? await answerDetached(deps, res, start) : await streamBlocking(deps, res, start);
     }
   } catch (err) {
@@ -87,10 +90,10 @@ function asClientGone(err: unknown): GatewayError {
   return new GatewayError('CLIENT_GONE', 'the caller hung up', { cause: err, runId: err instanceof GatewayError ? err.runId : undefined });
 }
 
-/** The owner's own refusal, passed through (first 32 KiB of its body). */
+/** The owner's own refusal, passed through: status, end-to-end headers, first 32 KiB of body. */
 function sendDenial(deps: ExecuteRouteDeps, res: Response, denial: Extract<PreauthResult, { kind: 'denied' }>): Answer {
   res.status(denial.status);
-  if (denial.contentType) res.setHeader('Content-Type', denial.contentType);
+  for (const [name, value] of Object.entries(denial.headers)) res.setHeader(name, value);
   res.setHeader('X-Longrun-Error-Code', 'PREAUTH_DENIED');
   res.end(denial.body);
   deps.metrics.connectionError('http', 'preauth');

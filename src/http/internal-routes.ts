@@ -1,7 +1,9 @@
 /**
  * Owner → longrun routes (SPEC §1, §5, §6), each requiring
- * `Authorization: Bearer <HS256 JWT, iss "gitlab">` signed with the shared secret;
- * anything else is a 401 without detail.
+ * `Authorization: Bearer <HS256 JWT>` signed with the shared secret, iss "gitlab", whose
+ * `workflow_id` claim is the path's workflow and whose life (exp − iat) is at most five
+ * minutes (owner/jwt.ts verifyOwnerJwt); anything else is a 401 without detail, so a
+ * token for one workflow can never act on another.
  *
  *   POST /internal/workflows/:id/stop  202 when a run holds the workflow (on any replica),
  *                                      409 NOT_CANCELLABLE when none does (nothing is set)
@@ -11,7 +13,7 @@ import express from 'express';
 import { GatewayError } from '../errors';
 import type { Logger } from '../log';
 import type { CoordinationBackend } from '../coordination/backend';
-import { OWNER_ISSUER, verifyJwt } from '../owner/jwt';
+import { verifyOwnerJwt } from '../owner/jwt';
 import { STOP_REASON_TOKEN, USER_STOP } from '../vocabulary';
 import { sendError } from './error-response';
 import { readBody } from './read-body';
@@ -30,12 +32,16 @@ function storeError(err: unknown): GatewayError {
 export function createInternalRouter(ctx: InternalContext): express.Router {
   const router = express.Router();
 
-  router.use((req, res, next) => {
+  const unauthorized = (res: express.Response): void => void sendError(res, new GatewayError('UNAUTHORIZED', 'unauthorized'), ctx.logger);
+
+  // Every route is under /workflows/:workflow_id; the token must be for that workflow.
+  router.use('/workflows/:workflow_id', (req, res, next) => {
     const header = req.get('authorization') ?? '';
     const token = /^Bearer ([A-Za-z0-9_.-]+)$/.exec(header)?.[1];
-    void (token ? verifyJwt(ctx.secret, token, OWNER_ISSUER) : Promise.resolve(false)).then((ok) => {
+    const workflowId = req.params['workflow_id'] as string;
+    void (token ? verifyOwnerJwt(ctx.secret, token, workflowId) : Promise.resolve(false)).then((ok) => {
       if (ok) next();
-      else sendError(res, new GatewayError('UNAUTHORIZED', 'unauthorized'), ctx.logger);
+      else unauthorized(res);
     });
   });
 
@@ -80,6 +86,9 @@ export function createInternalRouter(ctx: InternalContext): express.Router {
       (err: unknown) => sendError(res, storeError(err), ctx.logger),
     );
   });
+
+  // Anything else under /internal says as little as a refused token.
+  router.use((_req, res) => unauthorized(res));
 
   return router;
 }

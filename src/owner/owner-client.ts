@@ -11,11 +11,21 @@ import type { CallbackResult, RelayErrorType, SegmentEndReason } from '../vocabu
 import { version } from '../version';
 import { deadline } from './deadline';
 import { JwtSigner } from './jwt';
+import { passedOnDenialHeaders, relayedResponseHeaders } from './http-headers';
+import { isTimeoutError, networkErrorText } from './network-errors';
 import { DENIAL_BODY_LIMIT, PREAUTH_CONTENT_TYPE, forwardedHeaders, preauthSchema, type PreauthAnswer } from './preauth';
 import { checkRelayPath } from './relay-path';
 
 /** 4 MiB − 4 KiB: a relayed body must fit, with its envelope, in one 4 MiB gRPC message. */
 export const RELAY_BODY_LIMIT = 4 * 1024 * 1024 - 4 * 1024;
+
+/**
+ * The methods a runHTTPRequest may use (SPEC §6). Anything else (CONNECT, TRACE, OPTIONS,
+ * made-up methods) is answered with an error and never sent: the workflow service has no
+ * use for them, and CONNECT or TRACE through an authenticated relay is an attack surface.
+ */
+export const RELAY_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
+const relayMethods: ReadonlySet<string> = new Set(RELAY_METHODS);
 
 export interface OwnerClientOptions {
   ownerUrl: URL;
@@ -34,7 +44,18 @@ export interface OwnerClientOptions {
 /** What the preauth decided: a run may start (answer), or the caller gets the owner's refusal. */
 export type PreauthResult =
   | { kind: 'authorized'; answer: PreauthAnswer }
-  | { kind: 'denied'; status: number; body: Buffer; contentType: string | undefined };
+  | {
+      kind: 'denied';
+      status: number;
+      /** The first 32 KiB of the owner's body. */
+      body: Buffer;
+      /**
+       * The owner's end-to-end headers to pass on (Content-Type, WWW-Authenticate,
+       * Retry-After, Location, Set-Cookie …), canonical names, repeated ones as arrays;
+       * without hop-by-hop headers, Content-Length and X-Request-Id.
+       */
+      headers: Record<string, string | string[]>;
+    };
 
 export interface RelayRequest {
   method: string;
@@ -46,12 +67,21 @@ export interface RelayRequest {
   /** Apply the relay timeout (the owner's TimeoutHTTPRequests). */
   timeout: boolean;
   signal: AbortSignal;
+  /** X-Forwarded-For to send: the caller's chain plus the caller's address (caller.ts forwardedForOf). */
+  forwardedFor?: string;
 }
 
+/** An owner answer as HttpResponse carries it: canonical header names (SPEC §6). */
+export interface RelayAnswer {
+  statusCode: number;
+  headers: Record<string, string>;
+  body: string;
+}
 
 export type RelayResult =
-  | { ok: true; statusCode: number; headers: Record<string, string>; body: string }
-  | { ok: false; error: string; type: RelayErrorType };
+  | ({ ok: true } & RelayAnswer)
+  /** A body over the cap keeps its answer (status, headers, the body up to the cap) beside the error. */
+  | ({ ok: false; error: string; type: RelayErrorType } & Partial<RelayAnswer>);
 
 export interface SegmentEndBody {
   workflow_id: string;
@@ -64,6 +94,16 @@ export interface SegmentEndBody {
 
 function headerValue(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value.join(', ') : value;
+}
+
+/** `buf` without a trailing, incomplete UTF-8 sequence (a body cut at the cap may end mid-character). */
+function wholeCharacters(buf: Buffer): Buffer {
+  let lead = buf.length - 1;
+  while (lead >= 0 && buf.length - lead <= 3 && ((buf[lead] as number) & 0xc0) === 0x80) lead -= 1;
+  if (lead < 0) return buf;
+  const first = buf[lead] as number;
+  const width = first >= 0xf0 ? 4 : first >= 0xe0 ? 3 : first >= 0xc0 ? 2 : 1;
+  return buf.length - lead < width ? buf.subarray(0, lead) : buf;
 }
 
 async function readCapped(body: Dispatcher.ResponseData['body'], limit: number): Promise<{ data: Buffer; overflow: number }> {
@@ -133,10 +173,10 @@ export class OwnerClient {
     } finally {
       limit.dispose();
     }
-    const contentType = headerValue(response.headers['content-type']);
     if (response.statusCode !== 200) {
-      return { kind: 'denied', status: response.statusCode, body: read.data, contentType };
+      return { kind: 'denied', status: response.statusCode, body: read.data, headers: passedOnDenialHeaders(response.headers) };
     }
+    const contentType = headerValue(response.headers['content-type']);
     if (read.overflow) throw new GatewayError('PREAUTH_INVALID', 'owner preauth answer is too large');
     if (!contentType || contentType.split(';')[0]?.trim().toLowerCase() !== PREAUTH_CONTENT_TYPE) {
       throw new GatewayError('PREAUTH_INVALID', `owner preauth answer has content type ${contentType ?? '(none)'}, expected ${PREAUTH_CONTENT_TYPE}`);
@@ -157,43 +197,51 @@ export class OwnerClient {
 
   /**
    * Performs a runHTTPRequest against the owner API. Never throws: failures are answered
-   * to the workflow service as an httpResponse error (SPEC §6 wording).
+   * to the workflow service as an httpResponse error (SPEC §6 wording). The request
+   * carries what Workhorse's relay sends, so Rails' require_gitlab_workhorse!-style
+   * guards pass (Gitlab-Workhorse and the Gitlab-Workhorse-Api-Request JWT).
    */
   async relay(req: RelayRequest): Promise<RelayResult> {
+    const method = (req.method || 'GET').toUpperCase();
+    if (!relayMethods.has(method)) {
+      return { ok: false, type: 'refused_method', error: `invalid method: ${JSON.stringify(req.method.slice(0, 32))} (allowed: ${RELAY_METHODS.join(', ')})` };
+    }
     const checked = checkRelayPath(req.path);
     if (!checked.ok) return { ok: false, type: 'refused_path', error: `invalid path: ${checked.reason}` };
     if (req.signal.aborted) return { ok: false, type: 'aborted', error: 'request aborted' };
     const limit = deadline(req.signal, req.timeout ? this.options.relayTimeoutMs : undefined);
     const failure = (err: unknown): RelayResult => {
       if (req.signal.aborted) return { ok: false, type: 'aborted', error: 'request aborted' };
-      if (limit.timedOut) return { ok: false, type: 'timeout', error: 'request timed out' };
-      return { ok: false, type: 'network', error: `request failed: ${(err as Error).message}` };
+      if (limit.timedOut || isTimeoutError(err)) return { ok: false, type: 'timeout', error: 'request timed out' };
+      return { ok: false, type: 'network', error: networkErrorText(err, this.options.ownerUrl.host) };
     };
     try {
       const response = await this.pool.request({
-        method: (req.method || 'GET').toUpperCase() as Dispatcher.HttpMethod,
+        method: method as Dispatcher.HttpMethod,
         path: this.basePath + checked.path,
         headers: {
           authorization: `Bearer ${req.token}`,
           'content-type': 'application/json',
+          'gitlab-workhorse': `longrun-${version}`,
           'gitlab-workhorse-api-request': await this.jwt.get(),
           'x-gitlab-duo-workflow-id': req.workflowId,
           'x-request-id': req.requestId,
+          ...(req.forwardedFor ? { 'x-forwarded-for': req.forwardedFor } : {}),
           'user-agent': `longrun/${version}`,
         },
         body: req.body === undefined || req.body === '' ? undefined : req.body,
         signal: limit.signal,
       });
       const { data, overflow } = await readCapped(response.body, RELAY_BODY_LIMIT);
+      const answer: RelayAnswer = {
+        statusCode: response.statusCode,
+        headers: relayedResponseHeaders(response.headers),
+        body: (overflow ? wholeCharacters(data) : data).toString('utf8'),
+      };
       if (overflow) {
-        return { ok: false, type: 'too_large', error: `response body exceeded size limit (${RELAY_BODY_LIMIT} bytes)` };
+        return { ok: false, type: 'too_large', error: `response body exceeded size limit (${RELAY_BODY_LIMIT} bytes)`, ...answer };
       }
-      const headers: Record<string, string> = {};
-      for (const [name, value] of Object.entries(response.headers)) {
-        const text = headerValue(value);
-        if (text !== undefined) headers[name] = text;
-      }
-      return { ok: true, statusCode: response.statusCode, headers, body: data.toString('utf8') };
+      return { ok: true, ...answer };
     } catch (err) {
       return failure(err);
     } finally {
@@ -218,6 +266,7 @@ export class OwnerClient {
           path,
           headers: {
             'content-type': 'application/json',
+            'gitlab-workhorse': `longrun-${version}`,
             'gitlab-workhorse-api-request': await this.jwt.get(),
             'x-request-id': requestId,
             'user-agent': `longrun/${version}`,

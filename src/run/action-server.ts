@@ -20,6 +20,8 @@ export interface ActionContext {
   timeoutHTTPRequests: boolean;
   /** Aborted when the run ends: in-flight relays answer "request aborted". */
   signal: AbortSignal;
+  /** X-Forwarded-For for relayed requests: the caller's chain plus its address (caller.ts). */
+  forwardedFor: string | undefined;
   /** The owner's MCP servers (preauth McpServers) and this run's MCP sessions. */
   mcpServers: Record<string, McpServer> | null | undefined;
   mcp: McpSessions;
@@ -45,10 +47,13 @@ export async function serveAction(action: Action, ctx: ActionContext): Promise<A
         requestId: ctx.requestId,
         timeout: ctx.timeoutHTTPRequests,
         signal: ctx.signal,
+        forwardedFor: ctx.forwardedFor,
       });
       if (!result.ok) {
         ctx.metrics.relayError(result.type);
-        return { requestID, httpResponse: { error: result.error } };
+        // A body over the cap still carries its status, headers and the body up to the cap.
+        const { statusCode, headers, body, error } = result;
+        return { requestID, httpResponse: { statusCode, headers, body, error } };
       }
       ctx.metrics.relay(http.method ?? 'GET', result.statusCode, (performance.now() - started) / 1000);
       return { requestID, httpResponse: { statusCode: result.statusCode, headers: result.headers, body: result.body } };

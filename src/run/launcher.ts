@@ -16,6 +16,7 @@
  * Reservation: released here while no run exists, then by the run at its teardown.
  * Nothing here knows HTTP.
  */
+import { forwardedForOf, type Caller } from '../caller';
 import type { Config } from '../config';
 import { GatewayError } from '../errors';
 import type { DuoWorkflowAuth } from '../owner/preauth';
@@ -36,6 +37,8 @@ export interface AuthorizedStart {
   /** The caller's StartWorkflowRequest, decoded; the owner's authorization is applied here. */
   request: StartWorkflowRequest;
   requestId: string;
+  /** Who asked: address and X-Forwarded-For (relays), User-Agent and client headers (gRPC). */
+  caller?: Caller;
   /** Aborted when the caller is gone. */
   signal?: AbortSignal;
 }
@@ -145,10 +148,10 @@ export class Launcher {
 
   /** Opens the gRPC stream and the Run that owns it (and, from here on, the reservation). */
   private open(start: LaunchRequest, reservation: Reservation): Run {
-    const { auth, requestId, transport } = start;
+    const { auth, requestId, transport, caller } = start;
     let call;
     try {
-      call = this.parts.channels.open(auth.Service.URI, auth.Service.Secure ?? false, callMetadata(auth, requestId));
+      call = this.parts.channels.open(auth.Service.URI, auth.Service.Secure ?? false, callMetadata(auth, requestId, caller), caller?.userAgent);
     } catch (err) {
       throw new GatewayError('WORKFLOW_SERVICE_UNAVAILABLE', 'workflow service could not be reached', { cause: err });
     }
@@ -163,6 +166,7 @@ export class Launcher {
           token: auth.Service.Headers?.['x-gitlab-oauth-token'] ?? '',
           timeoutHTTPRequests: auth.TimeoutHTTPRequests ?? false,
           mcpServers: auth.McpServers,
+          forwardedFor: forwardedForOf(caller),
         },
         ...(start.transport === 'http' ? { sink: start.sink } : { runLimitMs: this.parts.config.runLimitMs }),
       },

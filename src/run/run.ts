@@ -93,6 +93,8 @@ export interface RunAccess {
   token: string;
   timeoutHTTPRequests: boolean;
   mcpServers: Record<string, McpServer> | null | undefined;
+  /** X-Forwarded-For for relayed requests: the caller's chain plus its address. */
+  forwardedFor: string | undefined;
 }
 
 export interface RunInit {
@@ -338,6 +340,7 @@ export class Run implements RegisteredRun {
       signal: this.abort.signal,
       mcpServers: this.init.access.mcpServers,
       mcp: new McpSessions(this.ctx.mcpTimeoutMs),
+      forwardedFor: this.init.access.forwardedFor,
     };
     await serveAction(action, this.actionContext).then(
       (response) => {

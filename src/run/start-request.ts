@@ -5,6 +5,7 @@
  * approval is forwarded (it resumes a turn paused for tool approval).
  */
 import * as grpc from '@grpc/grpc-js';
+import { metadataValue, type Caller } from '../caller';
 import { GatewayError } from '../errors';
 import type { DuoWorkflowAuth } from '../owner/preauth';
 import { messageTypes, type McpTool, type StartWorkflowRequest } from '../workflow/contract';
@@ -46,8 +47,14 @@ export function authorizeStartRequest(request: StartWorkflowRequest, auth: DuoWo
   };
 }
 
-/** gRPC metadata for the call: the owner's Service.Headers plus x-request-id. */
-export function callMetadata(auth: DuoWorkflowAuth, requestId: string): grpc.Metadata {
+/**
+ * gRPC metadata for the call: the owner's Service.Headers, the caller's GitLab client
+ * headers (`x-gitlab-client-name`, `x-gitlab-client-version`, as Workhorse passes them
+ * on; the owner's own value wins), and x-request-id. The caller's User-Agent cannot
+ * travel as metadata — grpc-js writes its own `user-agent` over it — so the channel
+ * carries it (ChannelPool.open's userAgent).
+ */
+export function callMetadata(auth: DuoWorkflowAuth, requestId: string, caller?: Caller): grpc.Metadata {
   const metadata = new grpc.Metadata();
   for (const [name, value] of Object.entries(auth.Service.Headers ?? {})) {
     const key = name.toLowerCase();
@@ -55,6 +62,13 @@ export function callMetadata(auth: DuoWorkflowAuth, requestId: string): grpc.Met
     if (!/^[0-9a-z_.-]+$/.test(key) || key.startsWith('grpc-')) continue;
     if (key.endsWith('-bin')) metadata.set(key, Buffer.from(value, 'base64'));
     else metadata.set(key, value);
+  }
+  for (const [key, value] of [
+    ['x-gitlab-client-name', caller?.clientName],
+    ['x-gitlab-client-version', caller?.clientVersion],
+  ] as const) {
+    const text = metadataValue(value);
+    if (text !== undefined && metadata.get(key).length === 0) metadata.set(key, text);
   }
   metadata.set('x-request-id', requestId);
   return metadata;

@@ -3,6 +3,12 @@
  * the pre-authorization of SPEC §2 (per-workflow configurable), verifies the
  * Gitlab-Workhorse-Api-Request JWT, serves a few API endpoints for runHTTPRequest to
  * hit, receives segment-end callbacks (§6) and records everything it received.
+ *
+ * As strict as Rails: the API endpoints sit behind a `require_gitlab_workhorse!`-style
+ * guard — a valid Gitlab-Workhorse-Api-Request JWT (iss "gitlab-workhorse") and a
+ * Gitlab-Workhorse header, else 403 — as the real workflow and checkpoint endpoints do.
+ * Answers use canonical header names, with GitLab's X-Next-Page/X-Total pagination on
+ * `/api/v4/projects/:id/issues`.
  */
 import { EventEmitter } from 'node:events';
 import { waitForChange } from './wait-for';
@@ -24,8 +30,8 @@ export interface PreauthConfig {
   serviceUri?: string;
   /** Service.Secure: the gateway must connect with TLS. */
   secure?: boolean;
-  /** Answer this status and body instead of a preauth (the owner refusing). */
-  deny?: { status: number; body: string; contentType?: string };
+  /** Answer this status, body and headers instead of a preauth (the owner refusing). */
+  deny?: { status: number; body: string; contentType?: string; headers?: Record<string, string | string[]> };
   /** Answer a 200 that is malformed in this way. */
   malformed?: 'content-type' | 'json' | 'missing-uri' | 'missing-workflow-id';
   /** Delay the answer (to test the preauth deadline). */
@@ -38,6 +44,10 @@ export interface ReceivedRequest {
   headers: Record<string, string | string[] | undefined>;
   body: string;
   at: number;
+  /** The X-Forwarded-For the owner received (what Rails derives the client IP from). */
+  forwardedFor: string | undefined;
+  /** The address of the peer that connected (longrun, for relayed calls). */
+  peer: string | undefined;
 }
 
 export interface SegmentEnd {
@@ -69,6 +79,10 @@ export class OwnerServiceSimulator {
   /** Every segment-end request that passed the JWT check, as received (headers included). */
   readonly segmentEndRequests: ReceivedRequest[] = [];
   readonly rejectedJwt: ReceivedRequest[] = [];
+  /** API requests refused with 403 by the Workhorse guard (no Gitlab-Workhorse or no valid JWT). */
+  readonly rejectedApi: ReceivedRequest[] = [];
+  /** Issues in every project's paginated `/api/v4/projects/:id/issues`. */
+  issuesPerProject = 7;
   /** Answer the next N segment-end callbacks with this status (to test retries). */
   segmentEndFailures: { remaining: number; status: number } = { remaining: 0, status: 503 };
   /** Never answer segment-end callbacks (a hung owner): they are recorded, then held open. */
@@ -97,6 +111,8 @@ export class OwnerServiceSimulator {
   static async start(options: OwnerSimulatorOptions): Promise<OwnerServiceSimulator> {
     const app = express();
     let sim: OwnerServiceSimulator | undefined;
+    app.disable('x-powered-by');
+    app.disable('etag');
     app.use(express.text({ type: () => true, limit: '16mb' }));
     app.use((req, res, next) => (sim ? sim.route(req, res, next) : next()));
     const server = app.listen(options.port ?? 0, options.host ?? '127.0.0.1');
@@ -134,6 +150,8 @@ export class OwnerServiceSimulator {
       headers: { ...req.headers },
       body: typeof req.body === 'string' ? req.body : '',
       at: Date.now(),
+      forwardedFor: req.get('x-forwarded-for'),
+      peer: req.socket.remoteAddress,
     };
   }
 
@@ -184,14 +202,31 @@ export class OwnerServiceSimulator {
       this.onSegmentEnd?.(end);
       return;
     }
+    const refusal = await this.workhorseGuard(req);
+    if (refusal) {
+      this.rejectedApi.push(received);
+      res.status(403).json({ message: refusal });
+      return;
+    }
     this.apiRequests.push(received);
     this.answerApi(req, res, received);
+  }
+
+  /**
+   * Rails' `require_gitlab_workhorse!`: the JWT is verified first (a bad one is a bare
+   * 403), then the Gitlab-Workhorse header must be present. Null when the request passes.
+   */
+  private async workhorseGuard(req: express.Request): Promise<string | null> {
+    if (!(await this.jwtOk(req))) return '403 Forbidden';
+    if (!req.get('gitlab-workhorse')) return '403 Forbidden - Request should be executed via GitLab Workhorse';
+    return null;
   }
 
   private async answerPreauth(workflowId: string, res: express.Response): Promise<void> {
     const config: PreauthConfig = { ...this.options.defaults, ...this.configs.get(workflowId) };
     if (config.delayMs) await new Promise((r) => setTimeout(r, config.delayMs));
     if (config.deny) {
+      for (const [name, value] of Object.entries(config.deny.headers ?? {})) res.setHeader(name, value);
       res.status(config.deny.status).type(config.deny.contentType ?? 'application/json').send(config.deny.body);
       return;
     }
@@ -236,10 +271,74 @@ export class OwnerServiceSimulator {
       res.redirect(302, String(req.query['to'] ?? 'http://127.0.0.1:1/elsewhere'));
     } else if (path === '/api/v4/status') {
       res.status(Number(req.query['code'] ?? 500)).json({ message: 'as asked' });
+    } else if (path === '/api/v4/reset') {
+      // The connection is reset (RST) instead of answered: a crashed or restarted upstream.
+      req.socket.resetAndDestroy();
+    } else if (path === '/api/v4/headers') {
+      this.answerHeaderShapes(res);
+    } else if (/^\/api\/v4\/projects\/[^/]+\/issues$/.test(path)) {
+      this.answerIssuesPage(req, res);
     } else if (/^\/api\/v4\/projects\/[^/]+$/.test(path)) {
       res.status(200).json({ id: path.split('/').pop(), name: 'sandbox-project' });
     } else {
       res.status(404).json({ message: '404 Not Found' });
     }
+  }
+
+  /**
+   * One page of a project's issues, paginated as GitLab's API does it: `page` and
+   * `per_page` (default 20, at most 100) in, X-Page, X-Per-Page, X-Total, X-Total-Pages,
+   * X-Next-Page and X-Prev-Page (empty when there is none) and Link out.
+   */
+  private answerIssuesPage(req: express.Request, res: express.Response): void {
+    const projectId = req.path.split('/')[4] ?? '';
+    const positive = (value: unknown, fallback: number): number => {
+      const n = Number(value);
+      return Number.isInteger(n) && n > 0 ? n : fallback;
+    };
+    const perPage = Math.min(100, positive(req.query['per_page'], 20));
+    const total = this.issuesPerProject;
+    const totalPages = Math.max(1, Math.ceil(total / perPage));
+    const page = positive(req.query['page'], 1);
+    const first = (page - 1) * perPage;
+    const items = Array.from({ length: Math.max(0, Math.min(perPage, total - first)) }, (_, i) => ({
+      id: 1_000 + first + i,
+      iid: first + i + 1,
+      project_id: projectId,
+      title: `issue ${first + i + 1}`,
+    }));
+    const link = (p: number, rel: string): string => `<${req.protocol}://${req.get('host') ?? ''}${req.path}?page=${p}&per_page=${perPage}>; rel="${rel}"`;
+    const links = [page < totalPages ? link(page + 1, 'next') : '', page > 1 ? link(page - 1, 'prev') : '', link(1, 'first'), link(totalPages, 'last')];
+    res.setHeader('Link', links.filter(Boolean).join(', '));
+    res.setHeader('X-Page', String(page));
+    res.setHeader('X-Per-Page', String(perPage));
+    res.setHeader('X-Total', String(total));
+    res.setHeader('X-Total-Pages', String(totalPages));
+    res.setHeader('X-Next-Page', page < totalPages ? String(page + 1) : '');
+    res.setHeader('X-Prev-Page', page > 1 && page <= totalPages + 1 ? String(page - 1) : '');
+    res.status(200).json(items);
+  }
+
+  /**
+   * An answer with every header shape a relay must handle: a name sent in lower case,
+   * repeated headers, a header named in Connection, Keep-Alive, a Proxy-* header, a
+   * chunked body with a declared trailer.
+   */
+  private answerHeaderShapes(res: express.Response): void {
+    res.setHeader('x-lower-case', 'kept');
+    res.setHeader('X-Multi', ['one', 'two']);
+    res.setHeader('WWW-Authenticate', ['Bearer realm="gitlab"', 'Basic realm="gitlab"']);
+    res.setHeader('Set-Cookie', ['a=1; Path=/', 'b=2; Path=/']);
+    res.setHeader('Connection', 'keep-alive, X-Hop-Secret');
+    res.setHeader('X-Hop-Secret', 'for the next hop only');
+    res.setHeader('Keep-Alive', 'timeout=5');
+    res.setHeader('Proxy-Authenticate', 'Basic realm="proxy"');
+    res.setHeader('Trailer', 'X-Checksum');
+    res.setHeader('Content-Type', 'application/json');
+    res.status(200);
+    // Written in parts without a Content-Length: Transfer-Encoding: chunked.
+    res.write('{"shapes":');
+    res.addTrailers({ 'X-Checksum': 'none' });
+    res.end('true}');
   }
 }

@@ -15,6 +15,11 @@
  *   {"op":"hang"}                                          never send anything again (until stopped or cancelled)
  *   {"op":"end"}                                           end the call OK now
  *   {"op":"repeat","times":N,"steps":[...]}                run the nested steps N times
+ *   {"op":"paginate","path":"/api/v4/projects/1/issues","perPage":2,"maxPages":50}
+ *                                                         GET path?page=1&per_page=2, then the page named by the
+ *                                                         answer's headers["X-Next-Page"] — looked up case-sensitively,
+ *                                                         as the real service does — until it is empty or absent;
+ *                                                         records the pages fetched and the items read (CallRecord.paginations)
  */
 import { z } from 'zod';
 
@@ -46,7 +51,8 @@ export type Step =
   | { op: 'fail'; code: (typeof grpcCodeNames)[number]; message?: string }
   | { op: 'hang' }
   | { op: 'end' }
-  | { op: 'repeat'; times: number; steps: Step[] };
+  | { op: 'repeat'; times: number; steps: Step[] }
+  | { op: 'paginate'; path: string; perPage?: number; maxPages?: number };
 
 const stepSchema: z.ZodType<Step> = z.lazy(() =>
   z.discriminatedUnion('op', [
@@ -59,6 +65,12 @@ const stepSchema: z.ZodType<Step> = z.lazy(() =>
     z.object({ op: z.literal('hang') }),
     z.object({ op: z.literal('end') }),
     z.object({ op: z.literal('repeat'), times: z.number().int().min(0).max(1_000_000), steps: z.array(stepSchema) }),
+    z.object({
+      op: z.literal('paginate'),
+      path: z.string(),
+      perPage: z.number().int().min(1).max(100).optional(),
+      maxPages: z.number().int().min(1).max(10_000).optional(),
+    }),
   ]),
 );
 

@@ -16,6 +16,7 @@ import {
   type DecodedClientEvent,
   type StartWorkflowRequest,
 } from '../workflow/contract';
+import { H2Front, type PingPolicy } from './h2-front';
 import { parseScenario, type Step } from './scenario';
 
 export const defaultInfraStopReasons = [
@@ -31,6 +32,15 @@ export interface CallEnd {
   at: number;
 }
 
+/** One `paginate` step: the pages it fetched, in order, and how it stopped. */
+export interface Pagination {
+  path: string;
+  pages: number[];
+  /** Items read over every page (each page's body is a JSON array). */
+  items: number;
+  end: 'last_page' | 'max_pages' | 'error';
+}
+
 /** What the simulator saw of one ExecuteWorkflow call. */
 export interface CallRecord {
   workflowId: string;
@@ -43,6 +53,7 @@ export interface CallRecord {
   stopReasons: string[];
   stopReceivedAt: number[];
   heartbeats: number;
+  paginations: Pagination[];
   ended?: CallEnd;
 }
 
@@ -57,6 +68,12 @@ export interface WorkflowSimulatorOptions {
   maxConcurrentStreams?: number;
   /** Serve TLS with this PEM key and certificate chain (for Service.Secure). */
   tls?: { key: Buffer; cert: Buffer };
+  /**
+   * Serve through a frame-reading TCP front (h2-front.ts, plain text only): enforce the
+   * real service's ping policy when `pingPolicy` is given (workflowServicePingPolicy is
+   * the real one), and allow blackHole().
+   */
+  front?: { pingPolicy?: PingPolicy };
 }
 
 class CallEnded extends Error {}
@@ -84,10 +101,13 @@ export class WorkflowServiceSimulator {
     readonly port: number,
     readonly host: string,
     options: WorkflowSimulatorOptions,
+    /** The TCP front clients connect to, when the simulator was started with one. */
+    readonly front?: H2Front,
   ) {
     this.infraStopReasons = new Set(options.infraStopReasons ?? defaultInfraStopReasons);
     this.ignoreStops = options.ignoreStops ?? false;
     this.events.setMaxListeners(0);
+    front?.onChange(() => this.changed());
   }
 
   /** Starts the server on host:port (default 127.0.0.1:0). */
@@ -102,15 +122,32 @@ export class WorkflowServiceSimulator {
     server.addService(duoWorkflowService, {
       ExecuteWorkflow: (call: grpc.ServerDuplexStream<DecodedClientEvent, Action>) => sim?.handle(call),
     });
-    const hostPort = host.includes(':') ? `[${host}]:${options.port ?? 0}` : `${host}:${options.port ?? 0}`;
+    if (options.front && options.tls) throw new Error('the front reads HTTP/2 frames: it cannot stand before a TLS server');
+    // With a front, the gRPC server takes any port and the front takes the asked one.
+    const grpcPort = options.front ? 0 : (options.port ?? 0);
+    const hostPort = host.includes(':') ? `[${host}]:${grpcPort}` : `${host}:${grpcPort}`;
     const port = await new Promise<number>((resolve, reject) => {
       const credentials = options.tls
         ? grpc.ServerCredentials.createSsl(null, [{ private_key: options.tls.key, cert_chain: options.tls.cert }])
         : grpc.ServerCredentials.createInsecure();
       server.bindAsync(hostPort, credentials, (err, p) => (err ? reject(err) : resolve(p)));
     });
-    sim = new WorkflowServiceSimulator(server, port, host, options);
+    if (!options.front) {
+      sim = new WorkflowServiceSimulator(server, port, host, options);
+      return sim;
+    }
+    const front = await H2Front.start({ host, port }, { host, pingPolicy: options.front.pingPolicy });
+    sim = new WorkflowServiceSimulator(server, front.port, host, options, front);
     return sim;
+  }
+
+  /**
+   * Every connection open through the front goes dead: nothing more is forwarded either
+   * way and nothing is closed (a dropped route, a frozen peer). Needs the `front` option.
+   */
+  blackHole(): void {
+    if (!this.front) throw new Error('blackHole() needs a simulator started with the front option');
+    this.front.blackHole();
   }
 
   /** host:port, as the owner's Service.URI. */
@@ -138,9 +175,15 @@ export class WorkflowServiceSimulator {
    */
   close(): Promise<void> {
     this.closing ??= new Promise<void>((resolve) => {
-      this.server.tryShutdown(() => resolve());
+      this.server.tryShutdown(() => {
+        if (this.front) void this.front.close().then(() => resolve());
+        else resolve();
+      });
       // Open calls would hold tryShutdown forever; end them.
       for (const finish of [...this.live.values()]) finish('status', 'UNAVAILABLE', 'workflow service shutting down');
+      // The front goes a moment later, once those statuses are through it (a black-holed
+      // connection never lets them through, nor the server's sessions close).
+      if (this.front) setTimeout(() => void this.front?.close(), 200).unref();
       setTimeout(() => this.server.forceShutdown(), 2_000).unref();
     });
     return this.closing;
@@ -255,6 +298,38 @@ export class WorkflowServiceSimulator {
         case 'repeat':
           for (let i = 0; i < step.times; i++) for (const inner of step.steps) await runStep(inner);
           return;
+        case 'paginate':
+          await paginate(step);
+          return;
+      }
+    };
+
+    // As the real service reads a paginated GitLab API: X-Next-Page, by its exact name.
+    const paginate = async (step: Extract<Step, { op: 'paginate' }>): Promise<void> => {
+      const pagination: Pagination = { path: step.path, pages: [], items: 0, end: 'last_page' };
+      record?.paginations.push(pagination);
+      const perPage = step.perPage ?? 20;
+      const separator = step.path.includes('?') ? '&' : '?';
+      let page = 1;
+      for (;;) {
+        pagination.pages.push(page);
+        const response = await request(
+          { runHTTPRequest: { method: 'GET', path: `${step.path}${separator}page=${page}&per_page=${perPage}` } },
+          'runHTTPRequest',
+        );
+        const http = response.httpResponse;
+        if (!http || http.error || (http.statusCode ?? 0) >= 400) {
+          pagination.end = 'error';
+          return;
+        }
+        pagination.items += countItems(http.body);
+        const next = Number(http.headers?.['X-Next-Page'] || NaN);
+        if (!Number.isInteger(next) || next <= page) return;
+        if (pagination.pages.length >= (step.maxPages ?? 100)) {
+          pagination.end = 'max_pages';
+          return;
+        }
+        page = next;
       }
     };
 
@@ -286,6 +361,7 @@ export class WorkflowServiceSimulator {
           stopReasons: [],
           stopReceivedAt: [],
           heartbeats: 0,
+          paginations: [],
         };
         this.calls.push(record);
         this.changed();
@@ -322,6 +398,15 @@ export class WorkflowServiceSimulator {
       halfCloseTimer = setTimeout(() => finish(call.cancelled ? 'cancelled' : 'ok'), HALF_CLOSE_GRACE_MS);
     });
     call.on('error', () => finish('cancelled'));
+  }
+}
+
+function countItems(body: string | undefined): number {
+  try {
+    const parsed: unknown = JSON.parse(body ?? '');
+    return Array.isArray(parsed) ? parsed.length : 0;
+  } catch {
+    return 0;
   }
 }
 

@@ -5,7 +5,7 @@
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request, type Dispatcher } from 'undici';
-import { signJwt, OWNER_ISSUER } from '../../src/owner/jwt';
+import { signOwnerJwt } from '../../src/owner/jwt';
 import { scenarioMetadata, type Step } from '../../src/sandbox/scenario';
 import { startChild, type Child } from './child';
 import { freePort } from './ports';
@@ -23,8 +23,9 @@ export interface Replica {
 
 const root = path.resolve(__dirname, '../..');
 
-export async function ownerJwt(): Promise<string> {
-  return signJwt(testSecret, OWNER_ISSUER);
+/** An owner token for the internal routes of `workflowId` (SPEC §6). */
+export async function ownerJwt(workflowId: string): Promise<string> {
+  return signOwnerJwt(testSecret, workflowId);
 }
 
 async function json(res: Dispatcher.ResponseData): Promise<Record<string, unknown>> {
@@ -77,13 +78,13 @@ export async function startReplica(name: string, env: Record<string, string>): P
     async stop(workflowId, token, body) {
       const res = await request(`${url}/internal/workflows/${workflowId}/stop`, {
         method: 'POST',
-        headers: { 'content-type': 'application/json', ...(token === undefined ? { authorization: `Bearer ${await ownerJwt()}` } : token ? { authorization: token } : {}) },
+        headers: { 'content-type': 'application/json', ...(token === undefined ? { authorization: `Bearer ${await ownerJwt(workflowId)}` } : token ? { authorization: token } : {}) },
         body: body === undefined ? undefined : JSON.stringify(body),
       });
       return { status: res.statusCode, body: await json(res) };
     },
     async runRecord(workflowId) {
-      const res = await request(`${url}/internal/workflows/${workflowId}/run`, { headers: { authorization: `Bearer ${await ownerJwt()}` } });
+      const res = await request(`${url}/internal/workflows/${workflowId}/run`, { headers: { authorization: `Bearer ${await ownerJwt(workflowId)}` } });
       return { status: res.statusCode, body: await json(res) };
     },
   };

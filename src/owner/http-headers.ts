@@ -1,0 +1,80 @@
+/**
+ * Response headers passed on from the owner (SPEC §2, §6), shaped as Workhorse shapes
+ * them: Go's net/http hands a proxy its upstream's headers under canonical names
+ * (`X-Next-Page`, `Www-Authenticate`), without the hop-by-hop ones. The workflow service
+ * looks relayed headers up by exact name, so the spelling is part of the contract.
+ */
+import type { IncomingHttpHeaders } from 'node:http';
+
+/** RFC 9110 token characters: the only bytes a header name may hold. */
+const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+
+/**
+ * The canonical form of a header name, as Go's textproto.CanonicalMIMEHeaderKey writes
+ * it: the first letter and every letter after a hyphen upper case, the rest lower case.
+ * A name that is not a token is returned unchanged (as Go does).
+ */
+export function canonicalHeaderKey(name: string): string {
+  if (!TOKEN.test(name)) return name;
+  let out = '';
+  let upper = true;
+  for (const ch of name) {
+    out += upper ? ch.toUpperCase() : ch.toLowerCase();
+    upper = ch === '-';
+  }
+  return out;
+}
+
+/**
+ * Headers that describe one connection, not the message (RFC 9110 §7.6.1), and are never
+ * passed on by a proxy; plus every `Proxy-*` header (addressed to a proxy, not to the
+ * final recipient). Headers named in `Connection` are hop-by-hop too (see hopByHop()).
+ */
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'te', 'trailer', 'transfer-encoding', 'upgrade']);
+
+/** The set of lower-case names that must not be passed on from `headers`. */
+function hopByHop(headers: IncomingHttpHeaders): (name: string) => boolean {
+  const connection = headers['connection'];
+  const named = new Set(
+    (Array.isArray(connection) ? connection.join(',') : (connection ?? ''))
+      .split(',')
+      .map((token) => token.trim().toLowerCase())
+      .filter(Boolean),
+  );
+  return (name) => HOP_BY_HOP.has(name) || name.startsWith('proxy-') || named.has(name);
+}
+
+/**
+ * An owner answer's headers as `HttpResponse.headers` (SPEC §6): canonical names, repeated
+ * values joined with ", " (as Workhorse joins a Go header's values), hop-by-hop removed.
+ */
+export function relayedResponseHeaders(headers: IncomingHttpHeaders): Record<string, string> {
+  const skip = hopByHop(headers);
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    const lower = name.toLowerCase();
+    if (value === undefined || skip(lower)) continue;
+    const key = canonicalHeaderKey(lower);
+    const text = Array.isArray(value) ? value.join(', ') : value;
+    // Two spellings of one name (possible only from a raw header list) merge as Go merges them.
+    out[key] = out[key] === undefined ? text : `${out[key]}, ${text}`;
+  }
+  return out;
+}
+
+/**
+ * The end-to-end headers of an owner's refusal, for the caller (SPEC §2): not hop-by-hop,
+ * not the framing (Content-Length, Transfer-Encoding: the body is re-framed, and cut at
+ * 32 KiB), not X-Request-Id (the caller gets longrun's, which the owner was given).
+ * Repeated headers (Set-Cookie, WWW-Authenticate) stay repeated.
+ */
+export function passedOnDenialHeaders(headers: IncomingHttpHeaders): Record<string, string | string[]> {
+  const skip = hopByHop(headers);
+  const out: Record<string, string | string[]> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    const lower = name.toLowerCase();
+    if (value === undefined || skip(lower) || lower === 'content-length' || lower === 'x-request-id') continue;
+    out[canonicalHeaderKey(lower)] = value;
+  }
+  return out;
+}
