@@ -273,6 +273,16 @@ describe('the Deployment against src/config.ts', () => {
     expect((benchDrainMs * cap) / benchRuns).toBeLessThan(config.drainTimeoutMs);
   });
 
+  it('docs/deploying.md states the grace period, the cap, the memory limit and the HPA target the manifests use', () => {
+    const docs = readFileSync(fromRoot('docs/deploying.md'), 'utf8');
+    const thousands = (n: number): string => n.toLocaleString('en-US').replaceAll(',', ' ');
+    const hpa = findResource(resources, 'HorizontalPodAutoscaler').spec as { metrics: Array<{ pods?: { target: { averageValue: string } } }> };
+    expect(docs).toContain(`\`terminationGracePeriodSeconds\` is ${podSpec.terminationGracePeriodSeconds} = ${config.shutdownDelayMs / 1_000} (shutdown delay) + ${config.drainTimeoutMs / 1_000} (drain)`);
+    expect(docs).toContain(`**${thousands(config.maxDetachedRuns)} detached runs per pod**`);
+    expect(docs).toContain(`→ ${container.resources?.limits?.['memory']}`);
+    expect(docs).toContain(`**${thousands(Number(hpa.metrics[0]?.pods?.target.averageValue))} runs in flight per pod**`);
+  });
+
   it('runs as the image user, non-root, read-only root filesystem, no privilege escalation, no capabilities', () => {
     const user = parseDockerfile().stages.at(-1)?.instructions.filter((i) => i.keyword === 'USER').at(-1)?.args;
     const [uid, gid] = (user ?? '').split(':').map(Number);
