@@ -2,9 +2,10 @@
  * The alert rules (deploy/prometheus/longrun-rules.yml): `promtool check rules` passes;
  * `promtool test rules` passes the unit tests in longrun-rules.test.yml, which hold, for
  * every alert, a case where it fires and one where it stays quiet; every metric and
- * label value the rules select is one a running gateway exports (except the metrics
- * proposed for the gateway, listed below, which it must not export yet); every alert
- * has a runbook line in docs/operating.md. promtool is optional outside CI.
+ * label value the rules (and the Grafana dashboard) select is one a running gateway
+ * exports on /metrics (except the metrics proposed for the gateway, listed below, which
+ * it must not export yet); every alert has a runbook line in docs/operating.md.
+ * promtool is optional outside CI.
  */
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -99,10 +100,11 @@ describe('the rule unit tests', () => {
 describe('the rules against what the gateway exports', () => {
   let stack: Stack;
   let samples: Sample[];
+  let types: Map<string, string>;
 
   beforeAll(async () => {
     stack = await startStack();
-    samples = parseExposition(await stack.metrics()).samples;
+    ({ samples, types } = parseExposition(await stack.metrics()));
   });
 
   afterAll(async () => {
@@ -131,6 +133,24 @@ describe('the rules against what the gateway exports', () => {
     // A metric used without a selector would escape the check above.
     const bare = rules.flatMap((r) => r.expr.replace(/[a-zA-Z_:][a-zA-Z0-9_:]*\s*\{[^}]*\}/g, '').match(/\blongrun_[a-z0-9_]+/g) ?? []);
     expect(bare).toEqual([]);
+  });
+
+  it('the Grafana dashboard selects only exported metrics and label values too', () => {
+    const dashboard = JSON.parse(readFileSync(fromRoot('deploy/grafana/longrun-dashboard.json'), 'utf8')) as { panels: Array<{ targets?: Array<{ expr: string }> }> };
+    const used = dashboard.panels.flatMap((p) => p.targets ?? []).flatMap((t) => selectors(t.expr));
+    expect(used.length).toBeGreaterThan(15);
+    // A family with no series yet (e.g. session errors before the first one) is still declared.
+    const family = (name: string): string | undefined => [name, name.replace(/_(bucket|count|sum)$/, '')].find((n) => types.has(n));
+    for (const { name, matchers } of used) {
+      expect(family(name), `${name} is exported`).toBeDefined();
+      const series = samples.filter((s) => s.name === name);
+      for (const { label, op, value } of matchers) {
+        if (TARGET_LABELS.includes(label)) continue;
+        for (const alternative of op === '=~' ? value.split('|') : [value]) {
+          expect(series.some((s) => s.labels[label] === alternative), `${name}{${label}="${alternative}"} is exported`).toBe(true);
+        }
+      }
+    }
   });
 
   it('the proposed metrics are not exported yet, and docs/operating.md proposes them', () => {
