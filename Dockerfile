@@ -20,15 +20,21 @@ COPY src ./src
 COPY bench ./bench
 RUN npm run build
 
+FROM ${NODE_IMAGE} AS deps
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --ignore-scripts
+
 FROM ${NODE_IMAGE} AS runtime
 ENV NODE_ENV=production
 WORKDIR /app
 # Only what runs: package.json (the version it reports), production dependencies, the
 # compiled gateway (not the benchmarks), the gRPC contract and the Lua scripts, both read
 # at run time from the package root (src/paths.ts: the folder holding package.json).
-# test/deploy-image.test.ts runs dist/src/main.js from a copy holding only these paths.
-COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --ignore-scripts && npm cache clean --force
+# No lock file, no npm cache. test/deploy-image.test.ts runs dist/src/main.js from a copy
+# holding only these paths.
+COPY package.json ./
+COPY --from=deps /app/node_modules ./node_modules
 COPY --from=build /app/dist/src ./dist/src
 COPY proto ./proto
 COPY src/coordination/*.lua ./src/coordination/
