@@ -170,6 +170,7 @@ export class Gateway {
   static async start(config: Config, options: GatewayOptions = {}): Promise<Gateway> {
     const logger = options.logger ?? createLogger(config.logLevel);
     const metrics = options.metrics ?? new Metrics();
+    metrics.maxDetachedRuns.set(config.maxDetachedRuns);
     const closables: Closable[] = [];
     const own = <T extends object>(name: string, part: T, close: (part: T) => Promise<void> | void, destroy?: (part: T) => void): T => {
       closables.push({ name, close: () => close(part), ...(destroy ? { destroy: () => destroy(part) } : {}) });
@@ -287,6 +288,7 @@ export class Gateway {
       if (this.state === 'serving') this.state = 'draining';
       metrics.draining.set(1);
       const started = Date.now();
+      metrics.drainDeadline.set((started + config.shutdownDelayMs + config.drainTimeoutMs) / 1000);
       logger.info({ runs: registry.size }, 'drain started');
       if (config.shutdownDelayMs > 0) await sleep(config.shutdownDelayMs);
       const budgetMs = config.drainTimeoutMs;

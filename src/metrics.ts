@@ -111,6 +111,12 @@ export class Metrics {
   readonly capRejections = new Counter({ name: 'longrun_cap_rejections_total', help: 'Executes refused by a cap, by cap.', labelNames: ['cap'], registers: [this.registry] });
   readonly runsInFlight = new Gauge({ name: 'longrun_runs_in_flight', help: 'Runs in flight in this process, by transport.', labelNames: ['transport'], registers: [this.registry] });
   readonly draining = new Gauge({ name: 'longrun_draining', help: '1 while the process drains after SIGTERM.', registers: [this.registry] });
+  readonly drainDeadline = new Gauge({
+    name: 'longrun_drain_deadline_timestamp_seconds',
+    help: 'Unix time at which the drain budget (shutdown delay + drain timeout) runs out; 0 while serving.',
+    registers: [this.registry],
+  });
+  readonly maxDetachedRuns = new Gauge({ name: 'longrun_max_detached_runs', help: 'LONGRUN_MAX_DETACHED_RUNS: the detached runs this process may hold.', registers: [this.registry] });
   readonly redisEvents = new Counter({
     name: 'longrun_redis_connection_events_total',
     help: 'Events of the connections to the coordination store (Redis), by connection and event.',
@@ -143,6 +149,7 @@ export class Metrics {
     for (const outcome of stopOutcomes) this.stopAcks.inc({ outcome }, 0);
     for (const connection of redisConnections) for (const event of redisEvents) this.redisEvents.inc({ connection, event }, 0);
     this.draining.set(0);
+    this.drainDeadline.set(0);
     this.buildInfo.set({ version }, 1);
   }
 
