@@ -19,9 +19,9 @@ import type { RunRegistry, Slot } from '../run/registry';
 import { Run } from '../run/run';
 import { authorizeStartRequest, callMetadata, decodeStartRequest } from '../run/start-request';
 import type { ChannelPool } from '../workflow/channel-pool';
-import { messageTypes, type StartWorkflowRequest } from '../workflow/contract';
+import type { StartWorkflowRequest } from '../workflow/contract';
 import { streamEndToError } from '../workflow/grpc-errors';
-import { encodeProtoJson } from '../workflow/protojson';
+import { workhorseActionJson } from '../workflow/action-line';
 import { sendError } from './error-response';
 import { NdjsonResponse } from './ndjson-response';
 import { readBody } from './read-body';
@@ -221,7 +221,7 @@ async function runBlocking(
   let run: Run;
   try {
     run = openRun(ctx, auth, requestId, 'http', lock, {
-      onCheckpoint: (action) => out.writeLine(encodeProtoJson(messageTypes.Action, action)),
+      onCheckpoint: (action) => out.writeLine(workhorseActionJson(action)),
     });
   } catch (err) {
     out.stop();
