@@ -8,11 +8,13 @@
  *   - the body decoder answers any input — random JSON, wrong types, deep nesting, huge
  *     numbers, unicode keys, broken bytes — with a StartWorkflowRequest or INVALID_REQUEST.
  */
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import protobuf from 'protobufjs';
 import type * as grpc from '@grpc/grpc-js';
 import { GatewayError } from '../src/errors';
+import { fromRoot } from '../src/paths';
 import { decodeStartRequest } from '../src/run/start-request';
 import { WORKHORSE_MARSHAL_OPTIONS, workhorseActionJson } from '../src/workflow/action-line';
 import { actionKinds, duoWorkflowService, loaderOptions, messageTypes, protoRoot, type Action, type ClientEvent } from '../src/workflow/contract';
@@ -53,6 +55,19 @@ describe('protojson property: every message type, every field set', () => {
   it('finds the whole contract by reflection', () => {
     expect(types.length).toBeGreaterThanOrEqual(50);
     expect(types.map((t) => t.name)).toEqual(expect.arrayContaining(['StartWorkflowRequest', 'Action', 'ActionResponse', 'NewCheckpoint', 'TokenBreakdown', 'PolicyRef', 'Icon']));
+  });
+
+  it('the generator sets every field of every type: all fields outside oneofs, one member of each oneof', () => {
+    for (const type of types) {
+      for (const message of fc.sample(messageArbitrary(type), 5)) {
+        const oneofs = realOneofs(type);
+        for (const field of type.fieldsArray) {
+          const inOneof = oneofs.find((o) => o.fieldsArray.includes(field));
+          if (!inOneof) expect(message[field.name], `${type.name}.${field.name}`).toBeDefined();
+        }
+        for (const oneof of oneofs) expect(oneof.fieldsArray.filter((f) => message[f.name] !== undefined), `${type.name}.${oneof.name}`).toHaveLength(1);
+      }
+    }
   });
 
   it.each(types.map((t) => [t.fullName.slice(1), t] as const))('%s survives JSON text, the wire and every encoding', (_name, type) => {
@@ -174,9 +189,12 @@ describe('protojson property: the execute body decoder never fails unexpectedly'
     expect(() => decodeProtoJson(messageTypes.StartWorkflowRequest, throughTextSafe(10_000))).toThrow(/nested deeper than/);
   });
 
-  it('covers each oneof of StartWorkflowRequest and its nested messages', () => {
-    expect(realOneofs(protoRoot.lookupType('Approval')).map((o) => o.name)).toEqual(['user_decision']);
+  it('docs/errors.md states the limit the code enforces', () => {
+    const doc = readFileSync(fromRoot('docs', 'errors.md'), 'utf8');
+    expect(doc).toContain(`**nesting is limited to ${MAX_JSON_DEPTH} levels**`);
+    expect(doc).toContain(`nested deeper than ${MAX_JSON_DEPTH} levels`);
   });
+
 });
 
 /** A parsed JSON value nested `depth` objects deep, built without recursion. */
