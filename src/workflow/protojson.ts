@@ -106,7 +106,8 @@ function isPlainObject(v: unknown): v is Plain {
 
 /** Sets an own enumerable property, even one named `__proto__` (a legal map or Struct key). */
 function setKey(target: Plain, key: string, value: unknown): void {
-  Object.defineProperty(target, key, { value, enumerable: true, writable: true, configurable: true });
+  if (key === '__proto__') Object.defineProperty(target, key, { value, enumerable: true, writable: true, configurable: true });
+  else target[key] = value;
 }
 
 function enter(depth: number, path: string): void {
