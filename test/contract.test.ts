@@ -18,7 +18,9 @@ import {
   type ClientEvent,
   type DecodedClientEvent,
 } from '../src/workflow/contract';
-import { decodeProtoJson, encodeProtoJson, jsonName, ProtoJsonError } from '../src/workflow/protojson';
+import protobuf from 'protobufjs';
+import { workhorseActionJson } from '../src/workflow/action-line';
+import { decodeProtoJson, encodeProtoJson, fieldJsonName, jsonName, ProtoJsonError } from '../src/workflow/protojson';
 
 const executeWorkflow = duoWorkflowService['ExecuteWorkflow'] as grpc.MethodDefinition<ClientEvent, Action>;
 
@@ -53,7 +55,50 @@ describe('contract: service definition', () => {
     expect(executeWorkflowPath).toBe(executeWorkflow.path);
     expect(executeWorkflow.requestStream).toBe(true);
     expect(executeWorkflow.responseStream).toBe(true);
-    expect(Object.keys(duoWorkflowService)).toEqual(['ExecuteWorkflow']);
+  });
+
+  it('has every rpc of the real service, with its streaming shape and message types', () => {
+    const rpcs = Object.entries(duoWorkflowService).map(([name, m]) => [
+      name,
+      m.path,
+      m.requestStream,
+      m.responseStream,
+      // proto-loader names the message types of each method.
+      (m as unknown as { requestType: { type: { name: string } } }).requestType.type.name,
+      (m as unknown as { responseType: { type: { name: string } } }).responseType.type.name,
+    ]);
+    expect(rpcs).toEqual([
+      ['ExecuteWorkflow', '/DuoWorkflow/ExecuteWorkflow', true, true, 'ClientEvent', 'Action'],
+      ['GenerateToken', '/DuoWorkflow/GenerateToken', false, false, 'GenerateTokenRequest', 'GenerateTokenResponse'],
+      ['ListCapabilities', '/DuoWorkflow/ListCapabilities', false, false, 'ListCapabilitiesRequest', 'ListCapabilitiesResponse'],
+      ['ListTools', '/DuoWorkflow/ListTools', false, false, 'ListToolsRequest', 'ListToolsResponse'],
+      ['ListFlows', '/DuoWorkflow/ListFlows', false, false, 'ListFlowsRequest', 'ListFlowsResponse'],
+      ['TrackSelfHostedExecuteWorkflow', '/DuoWorkflow/TrackSelfHostedExecuteWorkflow', true, true, 'TrackSelfHostedClientEvent', 'TrackSelfHostedAction'],
+      ['ValidateFlowConfig', '/DuoWorkflow/ValidateFlowConfig', false, false, 'ValidateFlowConfigRequest', 'ValidateFlowConfigResponse'],
+    ]);
+  });
+
+  it('keeps the reserved numbers and names (a reused number would misread an old peer)', () => {
+    const reserved = (name: string): unknown => protoRoot.lookupType(name).reserved;
+    expect(reserved('StartWorkflowRequest')).toEqual([[7, 7]]);
+    expect(reserved('ActionResponse')).toEqual([[2, 2], 'response']);
+    expect(reserved('RunCommandAction')).toEqual([[1, 1], [2, 2], 'command', 'withGitCredentials']);
+    expect(reserved('ListFlowsRequestFilter')).toEqual([[1, 1], 'name']);
+    expect(reserved('ValidateFlowConfigRequest')).toEqual([[2, 2], 'schema_version']);
+  });
+
+  it('an Action holds no Struct, Value or recursive type (so its ndjson line is bounded by the schema)', () => {
+    const seen = new Set<string>();
+    const visit = (type: protobuf.Type, chain: string[]): void => {
+      expect(type.fullName.startsWith('.google.protobuf.'), `${chain.join(' > ')} reaches ${type.fullName}`).toBe(false);
+      expect(chain.includes(type.fullName), `${chain.join(' > ')} is recursive`).toBe(false);
+      seen.add(type.fullName);
+      for (const field of type.fieldsArray) {
+        if (field.resolvedType instanceof protobuf.Type) visit(field.resolvedType, [...chain, type.fullName]);
+      }
+    };
+    visit(messageTypes.Action, []);
+    expect(seen).toContain('.TokenBreakdown');
   });
 
   it('has no proto package', () => {
@@ -157,6 +202,63 @@ describe('contract: ClientEvent bytes', () => {
   });
 });
 
+describe('contract: fields upstream added (bytes)', () => {
+  it('Approved.approval_source (4, enum varint) and policy_ref (5, PolicyRef{origin 1, file 2, hash 3, version 4})', () => {
+    const request = {
+      approval: { approval: { approval_source: 'APPROVAL_SOURCE_AUTO_MODE', policy_ref: { origin: 'o', file: 'f', hash: 'h', version: 'v' } } },
+    };
+    const policy = ld('0a', utf8('o')) + ld('12', utf8('f')) + ld('1a', utf8('h')) + ld('22', utf8('v'));
+    // APPROVAL_SOURCE_AUTO_MODE = 3: tag 4<<3|0 = 0x20.
+    const expected = ld('52', ld('0a', '2003' + ld('2a', policy)));
+    expect(viaProtobufjs('StartWorkflowRequest', request)).toBe(expected);
+    expect(viaGrpcRequest({ startRequest: request as never })).toBe(ld('0a', expected));
+  });
+
+  it('NewCheckpoint.agent_context_usage (5): map entries of TokenBreakdown{total_tokens 1, max_tokens 2}', () => {
+    const action = { requestID: '1', newCheckpoint: { agent_context_usage: { a: { total_tokens: 5, max_tokens: 200 } } } };
+    // 200 → varint c8 01.
+    const entry = ld('0a', utf8('a')) + ld('12', '0805' + '10c801');
+    const expected = ld('0a', utf8('1')) + ld('42', ld('2a', entry));
+    expect(viaProtobufjs('Action', action)).toBe(expected);
+    expect(viaGrpcResponse(action)).toBe(expected);
+  });
+
+  it('trackLlmCallForSelfHosted (16) and scheduleNotification (17) with their real fields', () => {
+    // Field 16, length-delimited: tag 130 → varint 82 01; field 17: 138 → 8a 01.
+    const track = { requestID: '1', trackLlmCallForSelfHosted: { workflowID: 'w', featureQualifiedName: 'f', featureAiCatalogItem: true } };
+    expect(viaGrpcResponse(track)).toBe(ld('0a', utf8('1')) + '8201' + '08' + ld('0a', utf8('w')) + ld('12', utf8('f')) + '1801');
+    const schedule = { requestID: '2', scheduleNotification: { task_id: 't', condition: 'c', message: 'm' } };
+    expect(viaGrpcResponse(schedule)).toBe(ld('0a', utf8('2')) + '8a01' + '09' + ld('0a', utf8('t')) + ld('12', utf8('c')) + ld('1a', utf8('m')));
+  });
+
+  it('ActionResponse.scheduleNotificationResponse (5) with accepted 1, reason 2, fires_at 3', () => {
+    const response = { requestID: '3', scheduleNotificationResponse: { accepted: true, reason: 'r', fires_at: 'f' } };
+    const expected = ld('12', ld('0a', utf8('3')) + ld('2a', '0801' + ld('12', utf8('r')) + ld('1a', utf8('f'))));
+    expect(viaGrpcRequest({ actionResponse: response })).toBe(expected);
+  });
+
+  it('McpTool icons (4: Icons{items 1: Icon{url 1, mime_type 2, sizes 3, theme 4}}) and annotations (5)', () => {
+    const tool = {
+      name: 't',
+      icons: { items: [{ url: 'u', mime_type: 'm', sizes: ['s'], theme: 'd' }] },
+      annotations: { title: 'T', read_only_hint: false, destructive_hint: true, idempotent_hint: false, open_world_hint: true },
+    };
+    const icon = ld('0a', utf8('u')) + ld('12', utf8('m')) + ld('1a', utf8('s')) + ld('22', utf8('d'));
+    // Optional bools keep an explicit false on the wire.
+    const annotations = ld('0a', utf8('T')) + '1000' + '1801' + '2000' + '2801';
+    const expected = ld('42', ld('0a', utf8('t')) + ld('22', ld('0a', icon)) + ld('2a', annotations));
+    expect(viaProtobufjs('StartWorkflowRequest', { mcpTools: [tool] })).toBe(expected);
+  });
+
+  it('RunShellCommand.timeout (2), ReadFile.limit (2) and offset (3), RunCommandAction.timeout (6): optional int64', () => {
+    expect(viaGrpcResponse({ requestID: '1', runShellCommand: { command: 'c', timeout: '0' } })).toBe(ld('0a', utf8('1')) + ld('7a', ld('0a', utf8('c')) + '1000'));
+    expect(viaGrpcResponse({ requestID: '1', runReadFile: { filepath: 'f', limit: '5', offset: '300' } })).toBe(
+      ld('0a', utf8('1')) + ld('22', ld('0a', utf8('f')) + '1005' + '18ac02'),
+    );
+    expect(viaGrpcResponse({ requestID: '1', runCommand: { program: 'p', timeout: '1' } })).toBe(ld('0a', utf8('1')) + ld('12', ld('1a', utf8('p')) + '3001'));
+  });
+});
+
 describe('contract: Action bytes', () => {
   it('requestID (1) + newCheckpoint (8) with status (1), checkpoint (2), goal (3), errors (4)', () => {
     const action = { requestID: '1', newCheckpoint: { status: 'RUNNING', checkpoint: '{}', goal: 'g', errors: ['e1'] } };
@@ -222,21 +324,20 @@ describe('protojson: decoding StartWorkflowRequest', () => {
     resume_checkpoint_ts: '2025-01-01T00:00:00Z',
   };
 
-  const { additional_context, preapproved_tools, resume_checkpoint_ts, ...sameInBoth } = protoNames;
-  const camelNames = {
-    ...sameInBoth,
-    approval: { approval: { rememberApproval: true, toolName: 'run', toolArgsJson: '{"x":1}' } },
-    additionalContext: additional_context,
-    preapprovedTools: preapproved_tools,
-    resumeCheckpointTs: resume_checkpoint_ts,
-  };
-
-  it('names JSON fields as protoc does', () => {
+  it('names JSON fields as protoc does, unless the contract sets json_name', () => {
     expect(jsonName('additional_context')).toBe('additionalContext');
-    expect(jsonName('preapproved_tools')).toBe('preapprovedTools');
-    expect(jsonName('resume_checkpoint_ts')).toBe('resumeCheckpointTs');
     expect(jsonName('workflowID')).toBe('workflowID');
     expect(jsonName('tool_args_json')).toBe('toolArgsJson');
+    const field = (typeName: string, name: string): protobuf.Field => protoRoot.lookupType(typeName).fields[name] as protobuf.Field;
+    // The contract pins these JSON names to the proto names.
+    expect(fieldJsonName(field('StartWorkflowRequest', 'additional_context'))).toBe('additional_context');
+    expect(fieldJsonName(field('StartWorkflowRequest', 'preapproved_tools'))).toBe('preapproved_tools');
+    expect(fieldJsonName(field('StartWorkflowRequest', 'resume_checkpoint_ts'))).toBe('resume_checkpoint_ts');
+    expect(fieldJsonName(field('Approval.Approved', 'approval_source'))).toBe('approval_source');
+    // ... and leave these to protoc.
+    expect(fieldJsonName(field('Icon', 'mime_type'))).toBe('mimeType');
+    expect(fieldJsonName(field('ToolAnnotations', 'read_only_hint'))).toBe('readOnlyHint');
+    expect(fieldJsonName(field('TokenBreakdown', 'total_tokens'))).toBe('totalTokens');
   });
 
   it('accepts proto field names', () => {
@@ -252,8 +353,56 @@ describe('protojson: decoding StartWorkflowRequest', () => {
     });
   });
 
-  it('accepts lowerCamelCase JSON names and decodes them to the same message', () => {
-    expect(decodeProtoJson(type, camelNames)).toEqual(decodeProtoJson(type, protoNames));
+  it('accepts the JSON name of a field as well as its proto name', () => {
+    const tool = { name: 't', icons: { items: [{ url: 'u', mime_type: 'image/png' }] }, annotations: { read_only_hint: true } };
+    const camelTool = { name: 't', icons: { items: [{ url: 'u', mimeType: 'image/png' }] }, annotations: { readOnlyHint: true } };
+    expect(decodeProtoJson(type, { mcpTools: [camelTool] })).toEqual(decodeProtoJson(type, { mcpTools: [tool] }));
+    expect(decodeProtoJson(type, { mcpTools: [camelTool] })).toEqual({ mcpTools: [tool] });
+  });
+
+  it('discards a lowerCamelCase spelling the contract does not name (json_name is the proto name), as Workhorse does', () => {
+    const decoded = decodeProtoJson(type, {
+      workflowID: '1',
+      additionalContext: [{ category: 'file' }],
+      preapprovedTools: ['a'],
+      resumeCheckpointTs: 'x',
+      approval: { approval: { toolName: 'run', rememberApproval: true, approvalSource: 'APPROVAL_SOURCE_AUTO_MODE' } },
+    });
+    expect(decoded).toEqual({ workflowID: '1', approval: { approval: {} } });
+  });
+
+  it('refuses a field given under both its names', () => {
+    expect(() => decodeProtoJson(type, { mcpTools: [{ annotations: { read_only_hint: true, readOnlyHint: false } }] })).toThrow(
+      /mcpTools\[0\]\.annotations\.read_only_hint: given twice \(as read_only_hint and readOnlyHint\)/,
+    );
+  });
+
+  it('carries approval_source (enum by name or number) and policy_ref; discards an enum name it does not know', () => {
+    const approved = { approval_source: 'APPROVAL_SOURCE_PRETOOLUSE_HOOK', policy_ref: { origin: 'project', file: '.gitlab/duo.yml', hash: 'abc', version: '2' } };
+    expect(decodeProtoJson(type, { approval: { approval: approved } })).toEqual({ approval: { approval: approved } });
+    expect(decodeProtoJson(type, { approval: { approval: { approval_source: 3 } } })).toEqual({ approval: { approval: { approval_source: 'APPROVAL_SOURCE_AUTO_MODE' } } });
+    // A number the contract does not name stays a number (proto3 enums are open).
+    expect(decodeProtoJson(type, { approval: { approval: { approval_source: 42 } } })).toEqual({ approval: { approval: { approval_source: 42 } } });
+    expect(decodeProtoJson(type, { approval: { approval: { approval_source: 'APPROVAL_SOURCE_FROM_THE_FUTURE', tool_name: 't' } } })).toEqual({
+      approval: { approval: { tool_name: 't' } },
+    });
+    expect(() => decodeProtoJson(type, { approval: { approval: { approval_source: true } } })).toThrow(/approval_source: expected an enum value of ApprovalSource/);
+  });
+
+  it('refuses a number no double holds, in flowConfig as elsewhere', () => {
+    expect(() => decodeProtoJson(type, { flowConfig: { n: Number.POSITIVE_INFINITY } })).toThrow(/flowConfig\.n: number out of range for a double/);
+  });
+
+  it('refuses an unpaired surrogate in a string or a Struct key', () => {
+    expect(() => decodeProtoJson(type, { goal: 'a\ud800' })).toThrow(/goal: invalid UTF-16/);
+    expect(() => decodeProtoJson(type, { flowConfig: { '\udc00': 1 } })).toThrow(/invalid UTF-16/);
+    expect(decodeProtoJson(type, { goal: '\u{1F600}' })).toEqual({ goal: '\u{1F600}' });
+  });
+
+  it('keeps a __proto__ key of flowConfig as a key', () => {
+    const decoded = decodeProtoJson(type, JSON.parse('{"flowConfig":{"__proto__":{"a":1}}}') as unknown) as { flowConfig: { fields: Record<string, unknown> } };
+    expect(Object.keys(decoded.flowConfig.fields)).toEqual(['__proto__']);
+    expect(Object.getPrototypeOf(decoded.flowConfig.fields)).toBe(Object.prototype);
   });
 
   it('discards unknown fields at every level', () => {
@@ -299,7 +448,9 @@ describe('protojson: decoding StartWorkflowRequest', () => {
     [{ workflowID: true }, 'workflowID', /workflowID: expected a string/],
     [{ streaming: 'yes' }, 'streaming', /streaming: expected a boolean/],
     [{ preapproved_tools: 'read_file' }, 'preapproved_tools', /preapproved_tools: expected a JSON array/],
-    [{ preapprovedTools: ['a', 2] }, 'preapproved_tools[1]', /preapproved_tools\[1\]: expected a string/],
+    [{ preapproved_tools: ['a', 2] }, 'preapproved_tools[1]', /preapproved_tools\[1\]: expected a string/],
+    [{ clientCapabilities: ['a', null] }, 'clientCapabilities[1]', /clientCapabilities\[1\]: expected a string/],
+    [{ mcpTools: [null] }, 'mcpTools[0]', /mcpTools\[0\]: expected a JSON object, not null/],
     [{ additional_context: [{ id: 3 }] }, 'additional_context[0].id', /additional_context\[0\]\.id/],
     [{ mcpTools: [{ name: 'n', trusted: 'yes' }] }, 'mcpTools[0].trusted', /mcpTools\[0\]\.trusted: expected a boolean/],
     [{ approval: 'yes' }, 'approval', /approval: expected a JSON object/],
@@ -328,11 +479,11 @@ describe('protojson: decoding StartWorkflowRequest', () => {
     expect(encodeProtoJson(type, decoded, { useProtoNames: true })).toEqual(protoNames);
   });
 
-  it('encodes lowerCamelCase JSON names by default', () => {
-    const decoded = decodeProtoJson(type, protoNames);
+  it('encodes JSON names by default: json_name where the contract sets it, else lowerCamelCase', () => {
+    const decoded = decodeProtoJson(type, { ...protoNames, mcpTools: [{ name: 't', icons: { items: [{ url: 'u', mime_type: 'image/png' }] } }] });
     const encoded = encodeProtoJson(type, decoded) as Record<string, unknown>;
-    expect(encoded).toEqual(camelNames);
-    expect(encoded).not.toHaveProperty('additional_context');
+    expect(encoded).toEqual({ ...protoNames, mcpTools: [{ name: 't', icons: { items: [{ url: 'u', mimeType: 'image/png' }] } }] });
+    expect(encoded).toHaveProperty('additional_context');
   });
 
   it('omits empty repeated fields when encoding', () => {
@@ -372,12 +523,23 @@ describe('protojson: other messages', () => {
     expect(() => decodeProtoJson(messageTypes.ActionResponse, { httpResponse: { statusCode: 'ok' } })).toThrow(/httpResponse\.statusCode: expected an integer/);
   });
 
-  it('encodes a received newCheckpoint Action as the ndjson line blocking mode writes', () => {
-    const bytes = executeWorkflow.responseSerialize({
-      requestID: '1',
-      newCheckpoint: { status: 'RUNNING', checkpoint: '{"a":1}', goal: 'g', errors: [] },
-    });
-    const received = executeWorkflow.responseDeserialize(bytes);
+  it('reads integers as protojson does: numbers or numeric strings, exponents allowed, range checked', () => {
+    const status = (statusCode: unknown): unknown => decodeProtoJson(messageTypes.ActionResponse, { httpResponse: { statusCode } });
+    expect(status('404')).toEqual({ httpResponse: { statusCode: 404 } });
+    expect(status(4.04e2)).toEqual({ httpResponse: { statusCode: 404 } });
+    expect(status('1e2')).toEqual({ httpResponse: { statusCode: 100 } });
+    expect(() => status(2 ** 31)).toThrow(/httpResponse\.statusCode: integer out of range for int32/);
+    expect(() => status(1.5)).toThrow(/expected an integer/);
+    expect(() => status(' 1')).toThrow(/expected an integer/);
+    const timeout = (value: unknown): unknown => decodeProtoJson(messageTypes.Action, { runShellCommand: { timeout: value } });
+    expect(timeout('9223372036854775807')).toEqual({ runShellCommand: { timeout: '9223372036854775807' } });
+    expect(() => timeout('9223372036854775808')).toThrow(/integer out of range for int64/);
+  });
+
+  it('omits absent and empty fields by default (Go protojson without EmitUnpopulated)', () => {
+    const received = executeWorkflow.responseDeserialize(
+      executeWorkflow.responseSerialize({ requestID: '1', newCheckpoint: { status: 'RUNNING', checkpoint: '{"a":1}', goal: 'g', errors: [] } }),
+    );
     expect(JSON.stringify(encodeProtoJson(messageTypes.Action, received))).toBe(
       '{"requestID":"1","newCheckpoint":{"status":"RUNNING","checkpoint":"{\\"a\\":1}","goal":"g"}}',
     );
@@ -386,5 +548,76 @@ describe('protojson: other messages', () => {
   it('encodes a received heartbeat int64 as a string', () => {
     const received = executeWorkflow.requestDeserialize(executeWorkflow.requestSerialize({ heartbeat: { timestamp: '42' } }));
     expect(encodeProtoJson(messageTypes.ClientEvent, received)).toEqual({ heartbeat: { timestamp: '42' } });
+  });
+});
+
+describe('ndjson lines as Workhorse writes them (protojson UseProtoNames + EmitUnpopulated)', () => {
+  /** The line for an Action after a trip over the wire, as the gateway sees it. */
+  function line(action: Action): string {
+    return JSON.stringify(workhorseActionJson(executeWorkflow.responseDeserialize(executeWorkflow.responseSerialize(action))));
+  }
+
+  it('a bare checkpoint carries every NewCheckpoint field: empty strings, "errors":[] and "agent_context_usage":{}', () => {
+    expect(line({ requestID: '1', newCheckpoint: {} })).toBe(
+      '{"requestID":"1","newCheckpoint":{"status":"","checkpoint":"","goal":"","errors":[],"agent_context_usage":{}}}',
+    );
+  });
+
+  it('writes proto names, declaration order, map keys sorted and zero numbers inside map values', () => {
+    const action = {
+      requestID: '7',
+      newCheckpoint: {
+        status: 'RUNNING',
+        checkpoint: '{"a":1}',
+        goal: 'g',
+        errors: ['e1'],
+        agent_context_usage: { planner: { total_tokens: 1, max_tokens: 200_000 }, executor: { total_tokens: 5 } },
+      },
+    };
+    expect(line(action)).toBe(
+      '{"requestID":"7","newCheckpoint":{"status":"RUNNING","checkpoint":"{\\"a\\":1}","goal":"g","errors":["e1"],' +
+        '"agent_context_usage":{"executor":{"total_tokens":5,"max_tokens":0},"planner":{"total_tokens":1,"max_tokens":200000}}}}',
+    );
+  });
+
+  it('never writes an unset oneof member or an unset optional field; writes a set optional even when zero', () => {
+    expect(line({ requestID: '2', runShellCommand: { command: 'ls' } })).toBe('{"requestID":"2","runShellCommand":{"command":"ls"}}');
+    expect(line({ requestID: '2', runShellCommand: { command: 'ls', timeout: '0' } })).toBe('{"requestID":"2","runShellCommand":{"command":"ls","timeout":"0"}}');
+    expect(line({ requestID: '3', runHTTPRequest: { method: 'GET', path: '/' } })).toBe('{"requestID":"3","runHTTPRequest":{"method":"GET","path":"/"}}');
+    expect(line({ requestID: '' })).toBe('{"requestID":""}');
+  });
+
+  it('writes proto names where the JSON name differs, zero bools and 64-bit integers as strings', () => {
+    expect(line({ requestID: '4', grep: { pattern: 'x' } })).toBe('{"requestID":"4","grep":{"search_directory":"","pattern":"x","case_insensitive":false}}');
+    expect(line({ requestID: '5', trackLlmCallForSelfHosted: {} })).toBe(
+      '{"requestID":"5","trackLlmCallForSelfHosted":{"workflowID":"","featureQualifiedName":"","featureAiCatalogItem":false}}',
+    );
+    expect(line({ requestID: '6', runReadFile: { filepath: 'f', limit: '9007199254740993' } })).toBe(
+      '{"requestID":"6","runReadFile":{"filepath":"f","limit":"9007199254740993"}}',
+    );
+    expect(line({ requestID: '8', runCommand: { program: 'p' } })).toBe('{"requestID":"8","runCommand":{"program":"p","arguments":[],"flags":[]}}');
+  });
+
+  it('follows the same rules for any message: null for an unset singular message, the zero name of an enum', () => {
+    const options = { useProtoNames: true, emitUnpopulated: true };
+    expect(JSON.stringify(encodeProtoJson(protoRoot.lookupType('ValidateFlowConfigRequest'), {}, options))).toBe('{"flow_config":null}');
+    expect(JSON.stringify(encodeProtoJson(protoRoot.lookupType('HeartbeatRequest'), {}, options))).toBe('{"timestamp":"0"}');
+    expect(JSON.stringify(encodeProtoJson(messageTypes.StartWorkflowRequest, {}, options))).toBe(
+      '{"clientVersion":"","workflowID":"","workflowDefinition":"","goal":"","workflowMetadata":"","clientCapabilities":[],"mcpTools":[],"additional_context":[],"preapproved_tools":[]}',
+    );
+    // The contract has no enum without presence; a small type of the same shape shows the rule.
+    const root = protobuf.parse('syntax = "proto3"; enum Color { COLOR_UNSET = 0; RED = 1; } message Paint { Color color = 1; optional Color trim = 2; bytes blob = 3; double ratio = 4; }', { keepCase: true }).root;
+    root.resolveAll();
+    const paint = root.lookupType('Paint');
+    expect(JSON.stringify(encodeProtoJson(paint, {}, options))).toBe('{"color":"COLOR_UNSET","blob":"","ratio":0}');
+    expect(JSON.stringify(encodeProtoJson(paint, { color: 1, trim: 0, blob: Buffer.from('hi'), ratio: Number.NaN }, options))).toBe(
+      '{"color":"RED","trim":"COLOR_UNSET","blob":"aGk=","ratio":"NaN"}',
+    );
+  });
+
+  it('a line a Workhorse client reads back: the proto names decode to the same Action', () => {
+    const action = { requestID: '9', newCheckpoint: { status: 'DONE', errors: ['x'], agent_context_usage: { a: { total_tokens: 3, max_tokens: 4 } } } };
+    const parsed = JSON.parse(line(action)) as unknown;
+    expect(decodeProtoJson(messageTypes.Action, parsed)).toEqual({ ...action, newCheckpoint: { ...action.newCheckpoint, checkpoint: '', goal: '' } });
   });
 });

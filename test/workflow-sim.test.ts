@@ -8,7 +8,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { PingPolicy } from '../src/sandbox/h2-front';
 import { WorkflowServiceSimulator, type CallRecord } from '../src/sandbox/workflow-sim';
 import { scenarioMetadata, type Step } from '../src/sandbox/scenario';
-import type { Action } from '../src/workflow/contract';
+import type protobuf from 'protobufjs';
+import { everyActionPayload } from '../src/sandbox/every-action';
+import { actionKinds, messageTypes, type Action, type ActionResponse } from '../src/workflow/contract';
 import { WorkflowTestClient, type WorkflowTestCall } from './helpers/workflow-client';
 
 let nextWorkflowId = 1000;
@@ -342,6 +344,140 @@ describe('workflow simulator: scenarios', () => {
 
   it('waitFor rejects after its timeout, naming what it waited for', async () => {
     await expect(sim.waitFor(() => false, 20, 'the impossible')).rejects.toThrow(/timed out after 20 ms waiting for the impossible/);
+  });
+});
+
+describe('workflow simulator: upstream fidelity (agent_context_usage, every action kind, approvals, answer types)', () => {
+  let sim: WorkflowServiceSimulator;
+  let client: WorkflowTestClient;
+
+  beforeAll(async () => {
+    sim = await WorkflowServiceSimulator.start();
+    client = new WorkflowTestClient(sim.address);
+  });
+  afterAll(async () => {
+    client.close();
+    await sim.close();
+  });
+
+  /** The answer a correct client gives each kind: the response type the service reads for it. */
+  function answer(action: Action): ActionResponse {
+    const requestID = action.requestID ?? '';
+    if (action.action === 'runHTTPRequest') return { requestID, httpResponse: { statusCode: 200, body: 'ok' } };
+    if (action.action === 'scheduleNotification') return { requestID, scheduleNotificationResponse: { accepted: false, reason: 'no' } };
+    return { requestID, plainTextResponse: { error: `refused ${action.action}` } };
+  }
+
+  it('checkpoints carry errors and agent_context_usage: given, by default one agent named after the flow, or none', async () => {
+    const workflowId = String(nextWorkflowId++);
+    const call = client.open();
+    call.send({
+      startRequest: {
+        workflowID: workflowId,
+        workflowDefinition: 'software_development',
+        workflowMetadata: scenarioMetadata([
+          { op: 'checkpoint', text: 'a', errors: ['e1', 'e2'], usage: { planner: { total_tokens: 12, max_tokens: 100 } } },
+          { op: 'checkpoint', text: 'b' },
+          { op: 'checkpoint', text: 'c', usage: {} },
+        ]),
+      },
+    });
+    expect((await call.status).codeName).toBe('OK');
+    expect(call.actions.map((a) => a.newCheckpoint)).toEqual([
+      { status: 'RUNNING', checkpoint: 'a', goal: '', errors: ['e1', 'e2'], agent_context_usage: { planner: { total_tokens: 12, max_tokens: 100 } } },
+      { status: 'RUNNING', checkpoint: 'b', goal: '', agent_context_usage: { software_development: { total_tokens: 2_000, max_tokens: 200_000 } } },
+      { status: 'RUNNING', checkpoint: 'c', goal: '' },
+    ]);
+  });
+
+  it('every_action payloads set every field of every action kind the contract has', () => {
+    expect(Object.keys(everyActionPayload)).toEqual([...actionKinds]);
+    for (const kind of actionKinds) {
+      const type = (messageTypes.Action.fields[kind] as protobuf.Field).resolvedType as protobuf.Type;
+      const payload = everyActionPayload[kind];
+      for (const field of type.fieldsArray) {
+        const value = payload[field.name];
+        expect(value, `${kind}.${field.name}`).toBeTruthy();
+        if (Array.isArray(value) || (typeof value === 'object' && value !== null)) expect(Object.keys(value).length, `${kind}.${field.name}`).toBeGreaterThan(0);
+      }
+      expect(Object.keys(payload).sort(), kind).toEqual(type.fieldsArray.map((f) => f.name).sort());
+    }
+  });
+
+  it('every_action sends each kind in field-number order with every field, awaits each answer and records it', async () => {
+    const { call, workflowId } = start(client, [{ op: 'every_action' }]);
+    for (let i = 0; i < actionKinds.length; i++) {
+      const action = await call.action(i);
+      expect(action.action).toBe(actionKinds[i]);
+      if (action.action !== 'newCheckpoint') call.send({ actionResponse: answer(action) });
+    }
+    expect((await call.status).codeName).toBe('OK');
+    for (const action of call.actions) {
+      const kind = action.action as (typeof actionKinds)[number];
+      const received = action[kind] as Record<string, unknown>;
+      // Everything sent arrives (proto-loader adds `_timeout`-style presence markers only).
+      expect(received, kind).toMatchObject(everyActionPayload[kind]);
+    }
+    const record = await ended(sim, workflowId);
+    expect(record.actionResponses.map((r) => r.kind)).toEqual(actionKinds.filter((k) => k !== 'newCheckpoint'));
+    expect(record.actionResponses.find((r) => r.kind === 'scheduleNotification')?.response.scheduleNotificationResponse).toEqual({ accepted: false, reason: 'no' });
+    expect(record.protocolErrors).toEqual([]);
+  });
+
+  it('records an answer of the wrong type for its action as a protocol error', async () => {
+    const { call, workflowId } = start(client, [
+      { op: 'action', action: { scheduleNotification: { task_id: 't' } } },
+      { op: 'http', path: '/api/v4/echo' },
+      { op: 'unsupported', kind: 'grep' },
+    ]);
+    for (let i = 0; i < 3; i++) {
+      const action = await call.action(i);
+      call.send({ actionResponse: { requestID: action.requestID ?? '', plainTextResponse: { error: 'no' } } });
+    }
+    expect((await call.status).codeName).toBe('OK');
+    expect((await ended(sim, workflowId)).protocolErrors).toEqual([
+      'scheduleNotification #1 answered with plainTextResponse, expected scheduleNotificationResponse',
+      'runHTTPRequest #2 answered with plainTextResponse, expected httpResponse',
+    ]);
+  });
+
+  it('action sends a protojson Action (proto or JSON names) with its own requestID; a checkpoint is not awaited', async () => {
+    const { call, workflowId } = start(client, [
+      { op: 'action', action: { requestID: 'ignored', newCheckpoint: { status: 'S', agent_context_usage: { a: { totalTokens: 7 } } } } },
+      { op: 'action', action: { runReadFile: { filepath: 'f', limit: 3 } } },
+    ]);
+    const checkpoint = await call.action(0);
+    expect(checkpoint).toMatchObject({ requestID: '1', newCheckpoint: { status: 'S', agent_context_usage: { a: { total_tokens: 7 } } } });
+    const read = await call.action(1);
+    expect(read).toMatchObject({ requestID: '2', runReadFile: { filepath: 'f', limit: '3' } });
+    call.send({ actionResponse: answer(read) });
+    expect((await call.status).codeName).toBe('OK');
+    expect((await ended(sim, workflowId)).actionResponses.map((r) => r.kind)).toEqual(['runReadFile']);
+  });
+
+  it.each([
+    [{ grep: { case_insensitive: 'yes' } }, /bad scenario: grep\.case_insensitive: expected a boolean/],
+    [{ somethingNew: {} }, /bad scenario: an action step names no action kind/],
+  ])('ends a call whose action step is not an Action (%j) with INVALID_ARGUMENT', async (action, details) => {
+    const { call } = start(client, [{ op: 'action', action }]);
+    const status = await call.status;
+    expect(status.codeName).toBe('INVALID_ARGUMENT');
+    expect(status.details).toMatch(details);
+  });
+
+  it('records the approval of the start request, approval_source and policy_ref included', async () => {
+    const workflowId = String(nextWorkflowId++);
+    const call = client.open();
+    const approval = {
+      remember_approval: false,
+      tool_name: 'run_command',
+      tool_args_json: '{"cmd":"ls"}',
+      approval_source: 'APPROVAL_SOURCE_PREAPPROVED_CONFIG',
+      policy_ref: { origin: 'project', file: '.gitlab/duo/agent-config.yml', hash: 'sha256:ab', version: '3' },
+    } as const;
+    call.send({ startRequest: { workflowID: workflowId, workflowMetadata: scenarioMetadata([{ op: 'end' }]), approval: { approval } } });
+    expect((await call.status).codeName).toBe('OK');
+    expect(recordOf(sim, workflowId).approval).toMatchObject(approval);
   });
 });
 

@@ -2,15 +2,16 @@
  * The blocking-mode response (SPEC §3a): application/x-ndjson, status 200 committed
  * lazily on the first line, an empty line every keepaliveMs once the stream is open.
  * Lines are written whole, so a caller never sees half a line. It is the run's
- * checkpoint sink: each checkpoint Action becomes one protojson line, and `write` tells
+ * checkpoint sink: each checkpoint Action becomes one line as Workhorse writes it (proto
+ * names, unpopulated fields emitted: workflow/action-line.ts), and `write` tells
  * the run when the socket is full (res.write() returned false: the run pauses the
  * service until 'drain') or gone (the run ends). What one caller holds buffered is so
  * bounded by the socket's high-water mark plus one line (one Action, at most 4 MiB).
  */
 import type { Response } from 'express';
 import type { CheckpointSink } from '../run/run';
-import { messageTypes, type Action } from '../workflow/contract';
-import { encodeProtoJson } from '../workflow/protojson';
+import { workhorseActionJson } from '../workflow/action-line';
+import type { Action } from '../workflow/contract';
 
 export class NdjsonResponse implements CheckpointSink {
   private keepalive: NodeJS.Timeout | undefined;
@@ -36,7 +37,7 @@ export class NdjsonResponse implements CheckpointSink {
   }
 
   write(action: Action): 'ok' | 'full' | 'gone' {
-    return this.writeText(JSON.stringify(encodeProtoJson(messageTypes.Action, action)));
+    return this.writeText(JSON.stringify(workhorseActionJson(action)));
   }
 
   drained(): Promise<void> {

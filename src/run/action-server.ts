@@ -1,6 +1,7 @@
 /**
  * Serves one Action from the workflow service (SPEC §4): runHTTPRequest is relayed to the
- * owner API, newCheckpoint needs no answer, everything else is refused with the
+ * owner API, newCheckpoint needs no answer, scheduleNotification is declined with
+ * scheduleNotificationResponse{accepted: false}, everything else is refused with the
  * "action cannot be executed by this client" error. Every answer the service waits for
  * is produced here, exactly once.
  */
@@ -9,6 +10,20 @@ import { findMcpServer, type McpSessions } from '../owner/mcp-client';
 import type { OwnerClient } from '../owner/owner-client';
 import type { McpServer } from '../owner/preauth';
 import type { Action, ActionResponse } from '../workflow/contract';
+
+/** Why every scheduleNotification is declined (the service shows or logs it). */
+export const SCHEDULE_NOTIFICATION_DECLINED = 'notifications cannot be scheduled by this client: longrun schedules nothing';
+
+/**
+ * An error answer of the type the service reads for this action: httpResponse for a
+ * relay, scheduleNotificationResponse (declined) for a notification, plain text otherwise.
+ */
+export function errorAnswer(action: Action, error: string): ActionResponse {
+  const requestID = action.requestID ?? '';
+  if (action.action === 'runHTTPRequest') return { requestID, httpResponse: { error } };
+  if (action.action === 'scheduleNotification') return { requestID, scheduleNotificationResponse: { accepted: false, reason: error } };
+  return { requestID, plainTextResponse: { error } };
+}
 
 export interface ActionContext {
   owner: OwnerClient;
@@ -65,6 +80,9 @@ export async function serveAction(action: Action, ctx: ActionContext): Promise<A
       const result = await ctx.mcp.callTool(server, name, action.runMCPTool?.args, ctx.signal);
       return { requestID, plainTextResponse: result.ok ? { response: result.text } : { error: result.error } };
     }
+    case 'scheduleNotification':
+      // Answered in the response type the service expects for it (SPEC §4), declined.
+      return { requestID, scheduleNotificationResponse: { accepted: false, reason: SCHEDULE_NOTIFICATION_DECLINED } };
     default:
       return { requestID, plainTextResponse: { error: `action cannot be executed by this client: ${kind}` } };
   }

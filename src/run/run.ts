@@ -29,7 +29,7 @@ import { McpSessions } from '../owner/mcp-client';
 import { LOCK_LOST, RUN_LIMIT, type EndReason, type StopOutcome, type Transport } from '../vocabulary';
 import type { Action, StartWorkflowRequest } from '../workflow/contract';
 import { WorkflowStream, type CallHandle, type StreamEnd } from '../workflow/workflow-stream';
-import { serveAction, type ActionContext } from './action-server';
+import { errorAnswer, serveAction, type ActionContext } from './action-server';
 import type { RegisteredRun, RunInfo, RunRegistry } from './registry';
 import type { Reservation } from './reservation';
 import { recordRunEnd } from './run-end';
@@ -319,15 +319,13 @@ export class Run implements RegisteredRun {
 
   /** Checks the stop key, then serves the action; the answer is written exactly once. */
   private async serve(action: Action): Promise<void> {
-    const requestID = action.requestID ?? '';
     if (this.lease) {
       const stop = await this.ctx.backend.readStop(this.workflowId).catch(() => null);
       if (stop !== null) this.onStopSignal(stop);
     }
     if (this.phase.state !== 'starting' && this.phase.state !== 'running') {
       this.ctx.metrics.action(action.action ?? 'unknown');
-      const error = 'request aborted: the run is stopping';
-      this.stream.respond(action.action === 'runHTTPRequest' ? { requestID, httpResponse: { error } } : { requestID, plainTextResponse: { error } });
+      this.stream.respond(errorAnswer(action, 'request aborted: the run is stopping'));
       return;
     }
     this.actionContext ??= {
@@ -348,7 +346,7 @@ export class Run implements RegisteredRun {
       },
       (err: unknown) => {
         this.log.error({ err }, 'serving an action failed');
-        this.stream.respond({ requestID, plainTextResponse: { error: 'internal error' } });
+        this.stream.respond(errorAnswer(action, 'internal error'));
       },
     );
   }

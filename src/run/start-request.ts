@@ -9,15 +9,21 @@ import { metadataValue, type Caller } from '../caller';
 import { GatewayError } from '../errors';
 import type { DuoWorkflowAuth } from '../owner/preauth';
 import { messageTypes, type McpTool, type StartWorkflowRequest } from '../workflow/contract';
+import { JsonBodyError, parseJsonBody } from '../workflow/json-body';
 import { ProtoJsonError, decodeProtoJson } from '../workflow/protojson';
 
-/** Decodes the execute body; throws INVALID_REQUEST naming what is wrong. */
+/**
+ * Decodes the execute body as Workhorse does (protojson, unknown fields discarded); throws
+ * INVALID_REQUEST naming what is wrong — for any input, including bodies nested deeper than
+ * MAX_JSON_DEPTH, invalid UTF-8 and wrong JSON types.
+ */
 export function decodeStartRequest(body: Buffer): StartWorkflowRequest {
   let json: unknown;
   try {
-    json = JSON.parse(body.length === 0 ? '{}' : body.toString('utf8'));
-  } catch {
-    throw new GatewayError('INVALID_REQUEST', 'request body is not valid JSON');
+    json = parseJsonBody(body);
+  } catch (err) {
+    if (err instanceof JsonBodyError) throw new GatewayError('INVALID_REQUEST', err.message);
+    throw err;
   }
   try {
     return decodeProtoJson(messageTypes.StartWorkflowRequest, json) as StartWorkflowRequest;

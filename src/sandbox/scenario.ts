@@ -4,12 +4,19 @@
  * after the last one the call ends OK. Without a scenario the default is one checkpoint
  * then end.
  *
- *   {"op":"checkpoint","text":"...","status":"RUNNING"}   emit newCheckpoint (no answer awaited);
+ *   {"op":"checkpoint","text":"...","status":"RUNNING","errors":["..."],"usage":{"agent":{"total_tokens":1,"max_tokens":2}}}
+ *                                                         emit newCheckpoint (no answer awaited); usage is its
+ *                                                         agent_context_usage, by default {"<definition>":{...}} with
+ *                                                         1 000 tokens per checkpoint so far of 200 000; {} sends none
  *                                                         "bytes":N pads the text to N bytes (large checkpoints)
  *   {"op":"http","method":"GET","path":"/api/v4/...","body":"..."}
  *                                                         request runHTTPRequest, await and record the httpResponse
  *   {"op":"mcp","name":"tool","args":"{}"}                 request runMCPTool, await and record the answer
  *   {"op":"unsupported","kind":"runReadFile"}             request an action longrun must refuse, await and record the error
+ *   {"op":"action","action":{...}}                        send this Action, given as protojson (requestID is the simulator's);
+ *                                                         unless it is a newCheckpoint, await and record the answer
+ *   {"op":"every_action"}                                 send every Action kind in field-number order, each with every
+ *                                                         field set (every-action.ts); await and record each answer
  *   {"op":"wait","ms":100}                                 do nothing for ms (stops are still served)
  *   {"op":"fail","code":"UNAVAILABLE","message":"..."}     end the call with that gRPC status
  *   {"op":"hang"}                                          never send anything again (until stopped or cancelled)
@@ -43,10 +50,12 @@ export const grpcCodeNames = [
 ] as const;
 
 export type Step =
-  | { op: 'checkpoint'; text?: string; status?: string; bytes?: number }
+  | { op: 'checkpoint'; text?: string; status?: string; errors?: string[]; usage?: Record<string, { total_tokens?: number; max_tokens?: number }>; bytes?: number }
   | { op: 'http'; method?: string; path: string; body?: string }
   | { op: 'mcp'; name: string; args?: string }
   | { op: 'unsupported'; kind?: string }
+  | { op: 'action'; action: Record<string, unknown> }
+  | { op: 'every_action' }
   | { op: 'wait'; ms: number }
   | { op: 'fail'; code: (typeof grpcCodeNames)[number]; message?: string }
   | { op: 'hang' }
@@ -56,10 +65,19 @@ export type Step =
 
 const stepSchema: z.ZodType<Step> = z.lazy(() =>
   z.discriminatedUnion('op', [
-    z.object({ op: z.literal('checkpoint'), text: z.string().optional(), status: z.string().optional(), bytes: z.number().int().min(0).max(4_000_000).optional() }),
+    z.object({
+      op: z.literal('checkpoint'),
+      text: z.string().optional(),
+      status: z.string().optional(),
+      errors: z.array(z.string()).optional(),
+      usage: z.record(z.string(), z.object({ total_tokens: z.number().int().optional(), max_tokens: z.number().int().optional() })).optional(),
+      bytes: z.number().int().min(0).max(4_000_000).optional(),
+    }),
     z.object({ op: z.literal('http'), method: z.string().optional(), path: z.string(), body: z.string().optional() }),
     z.object({ op: z.literal('mcp'), name: z.string(), args: z.string().optional() }),
     z.object({ op: z.literal('unsupported'), kind: z.string().optional() }),
+    z.object({ op: z.literal('action'), action: z.record(z.string(), z.unknown()) }),
+    z.object({ op: z.literal('every_action') }),
     z.object({ op: z.literal('wait'), ms: z.number().int().min(0).max(3_600_000) }),
     z.object({ op: z.literal('fail'), code: z.enum(grpcCodeNames), message: z.string().optional() }),
     z.object({ op: z.literal('hang') }),

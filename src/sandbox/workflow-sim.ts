@@ -10,13 +10,19 @@ import { waitForChange } from './wait-for';
 import { setTimeout as sleep } from 'node:timers/promises';
 import * as grpc from '@grpc/grpc-js';
 import {
+  actionKinds,
   duoWorkflowService,
+  messageTypes,
   type Action,
   type ActionResponse,
+  type Approved,
   type DecodedClientEvent,
   type StartWorkflowRequest,
+  type TokenBreakdown,
 } from '../workflow/contract';
 import { H2Front, type PingPolicy } from './h2-front';
+import { decodeProtoJson, ProtoJsonError } from '../workflow/protojson';
+import { everyActionPayload } from './every-action';
 import { parseScenario, type Step } from './scenario';
 
 export const defaultInfraStopReasons = [
@@ -50,6 +56,10 @@ export interface CallRecord {
   startedAt: number;
   actionsSent: number;
   actionResponses: Array<{ kind: string; requestID: string; response: ActionResponse }>;
+  /** The start request's approval decision, when it approves (approval_source, policy_ref and all). */
+  approval?: Approved;
+  /** Answers of the wrong type for their action (e.g. a plainTextResponse to a scheduleNotification). */
+  protocolErrors: string[];
   stopReasons: string[];
   stopReceivedAt: number[];
   heartbeats: number;
@@ -77,6 +87,7 @@ export interface WorkflowSimulatorOptions {
 }
 
 class CallEnded extends Error {}
+class BadScenario extends Error {}
 
 type Finish = (how: CallEnd['how'], code?: keyof typeof grpc.status, message?: string) => void;
 
@@ -236,6 +247,12 @@ export class WorkflowServiceSimulator {
       });
     };
 
+    let checkpoints = 0;
+    const checkpoint = (payload: Record<string, unknown>): Promise<void> => {
+      checkpoints += 1;
+      return send({ requestID: String(nextRequestId++), newCheckpoint: payload });
+    };
+
     const request = async (action: Omit<Action, 'requestID'>, kind: string): Promise<ActionResponse> => {
       const requestID = String(nextRequestId++);
       const answered = new Promise<ActionResponse>((resolve, reject) => {
@@ -251,6 +268,10 @@ export class WorkflowServiceSimulator {
       await send({ requestID, ...action } as Action);
       const response = await answered;
       record?.actionResponses.push({ kind, requestID, response });
+      const expected = expectedResponseType(kind);
+      if (response.response_type !== expected) {
+        record?.protocolErrors.push(`${kind} #${requestID} answered with ${response.response_type ?? 'no response'}, expected ${expected}`);
+      }
       this.changed();
       return response;
     };
@@ -258,13 +279,12 @@ export class WorkflowServiceSimulator {
     const runStep = async (step: Step): Promise<void> => {
       switch (step.op) {
         case 'checkpoint':
-          await send({
-            requestID: String(nextRequestId++),
-            newCheckpoint: {
-              status: step.status ?? 'RUNNING',
-              checkpoint: step.bytes === undefined ? (step.text ?? '') : (step.text ?? '').padEnd(step.bytes, 'x'),
-              goal: record?.startRequest.goal ?? '',
-            },
+          await checkpoint({
+            status: step.status ?? 'RUNNING',
+            checkpoint: step.bytes === undefined ? (step.text ?? '') : (step.text ?? '').padEnd(step.bytes, 'x'),
+            goal: record?.startRequest.goal ?? '',
+            errors: step.errors ?? [],
+            agent_context_usage: step.usage ?? defaultUsage(record?.startRequest, checkpoints + 1),
           });
           return;
         case 'http':
@@ -281,6 +301,22 @@ export class WorkflowServiceSimulator {
           await request({ [kind]: unsupportedPayload(kind) }, kind);
           return;
         }
+        case 'action': {
+          const action = decodeProtoJson(messageTypes.Action, step.action) as Action;
+          delete action.requestID; // the simulator numbers its own requests
+          const kind = actionKinds.find((k) => action[k] !== undefined);
+          if (!kind) throw new BadScenario('an action step names no action kind');
+          if (kind === 'newCheckpoint') await send({ requestID: String(nextRequestId++), ...action });
+          else await request(action, kind);
+          return;
+        }
+        case 'every_action':
+          for (const kind of actionKinds) {
+            const payload = everyActionPayload[kind];
+            if (kind === 'newCheckpoint') await checkpoint({ ...payload });
+            else await request({ [kind]: payload }, kind);
+          }
+          return;
         case 'wait':
           await sleep(step.ms, undefined, { signal: abort.signal }).catch(() => {
             throw new CallEnded();
@@ -338,7 +374,8 @@ export class WorkflowServiceSimulator {
         for (const step of steps) await runStep(step);
         finish('ok');
       } catch (err) {
-        if (!(err instanceof CallEnded)) finish('status', 'INTERNAL', String(err));
+        if (err instanceof BadScenario || err instanceof ProtoJsonError) finish('status', 'INVALID_ARGUMENT', `bad scenario: ${err.message}`);
+        else if (!(err instanceof CallEnded)) finish('status', 'INTERNAL', String(err));
       }
     };
 
@@ -358,6 +395,8 @@ export class WorkflowServiceSimulator {
           startedAt: Date.now(),
           actionsSent: 0,
           actionResponses: [],
+          ...(event.startRequest.approval?.approval ? { approval: event.startRequest.approval.approval } : {}),
+          protocolErrors: [],
           stopReasons: [],
           stopReceivedAt: [],
           heartbeats: 0,
@@ -408,6 +447,18 @@ function countItems(body: string | undefined): number {
   } catch {
     return 0;
   }
+}
+
+/** The answer type the real service reads for an action of `kind` (SPEC §4). */
+function expectedResponseType(kind: string): NonNullable<ActionResponse['response_type']> {
+  if (kind === 'runHTTPRequest') return 'httpResponse';
+  if (kind === 'scheduleNotification') return 'scheduleNotificationResponse';
+  return 'plainTextResponse';
+}
+
+/** What the service reports by default: one agent, named after the flow, 1 000 tokens per checkpoint. */
+function defaultUsage(start: StartWorkflowRequest | undefined, n: number): Record<string, TokenBreakdown> {
+  return { [start?.workflowDefinition || 'chat']: { total_tokens: 1_000 * n, max_tokens: 200_000 } };
 }
 
 function unsupportedPayload(kind: string): Record<string, unknown> {
