@@ -81,10 +81,14 @@ export class Gateway {
     });
     const channels = new ChannelPool({ streamsPerConnection: config.grpcStreamsPerConnection });
     let backend: CoordinationBackend;
-    if (config.redisUrl) {
-      const redis = new RedisBackend(config.redisUrl);
+    let redisDisplay: string | undefined;
+    if (config.redis) {
+      const redis = new RedisBackend(config.redis, { configureNotifications: config.redisConfigureNotifications, logger });
+      redisDisplay = redis.display;
       // Serve anyway when Redis is down at start: detached executes answer 503 until it heals.
-      if (!(await redis.waitReady(5_000))) logger.warn('redis not reachable at start; detached executes answer 503 LOCK_UNAVAILABLE until it is');
+      if (!(await redis.waitReady(5_000))) {
+        logger.warn({ redis: redisDisplay }, 'redis not reachable at start; detached executes answer 503 LOCK_UNAVAILABLE until it is');
+      }
       backend = redis;
     } else {
       backend = new MemoryBackend();
@@ -125,7 +129,8 @@ export class Gateway {
     mainServer.headersTimeout = 60_000;
     mainServer.keepAliveTimeout = 5_000;
     gateway = new Gateway(config, logger, metrics, registry, owner, channels, backend, stopWatcher, mainServer, opsServer, callbackSignal);
-    logger.info({ listen: gateway.mainUrl, ops: gateway.opsUrl, lock: backend.kind, replica: config.replicaId }, 'longrun listening');
+    // The Redis URL is shown with its credentials masked (describeRedisTarget).
+    logger.info({ listen: gateway.mainUrl, ops: gateway.opsUrl, lock: backend.kind, redis: redisDisplay, replica: config.replicaId }, 'longrun listening');
     return gateway;
   }
 
