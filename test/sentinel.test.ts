@@ -10,6 +10,10 @@
  * WORKHORSE_LOCK_LOST, and new executes are accepted once the new primary is up.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { RedisBackend } from '../src/coordination/redis-backend';
 import { parseRedisUrl } from '../src/coordination/redis-url';
@@ -168,7 +172,8 @@ async function holdThrough(
     await Promise.all(gateways.map((g) => attempt(g, String(nextProbe++), short, probes)));
   });
 
-  const oldPort = (await topo.primary()).port;
+  const oldPort = (await topo.primaryPort()) as number;
+  expect(oldPort).toBeDefined();
   const disruptedAt = Date.now();
   try {
     await disrupt();
@@ -286,5 +291,26 @@ describe('Redis behind Sentinel', () => {
     await expect.poll(sockets, { timeout: 5_000 }).toBeGreaterThanOrEqual(before + 2 + 2 * 3);
     await backend.close();
     await expect.poll(sockets, { timeout: 5_000 }).toBe(before);
+  });
+
+  it('rediss+sentinel://: TLS to the Sentinels and the primary, trusting a private CA through NODE_EXTRA_CA_CERTS', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'longrun-redis-tls-'));
+    try {
+      const certFile = path.join(dir, 'cert.pem');
+      const keyFile = path.join(dir, 'key.pem');
+      execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', keyFile, '-out', certFile, '-days', '1', '-subj', '/CN=localhost', '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1'], { stdio: 'ignore' });
+      topology = await startSentinelTopology({ password: DATA_PASSWORD, sentinelPassword: SENTINEL_PASSWORD, tls: { certFile, keyFile } });
+      expect(topology.url).toMatch(/^rediss\+sentinel:\/\//);
+      const gateway = await startGateway('gw-tls', topology.url, KILL_LEASE_TTL_MS, { NODE_EXTRA_CA_CERTS: certFile });
+      expect((await gateway.execute('9100', hold)).status).toBe(202);
+      const primaryTlsPort = await topology.primaryPort();
+      expect(await topology.node(primaryTlsPort as number).exists(lockKey('9100'))).toBe(1);
+      // The gateway reached the primary on its TLS port (the plain one is never handed out).
+      expect(gateway.child.stdout()).toContain(`"primary":"127.0.0.1:${primaryTlsPort}"`);
+      expect(gateway.child.stdout()).toContain('rediss+sentinel://:***@');
+      expect(gateway.child.stdout() + gateway.child.stderr()).not.toMatch(new RegExp(`${DATA_PASSWORD}|${SENTINEL_PASSWORD}`));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -6,6 +6,7 @@
  */
 import { Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { freePort } from './ports';
 import { startRedis, type RedisServer } from './redis';
 
 export interface SentinelTopologyOptions {
@@ -15,16 +16,23 @@ export interface SentinelTopologyOptions {
   password?: string;
   /** The Sentinels' own password (`requirepass`; `sentinel-pass` between them). */
   sentinelPassword?: string;
+  /**
+   * TLS: every process also listens on a TLS port with this self-signed certificate (its
+   * own CA). Sentinels monitor and replicas replicate over TLS, so the addresses Sentinel
+   * hands out are TLS ports, and `url` is `rediss+sentinel://` to the Sentinels' TLS ports.
+   * The plain ports stay, for the helper's own clients.
+   */
+  tls?: { certFile: string; keyFile: string };
 }
 
 export interface SentinelTopology {
   readonly masterName: string;
-  /** The data nodes: [0] started as the primary, [1] as its replica. */
+  /** The data nodes: [0] started as the primary, [1] as its replica (ports: their plain ones). */
   readonly nodes: readonly RedisServer[];
   readonly sentinels: readonly RedisServer[];
   /** `redis+sentinel://[:password@]127.0.0.1:a,127.0.0.1:b,127.0.0.1:c/<name>[?sentinel_password=…]` */
   readonly url: string;
-  /** The primary's port as every Sentinel reports it, or undefined while they disagree. */
+  /** The primary's port as every Sentinel reports it (its TLS port with `tls`), or undefined while they disagree. */
   primaryPort(): Promise<number | undefined>;
   /** The data node Sentinel calls the primary now. */
   primary(): Promise<RedisServer>;
@@ -35,7 +43,7 @@ export interface SentinelTopology {
   waitForNewPrimary(oldPort: number, timeoutMs: number): Promise<number>;
   /** `SENTINEL FAILOVER <name>` on the first Sentinel. */
   failover(): Promise<void>;
-  /** A client straight to one data node (not through Sentinel), closed by stop(). */
+  /** A client straight to the data node Sentinel reports at `port` (not through Sentinel), closed by stop(). */
   node(port: number): Redis;
   /** Stops every process (SIGTERM, SIGKILL after 2 s) and removes their folders. Idempotent. */
   stop(): Promise<void>;
@@ -73,7 +81,7 @@ export async function startSentinelTopology(options: SentinelTopologyOptions = {
     const key = `${port}`;
     let redis = clients.get(key);
     if (!redis) {
-      redis = new Redis({ host: HOST, port, password, maxRetriesPerRequest: 1, enableOfflineQueue: false, connectTimeout: 1_000, retryStrategy: () => 100 });
+      redis = new Redis({ host: HOST, port, password, maxRetriesPerRequest: 1, connectTimeout: 1_000, retryStrategy: () => 100 });
       redis.on('error', () => undefined);
       clients.set(key, redis);
     }
@@ -86,29 +94,42 @@ export async function startSentinelTopology(options: SentinelTopologyOptions = {
       await Promise.allSettled(started.map((s) => s.stop()));
     })());
 
+  // With TLS, the port each process is known by to Sentinel and to longrun.
+  const announced = new Map<RedisServer, number>();
+  const port = (server: RedisServer): number => announced.get(server) ?? server.port;
+  const start = async (redisOptions: Parameters<typeof startRedis>[0]): Promise<RedisServer> => {
+    const { tls } = options;
+    const tlsPort = tls ? await freePort(HOST) : undefined;
+    const tlsArgs = tls
+      ? ['--tls-port', String(tlsPort), '--tls-cert-file', tls.certFile, '--tls-key-file', tls.keyFile, '--tls-ca-cert-file', tls.certFile, '--tls-auth-clients', 'no', '--tls-replication', 'yes']
+      : [];
+    const server = await startRedis({ ...redisOptions, args: [...(redisOptions?.args ?? []), ...tlsArgs] });
+    started.push(server);
+    if (tlsPort !== undefined) announced.set(server, tlsPort);
+    return server;
+  };
+
   try {
     // The replica's first sync streams at once (Redis waits 5 s for more replicas by default).
     const dataArgs = ['--repl-diskless-sync-delay', '0', ...(options.password !== undefined ? ['--masterauth', options.password] : [])];
-    const primary = await startRedis({ password: options.password, args: dataArgs });
-    started.push(primary);
-    const replica = await startRedis({ password: options.password, args: [...dataArgs, '--replicaof', HOST, String(primary.port)] });
-    started.push(replica);
+    const primary = await start({ password: options.password, args: dataArgs });
+    const replica = await start({ password: options.password, args: [...dataArgs, '--replicaof', HOST, String(port(primary))] });
     const sentinels = await Promise.all(
-      [0, 1, 2].map(() => startRedis({ sentinel: true, config: sentinelConfig(masterName, primary.port, options), password: options.sentinelPassword })),
+      [0, 1, 2].map(() => start({ sentinel: true, config: sentinelConfig(masterName, port(primary), options), password: options.sentinelPassword })),
     );
-    started.push(...sentinels);
     const nodes = [primary, replica];
+    const byAnnouncedPort = (p: number | undefined): RedisServer | undefined => nodes.find((n) => port(n) === p);
     // ioredis types have no sentinel(); call() sends it as it is.
     const sentinel = (s: RedisServer, ...args: string[]): Promise<unknown> => client(s.port, options.sentinelPassword).call('SENTINEL', ...args);
-    const nodeClient = (port: number): Redis => client(port, options.password);
+    const nodeClient = (reported: number): Redis => client(byAnnouncedPort(reported)?.port ?? reported, options.password);
 
     const topology: SentinelTopology = {
       masterName,
       nodes,
       sentinels,
       url:
-        `redis+sentinel://${options.password !== undefined ? `:${encodeURIComponent(options.password)}@` : ''}` +
-        `${sentinels.map((s) => `${HOST}:${s.port}`).join(',')}/${masterName}` +
+        `${options.tls ? 'rediss' : 'redis'}+sentinel://${options.password !== undefined ? `:${encodeURIComponent(options.password)}@` : ''}` +
+        `${sentinels.map((s) => `${HOST}:${port(s)}`).join(',')}/${masterName}` +
         (options.sentinelPassword !== undefined ? `?sentinel_password=${encodeURIComponent(options.sentinelPassword)}` : ''),
       async primaryPort() {
         const answers = await Promise.all(
@@ -123,20 +144,20 @@ export async function startSentinelTopology(options: SentinelTopologyOptions = {
         return first !== undefined && answers.every((a) => a === first) ? first : undefined;
       },
       async primary() {
-        const port = await topology.primaryPort();
-        const node = nodes.find((n) => n.port === port);
-        if (!node) throw new Error(`the Sentinels do not agree on a primary (${String(port)})`);
+        const reported = await topology.primaryPort();
+        const node = byAnnouncedPort(reported);
+        if (!node) throw new Error(`the Sentinels do not agree on a primary (${String(reported)})`);
         return node;
       },
       async waitForNewPrimary(oldPort, timeoutMs) {
         const deadline = Date.now() + timeoutMs;
         while (Date.now() < deadline) {
-          const port = await topology.primaryPort();
-          if (port !== undefined && port !== oldPort) {
-            const role = await nodeClient(port)
+          const reported = await topology.primaryPort();
+          if (reported !== undefined && reported !== oldPort) {
+            const role = await nodeClient(reported)
               .role()
               .catch(() => undefined);
-            if (Array.isArray(role) && role[0] === 'master') return port;
+            if (Array.isArray(role) && role[0] === 'master') return reported;
           }
           await sleep(50);
         }
