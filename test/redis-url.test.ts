@@ -92,6 +92,7 @@ describe('redis+sentinel:// URLs', () => {
     ['redis+sentinel://:pw@s1/m?db=-1', /db must be a non-negative integer/],
     ['redis+sentinel://:pw@s1/m?db=1&db=2', /db is given twice/],
     ['redis+sentinel://:pw@s1/m?password=x', /unknown option "password" \(accepted: db, sentinel_username, sentinel_password\)/],
+    ['redis+sentinel://:pw@s1/m?pw9x=1', /an unknown option \(accepted/],
     ['redis+sentinel://:pw@s1/m#x', /fragment/],
     ['redis+sentinel://:p/w@s1/m', /reserved character.*percent-encode/],
     ['redis+sentinel://pw@s1/m', /no ':'/],

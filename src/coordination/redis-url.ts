@@ -129,7 +129,9 @@ function parseSentinelUrl(raw: string, tls: boolean): SentinelRedisTarget {
   const params = new URLSearchParams(query);
   for (const key of new Set(params.keys())) {
     if (!(SENTINEL_PARAMS as readonly string[]).includes(key)) {
-      throw new RedisUrlError(`unknown option ${JSON.stringify(key)} (accepted: ${SENTINEL_PARAMS.join(', ')})`);
+      // Named only when it looks like an option name: a stray secret must not be echoed.
+      const named = /^[A-Za-z][A-Za-z_-]{0,31}$/.test(key) ? `unknown option ${JSON.stringify(key)}` : 'an unknown option';
+      throw new RedisUrlError(`${named} (accepted: ${SENTINEL_PARAMS.join(', ')})`);
     }
     if (params.getAll(key).length > 1) throw new RedisUrlError(`option ${key} is given twice`);
   }
