@@ -155,10 +155,15 @@ export interface RedisServer {
   stop(): Promise<void>;
 }
 
-/** Spawns `redis-server` on a free loopback port, nothing persisted; resolves once it answers. */
+/**
+ * Spawns `redis-server` on a free loopback port, nothing persisted; resolves once it answers.
+ * Keyspace notifications for string keys are on, as an operator who wants a stop key set
+ * directly to be seen at once configures them (longrun does not CONFIG SET them by default).
+ */
 export async function startRedis(): Promise<RedisServer> {
   const port = await freePort();
-  const child = spawn('redis-server', ['--port', String(port), '--bind', HOST, '--save', '', '--appendonly', 'no', '--protected-mode', 'no'], {
+  const args = ['--port', String(port), '--bind', HOST, '--save', '', '--appendonly', 'no', '--protected-mode', 'no', '--notify-keyspace-events', 'K$'];
+  const child = spawn('redis-server', args, {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const output = tailOutput(child);

@@ -6,6 +6,8 @@
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { z } from 'zod';
+import { RedisUrlError, parseRedisUrl, type RedisTarget } from './coordination/redis-url';
+import { maskUrl } from './log';
 
 export interface ListenAddress {
   host: string;
@@ -23,8 +25,14 @@ export interface Config {
   ownerUrl: URL;
   /** The 32-byte HS256 secret shared with the owner. */
   secret: Buffer;
-  /** Unset → the in-process lock backend (single replica). */
-  redisUrl: string | undefined;
+  /** LONGRUN_REDIS_URL parsed; unset → the in-process lock backend (single replica). */
+  redis: RedisTarget | undefined;
+  /**
+   * LONGRUN_REDIS_CONFIGURE_NOTIFICATIONS: longrun may CONFIG SET the server's keyspace
+   * notifications (on every primary it connects to). Off by default: a shared Redis is
+   * not longrun's to reconfigure.
+   */
+  redisConfigureNotifications: boolean;
   acceptWaitMs: number;
   /** How long the service may take to open a stream and take the startRequest. */
   streamOpenTimeoutMs: number;
@@ -75,13 +83,19 @@ export type EnvConfig = Omit<Config, 'ownerUrl' | 'secret'> & {
   secret: Buffer | undefined;
 };
 
+/**
+ * An invalid variable: names it, says what is wrong, and shows the value with any
+ * credential masked (`redis://:***@host`) — start-up output must never print a secret.
+ */
 export class ConfigError extends Error {
   constructor(
     readonly variable: string,
     expected: string,
     received: string | undefined,
+    problem?: string,
   ) {
-    super(`invalid ${variable}: expected ${expected}, got ${JSON.stringify(received)}`);
+    const shown = received === undefined ? 'nothing' : JSON.stringify(maskUrl(received));
+    super(`invalid ${variable}: ${problem ? `${problem}; ` : ''}expected ${expected}, got ${shown}`);
     this.name = 'ConfigError';
   }
 }
@@ -111,17 +125,41 @@ function parseListen(env: Env, name: string, fallback: string): ListenAddress {
 function parseOwnerUrl(env: Env): URL | undefined {
   const raw = env['LONGRUN_OWNER_URL'];
   if (raw === undefined || raw === '') return undefined;
+  const expected = 'an absolute http(s) URL';
   let url: URL;
   try {
-    url = new URL(raw);
+    url = new URL(raw.trim());
   } catch {
-    throw new ConfigError('LONGRUN_OWNER_URL', 'an absolute http(s) URL', raw);
+    throw new ConfigError('LONGRUN_OWNER_URL', expected, raw, 'not an absolute URL');
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-    throw new ConfigError('LONGRUN_OWNER_URL', 'an absolute http(s) URL', raw);
+    throw new ConfigError('LONGRUN_OWNER_URL', expected, raw, `unsupported scheme "${url.protocol}//"`);
+  }
+  if (url.username !== '' || url.password !== '') {
+    // They would be dropped silently: every call to the owner carries longrun's JWT instead.
+    throw new ConfigError('LONGRUN_OWNER_URL', expected, raw, 'credentials in the URL are not used (the owner is called with the shared-secret JWT): remove them');
   }
   return url;
 }
+
+const redisUrlForms = 'redis://, rediss://, redis+sentinel:// or rediss+sentinel:// (see docs/configuration.md)';
+
+function parseRedis(env: Env): RedisTarget | undefined {
+  const raw = env['LONGRUN_REDIS_URL']?.trim();
+  if (raw === undefined || raw === '') return undefined;
+  try {
+    return parseRedisUrl(raw);
+  } catch (err) {
+    if (err instanceof RedisUrlError) throw new ConfigError('LONGRUN_REDIS_URL', `a URL of the form ${redisUrlForms}`, raw, err.message);
+    throw err;
+  }
+}
+
+const flag = z
+  .string()
+  .transform((v) => v.toLowerCase())
+  .pipe(z.enum(['true', 'false', '1', '0']))
+  .transform((v) => v === 'true' || v === '1');
 
 /** Reads a Workhorse-format secret file: base64 of exactly 32 bytes. */
 export function readSecretFile(file: string): Buffer {
@@ -159,10 +197,7 @@ export function loadConfig(env: Env = process.env): EnvConfig {
   if (secretFile !== undefined && secretFile !== '') secret = readSecretFile(secretFile);
   else if (ownerUrl) throw new ConfigError('LONGRUN_SECRET_FILE', 'a path (required when LONGRUN_OWNER_URL is set)', secretFile);
 
-  const redisUrl = env['LONGRUN_REDIS_URL'] || undefined;
-  if (redisUrl !== undefined && !/^(rediss?|redis\+sentinel):\/\//.test(redisUrl)) {
-    throw new ConfigError('LONGRUN_REDIS_URL', 'a redis://, rediss:// or redis+sentinel:// URL', redisUrl);
-  }
+  const redis = parseRedis(env);
 
   const leaseTtlMs = read(env, 'LONGRUN_LEASE_TTL_MS', durationMs.min(30), 'an integer number of milliseconds >= 30', 60_000);
 
@@ -171,7 +206,8 @@ export function loadConfig(env: Env = process.env): EnvConfig {
     opsListen: parseListen(env, 'LONGRUN_OPS_LISTEN', '127.0.0.1:9181'),
     ownerUrl,
     secret,
-    redisUrl,
+    redis,
+    redisConfigureNotifications: read(env, 'LONGRUN_REDIS_CONFIGURE_NOTIFICATIONS', flag, 'true or false', false),
     acceptWaitMs: read(env, 'LONGRUN_ACCEPT_WAIT_MS', durationMs, 'a positive integer number of milliseconds', 10_000),
     // A connection (TLS included) takes well under a second; a service that accepts TCP
     // and never speaks HTTP/2 must not hold the caller for the whole accept wait.

@@ -10,7 +10,7 @@ import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Config, ListenAddress } from './config';
-import { createLogger, rateLimitedLog, type Logger } from './log';
+import { createLogger, type Logger } from './log';
 import { Metrics } from './metrics';
 import type { CoordinationBackend } from './coordination/backend';
 import { MemoryBackend } from './coordination/memory-backend';
@@ -60,8 +60,6 @@ interface Closable {
 
 /** How long Redis may take to answer at start before the gateway serves without it. */
 const REDIS_STARTUP_WAIT_MS = 5_000;
-/** Repeated Redis connection events are logged at most this often (each kind). */
-const REDIS_EVENT_LOG_INTERVAL_MS = 10_000;
 /** Callbacks are aborted this long before the drain budget ends, so exit is on time. */
 const CALLBACK_ABORT_MARGIN_MS = 250;
 /** How long close() waits for parts to close gracefully before destroying them. */
@@ -123,16 +121,14 @@ async function closeAll(closables: Closable[], withinMs: number): Promise<'close
 }
 
 function connectBackend(config: Config, metrics: Metrics, logger: Logger): CoordinationBackend {
-  if (!config.redisUrl) return new MemoryBackend();
-  const log = rateLimitedLog(logger, REDIS_EVENT_LOG_INTERVAL_MS);
-  return new RedisBackend(config.redisUrl, {
+  if (!config.redis) return new MemoryBackend();
+  // The backend logs each outage and each (re)connection once; every event is counted.
+  return new RedisBackend(config.redis, {
     commandTimeoutMs: config.redisCommandTimeoutMs,
     connectTimeoutMs: config.redisConnectTimeoutMs,
-    onEvent: (connection, event, err) => {
-      metrics.redisEvent(connection, event);
-      const level = event === 'ready' ? 'info' : 'warn';
-      log(level, `${connection}:${event}`, { connection, event, err: err?.message }, `redis connection ${event}`);
-    },
+    configureNotifications: config.redisConfigureNotifications,
+    logger,
+    onEvent: (connection, event) => metrics.redisEvent(connection, event),
   });
 }
 
@@ -212,7 +208,7 @@ export class Gateway {
       );
       // Serve anyway when Redis is down at start: detached executes answer 503 until it heals.
       if (backend instanceof RedisBackend && !(await backend.waitReady(REDIS_STARTUP_WAIT_MS))) {
-        logger.warn('redis not reachable at start; detached executes answer 503 LOCK_UNAVAILABLE until it is');
+        logger.warn({ redis: backend.display }, 'redis not reachable at start; detached executes answer 503 LOCK_UNAVAILABLE until it is');
       }
       const stopWatcher = own('stop watcher', new StopWatcher(backend, config.stopPollMs), (w) => w.close());
       const callbackBudget = new AbortController();
@@ -265,7 +261,9 @@ export class Gateway {
       await closeAll(closables, CLOSE_TIMEOUT_MS);
       throw err;
     }
-    logger.info({ listen: gateway.mainUrl, ops: gateway.opsUrl, lock: gateway.backend.kind, replica: config.replicaId }, 'longrun listening');
+    // The Redis URL is shown with its credentials masked (describeRedisTarget).
+    const redis = gateway.backend instanceof RedisBackend ? gateway.backend.display : undefined;
+    logger.info({ listen: gateway.mainUrl, ops: gateway.opsUrl, lock: gateway.backend.kind, redis, replica: config.replicaId }, 'longrun listening');
     return gateway;
   }
 

@@ -9,7 +9,8 @@
  *     naming a token, secret or password;
  *  3. the destination itself: each finished line is scanned for what a secret looks
  *     like whatever key (or message, or error stack) carries it — a JWT, a
- *     `Bearer …`/`Basic …` credential, a GitLab token (glpat-…) — and for secret-named
+ *     `Bearer …`/`Basic …` credential, a GitLab token (glpat-…), the password in a URL
+ *     (`redis://:***@host`) or a credential-named query parameter — and for secret-named
  *     JSON keys that layers 1–2 could not see (an error's own properties).
  */
 import pino from 'pino';
@@ -111,6 +112,37 @@ const secretValues: Array<[RegExp, string]> = [
   [/\bgl(?:pat|oas|dt|rt|cbt|ptt|ft|imt|agent|soat|ffct|wt)-[A-Za-z0-9_-]{8,}/g, REDACTED],
 ];
 
+/** What a masked credential reads as in a URL (`redis://:***@host:6379`). */
+export const MASK = '***';
+
+/** A query parameter whose value is a credential (`?sentinel_password=`, `?private_token=`). */
+const secretParamName = /pass|secret|token|auth|credential|api[-_]?key/i;
+
+function maskUserinfo(userinfo: string): string {
+  const colon = userinfo.indexOf(':');
+  // No ':' — `redis://secret@host` is a password to ioredis, so the whole of it goes.
+  return colon < 0 ? MASK : `${userinfo.slice(0, colon)}:${MASK}`;
+}
+
+/**
+ * `value`, one URL (valid or not), with its credentials masked: the password (or a lone
+ * user info) becomes `***`, and so does every credential-named query parameter. The user
+ * info is taken to end at the last '@', so a password holding an unencoded '@', '/' or '?'
+ * is masked whole (a URL with an '@' in its path loses a little more than its password).
+ */
+export function maskUrl(value: string): string {
+  const params = value.replace(/([?&;])([^=&;#]*)=([^&;#]*)/g, (whole, sep: string, name: string) => (secretParamName.test(name) ? `${sep}${name}=${MASK}` : whole));
+  return params.replace(/^(\s*[A-Za-z][A-Za-z0-9+.-]*:\/\/)([\s\S]*)@/, (_whole, scheme: string, userinfo: string) => `${scheme}${maskUserinfo(userinfo)}@`);
+}
+
+/**
+ * A URL's user info in free text (a log line): up to an '@' with no space, quote or '/'
+ * before it (so a relayed path like `/npm/@scope/pkg` is left alone).
+ */
+const urlUserinfo = /\b([A-Za-z][A-Za-z0-9+.-]*:\/\/)([^\s"'@<>/]*)@/g;
+/** A credential-named query parameter in free text. */
+const secretQueryParam = /([?&;])([^=&;#\s"'<>]*(?:pass|secret|token|credential|api[-_]?key)[^=&;#\s"'<>]*)=([^&;#\s"'<>\\]*)/gi;
+
 /** A secret-named JSON key with a string (or string array) value, in a serialised line. */
 const secretJsonMember =
   /"((?:[^"\\]*?)(?:authorization|cookie|gitlab-workhorse-api-request|token|secret|passw(?:or)?d|api[-_]?key|credential|jwt)(?:[^"\\]*?))":(?:"(?:[^"\\]|\\.)*"|\[(?:\s*"(?:[^"\\]|\\.)*"\s*,?)*\])/gi;
@@ -119,7 +151,8 @@ const secretJsonMember =
 export function scrubLine(line: string): string {
   let out = line.replace(secretJsonMember, (_m, key: string) => `"${key}":"${REDACTED}"`);
   for (const [pattern, replacement] of secretValues) out = out.replace(pattern, replacement);
-  return out;
+  out = out.replace(secretQueryParam, (_whole, sep: string, name: string) => `${sep}${name}=${MASK}`);
+  return out.replace(urlUserinfo, (_whole, scheme: string, userinfo: string) => `${scheme}${maskUserinfo(userinfo)}@`);
 }
 
 /** A pino destination that scrubs each line, then hands it to the real one. */
@@ -139,23 +172,4 @@ class ScrubbingDestination implements pino.DestinationStream {
   flushSync(): void {
     this.target.flushSync?.();
   }
-}
-
-/**
- * A log that writes each `key` at most once per `intervalMs`, with the number of lines it
- * held back since the last one (`suppressed`): for events that can repeat many times a
- * second, such as a Redis connection failing to reconnect.
- */
-export function rateLimitedLog(logger: Logger, intervalMs: number): (level: 'info' | 'warn', key: string, fields: object, msg: string) => void {
-  const last = new Map<string, { at: number; suppressed: number }>();
-  return (level, key, fields, msg) => {
-    const now = Date.now();
-    const seen = last.get(key);
-    if (seen && now - seen.at < intervalMs) {
-      seen.suppressed += 1;
-      return;
-    }
-    logger[level]({ ...fields, suppressed: seen?.suppressed ?? 0 }, msg);
-    last.set(key, { at: now, suppressed: 0 });
-  };
 }

@@ -5,7 +5,7 @@
  */
 import { ConfigError, gatewayConfig, loadConfig, type Config, type EnvConfig } from './config';
 import { Gateway } from './gateway';
-import { createLogger } from './log';
+import { createLogger, scrubLine } from './log';
 import { sandboxCurl, startSandbox, type Sandbox } from './sandbox/sandbox';
 
 /** After the drain budget, this long more before the process exits whatever holds it. */
@@ -75,6 +75,7 @@ async function main(): Promise<void> {
 }
 
 main().catch((err: unknown) => {
-  process.stderr.write(`longrun: failed to start: ${(err as Error).stack ?? String(err)}\n`);
+  // Scrubbed like a log line: no URL password or token reaches the terminal.
+  process.stderr.write(`longrun: failed to start: ${scrubLine((err as Error).stack ?? String(err))}\n`);
   process.exit(1);
 });

@@ -7,6 +7,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { ConfigError, loadConfig, readSecretFile } from '../src/config';
+import { startChild } from './helpers/child';
 import { removeSecretFile, testSecret, writeSecretFile } from './helpers/secret';
 
 let secretFile: string;
@@ -46,7 +47,8 @@ describe('config: defaults', () => {
       opsListen: { host: '127.0.0.1', port: 9181 },
       ownerUrl: undefined,
       secret: undefined,
-      redisUrl: undefined,
+      redis: undefined,
+      redisConfigureNotifications: false,
       acceptWaitMs: 10_000,
       streamOpenTimeoutMs: 5_000,
       callerStallMs: 60_000,
@@ -96,6 +98,7 @@ describe('config: overrides', () => {
       LONGRUN_OWNER_URL: 'https://gitlab.example.com/gitlab/',
       LONGRUN_SECRET_FILE: secretFile,
       LONGRUN_REDIS_URL: 'redis://127.0.0.1:6380/2',
+      LONGRUN_REDIS_CONFIGURE_NOTIFICATIONS: 'true',
       LONGRUN_ACCEPT_WAIT_MS: '250',
       LONGRUN_RUN_LIMIT_MS: '60000',
       LONGRUN_STOP_ACK_TIMEOUT_MS: '300',
@@ -130,7 +133,8 @@ describe('config: overrides', () => {
     expect(config.opsListen).toEqual({ host: '::1', port: 0 });
     expect(config.ownerUrl?.href).toBe('https://gitlab.example.com/gitlab/');
     expect(config.secret?.equals(testSecret)).toBe(true);
-    expect(config.redisUrl).toBe('redis://127.0.0.1:6380/2');
+    expect(config.redis).toEqual({ mode: 'standalone', url: 'redis://127.0.0.1:6380/2' });
+    expect(config.redisConfigureNotifications).toBe(true);
     expect(config).toMatchObject({
       acceptWaitMs: 250,
       runLimitMs: 60_000,
@@ -174,8 +178,38 @@ describe('config: overrides', () => {
     expect(config.secret?.equals(testSecret)).toBe(true);
   });
 
-  it.each(['redis://localhost:6379', 'rediss://user:pw@redis:6380/0', 'redis+sentinel://s1:26379,s2:26379/mymaster'])('accepts the Redis URL %s', (url) => {
-    expect(loadConfig({ LONGRUN_REDIS_URL: url }).redisUrl).toBe(url);
+  it.each(['redis://localhost:6379', 'rediss://user:pw@redis:6380/0', 'redis://:p%40ss@10.0.0.1'])('hands the single-server Redis URL %s to ioredis as it is', (url) => {
+    expect(loadConfig({ LONGRUN_REDIS_URL: url }).redis).toEqual({ mode: 'standalone', url });
+  });
+
+  it('parses a Sentinel URL into its Sentinels, master name, database and credentials', () => {
+    const config = loadConfig({ LONGRUN_REDIS_URL: ' redis+sentinel://:s3cr%40t@s1.example:26380,10.0.0.2,[::1]:26381/my-primary?db=3&sentinel_password=sp ' });
+    expect(config.redis).toEqual({
+      mode: 'sentinel',
+      sentinels: [
+        { host: 's1.example', port: 26_380 },
+        { host: '10.0.0.2', port: 26_379 },
+        { host: '::1', port: 26_381 },
+      ],
+      masterName: 'my-primary',
+      db: 3,
+      username: undefined,
+      password: 's3cr@t',
+      sentinelUsername: undefined,
+      sentinelPassword: 'sp',
+      tls: false,
+    });
+  });
+
+  it.each([
+    ['true', true],
+    ['TRUE', true],
+    ['1', true],
+    ['false', false],
+    ['0', false],
+    ['', false],
+  ])('LONGRUN_REDIS_CONFIGURE_NOTIFICATIONS=%j is %s', (value, expected) => {
+    expect(loadConfig({ LONGRUN_REDIS_CONFIGURE_NOTIFICATIONS: value }).redisConfigureNotifications).toBe(expected);
   });
 
   it('reads a secret file written without a trailing newline', async () => {
@@ -196,6 +230,8 @@ describe('config: invalid values name the variable', () => {
     ['LONGRUN_OWNER_URL', '/relative/path'],
     ['LONGRUN_REDIS_URL', 'http://127.0.0.1:6379'],
     ['LONGRUN_REDIS_URL', '127.0.0.1:6379'],
+    ['LONGRUN_REDIS_URL', 'redis+sentinel://s1:26379'],
+    ['LONGRUN_REDIS_CONFIGURE_NOTIFICATIONS', 'yes'],
     ['LONGRUN_ACCEPT_WAIT_MS', 'abc'],
     ['LONGRUN_ACCEPT_WAIT_MS', '0'],
     ['LONGRUN_ACCEPT_WAIT_MS', '1.5'],
@@ -274,5 +310,46 @@ describe('config: invalid values name the variable', () => {
 
   it('the first invalid variable stops loading', () => {
     expect(() => loadConfig({ LONGRUN_LOG_LEVEL: 'loud', LONGRUN_ACCEPT_WAIT_MS: 'abc' })).toThrow(ConfigError);
+  });
+});
+
+describe('config: a credential in an invalid value is never printed (issue [11] point 7)', () => {
+  // Each value holds the secret 'hunter2' (and 'hunter3' for a Sentinel password).
+  const cases: Array<[string, string, RegExp, string]> = [
+    ['LONGRUN_REDIS_URL', 'redis+sentinel://:hunter2@s1:26379', /master name is missing/, 'redis+sentinel://:***@s1:26379'],
+    ['LONGRUN_REDIS_URL', 'redis+sentinel://:hunter2@s1:26379/m?sentinel_password=hunter3&bogus=1', /unknown option "bogus"/, 'sentinel_password=***'],
+    ['LONGRUN_REDIS_URL', 'redis+sentinel://:hunt/er2@s1/m', /reserved character/, 'redis+sentinel://:***@s1/m'],
+    ['LONGRUN_REDIS_URL', 'redis+sentinel://hunter2@s1/m', /no ':'/, 'redis+sentinel://***@s1/m'],
+    ['LONGRUN_REDIS_URL', 'redis://app:hunter2@redis:99999', /not a valid URL/, 'redis://app:***@redis:99999'],
+    ['LONGRUN_REDIS_URL', 'memcached://:hunter2@cache', /unsupported scheme/, 'memcached://:***@cache'],
+    ['LONGRUN_OWNER_URL', 'ftp://user:hunter2@owner.example', /unsupported scheme "ftp:\/\/"/, 'ftp://user:***@owner.example'],
+    ['LONGRUN_OWNER_URL', 'https://user:hunter2@owner.example/', /credentials in the URL are not used/, 'https://user:***@owner.example/'],
+    ['LONGRUN_OWNER_URL', 'https://user:hunter2@owner example', /not an absolute URL/, 'https://user:***@owner example'],
+  ];
+
+  it.each(cases)('%s=%s', (variable, value, problem, shown) => {
+    const err = configError({ [variable]: value, LONGRUN_SECRET_FILE: secretFile });
+    expect(err.variable).toBe(variable);
+    expect(err.message).toMatch(new RegExp(`^invalid ${variable}: `));
+    expect(err.message).toMatch(problem);
+    expect(err.message).toContain(shown);
+    expect(err.message).not.toMatch(/hunter|hunt\/er/);
+  });
+
+  it('start-up output names the variable and the problem, never the password', async () => {
+    const main = path.resolve(__dirname, '../dist/src/main.js');
+    const chosen = cases.filter(([v]) => v === 'LONGRUN_OWNER_URL').concat(cases.slice(0, 2));
+    const children = chosen.map(([variable, value]) => startChild([main], { LONGRUN_OWNER_URL: '', LONGRUN_REDIS_URL: '', [variable]: value, LONGRUN_SECRET_FILE: secretFile }));
+    try {
+      for (const [i, [variable, , problem]] of chosen.entries()) {
+        const child = children[i] as (typeof children)[number];
+        expect(await child.exited(15_000)).toBe(1);
+        expect(child.stderr()).toContain(`longrun: invalid ${variable}: `);
+        expect(child.stderr()).toMatch(problem);
+        expect(child.stdout() + child.stderr()).not.toMatch(/hunter|hunt\/er/);
+      }
+    } finally {
+      await Promise.all(children.map((c) => c.kill()));
+    }
   });
 });

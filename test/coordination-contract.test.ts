@@ -8,6 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { CoordinationBackend, RunRecord } from '../src/coordination/backend';
 import { MemoryBackend } from '../src/coordination/memory-backend';
 import { RedisBackend } from '../src/coordination/redis-backend';
+import { parseRedisUrl } from '../src/coordination/redis-url';
 import { startRedis, type RedisServer } from './helpers/redis';
 
 let redis: RedisServer | undefined;
@@ -24,7 +25,7 @@ const backends: Array<[string, () => Promise<CoordinationBackend>]> = [
   [
     'redis',
     async () => {
-      const backend = new RedisBackend(redis!.url, { commandTimeoutMs: 2_000, connectTimeoutMs: 2_000 });
+      const backend = new RedisBackend(parseRedisUrl(redis!.url), { commandTimeoutMs: 2_000, connectTimeoutMs: 2_000 });
       expect(await backend.waitReady(5_000)).toBe(true);
       return backend;
     },

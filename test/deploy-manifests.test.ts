@@ -182,7 +182,8 @@ describe('the Deployment against src/config.ts', () => {
     // The HPA keeps several replicas: they must share a lock store.
     const hpa = findResource(resources, 'HorizontalPodAutoscaler');
     expect((hpa.spec as { minReplicas: number }).minReplicas).toBeGreaterThan(1);
-    expect(config.redisUrl).toMatch(/^rediss?:\/\//);
+    expect(config.redis?.mode).toBe('standalone');
+    expect(env['LONGRUN_REDIS_URL']).toMatch(/^rediss?:\/\//);
     expect(deployment.spec.replicas, 'the HPA owns the replica count').toBeUndefined();
   });
 
@@ -378,9 +379,10 @@ describe('the Sentinel overlay', () => {
   it('its LONGRUN_REDIS_URL parses and is in the Sentinel form of SPEC §5', () => {
     const sentinel = loadConfig({ ...merged, LONGRUN_SECRET_FILE: secretFile });
     // redis+sentinel://[:password@]host:port[,host:port...]/<master-name>[?db=N]
-    expect(sentinel.redisUrl).toMatch(/^redis\+sentinel:\/\/(?::[^@/]+@)?[\w.-]+:\d+(?:,[\w.-]+:\d+)*\/[\w.-]+(?:\?db=\d+)?$/);
-    expect(sentinel.redisUrl?.split('/')[2]?.split(',').length, 'three Sentinels').toBe(3);
-    expect({ ...sentinel, redisUrl: undefined }).toEqual({ ...config, redisUrl: undefined });
+    expect(merged['LONGRUN_REDIS_URL']).toMatch(/^redis\+sentinel:\/\/(?::[^@/]+@)?[\w.-]+:\d+(?:,[\w.-]+:\d+)*\/[\w.-]+(?:\?db=\d+)?$/);
+    expect(sentinel.redis?.mode).toBe('sentinel');
+    expect(sentinel.redis?.mode === 'sentinel' ? sentinel.redis.sentinels : [], 'three Sentinels').toHaveLength(3);
+    expect({ ...sentinel, redis: undefined }).toEqual({ ...config, redis: undefined });
   });
 });
 

@@ -110,6 +110,18 @@ describe('secrets never reach the log bytes', () => {
     expect(raw()).toContain('request failed');
   });
 
+  it('the password of a URL and credential-named query parameters, in any field, message or error', () => {
+    const { logger, raw } = capture();
+    logger.warn({ redis: 'redis://app:url-pass-1a2b@10.0.0.1:6379/0' }, 'connecting');
+    logger.warn(`cannot reach rediss+sentinel://:url-pass-3c4d@s1,s2/m?db=1&sentinel_password=url-pass-5e6f`);
+    logger.error({ err: new Error('connect to http://user:url-pass-7a8b@owner.example/api failed') }, 'failed');
+    const text = raw();
+    expect(text).not.toMatch(/url-pass-/);
+    expect(text).toContain('redis://app:***@10.0.0.1:6379/0');
+    expect(text).toContain('rediss+sentinel://:***@s1,s2/m?db=1&sentinel_password=***');
+    expect(text).toContain('http://user:***@owner.example/api');
+  });
+
   it('does not modify the object that was logged', () => {
     const { logger } = capture();
     const headers = secretHeaders();

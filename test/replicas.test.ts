@@ -3,7 +3,7 @@
  * ever, stops that reach the run wherever it is, leases that expire with a dead replica,
  * Redis outages, lease takeover, and the per-actor cap — with three gateway processes.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { OwnerServiceSimulator } from '../src/sandbox/owner-sim';
@@ -147,6 +147,50 @@ describe('the stop signal', () => {
     expect((res.body['error'] as Record<string, unknown>)['code']).toBe('STOPPED');
     expect(workflow.callsFor(id)[0]?.stopReasons).toEqual(['USER_STOP']);
     expect(await client.exists(lockKey(id))).toBe(0);
+  });
+});
+
+describe('keyspace notifications: longrun does not reconfigure a Redis it does not own', () => {
+  // Renewals (every TTL/3) and the poll also read the stop key: both are pushed far out,
+  // so a stop seen within seconds was seen through a keyspace notice.
+  const slow = { LONGRUN_LEASE_TTL_MS: '60000', LONGRUN_STOP_POLL_MS: '60000' };
+  const notifyFlags = async (): Promise<string> => ((await client.config('GET', 'notify-keyspace-events')) as string[])[1] ?? '';
+
+  async function stopSeenWithin(replica: Replica, ms: number): Promise<boolean> {
+    const id = newWorkflow();
+    expect((await replica.execute(id, hang)).status).toBe(202);
+    await client.set(`workhorse:duoworkflow:stop:${id}`, 'OWNER_CANCEL', 'PX', 600_000);
+    return workflow.waitFor(() => (workflow.callsFor(id)[0]?.stopReasons.length ?? 0) > 0, ms, 'stop').then(
+      () => true,
+      () => false,
+    );
+  }
+
+  beforeEach(async () => {
+    await client.config('SET', 'notify-keyspace-events', '');
+  });
+
+  it('by default the server keeps its configuration, and an explicit stop still arrives through pub/sub', async () => {
+    const [a] = (await startReplicas(1, slow)) as [Replica];
+    expect(await notifyFlags()).toBe('');
+    const id = newWorkflow();
+    expect((await a.execute(id, hang)).status).toBe(202);
+    expect((await a.stop(id)).status).toBe(202);
+    await workflow.waitFor(() => (workflow.callsFor(id)[0]?.stopReasons.length ?? 0) > 0, 3_000, 'stop through the channel');
+    expect(await notifyFlags()).toBe('');
+  });
+
+  it('LONGRUN_REDIS_CONFIGURE_NOTIFICATIONS=true sets them, and a stop key set directly is seen at once', async () => {
+    const [a] = (await startReplicas(1, { ...slow, LONGRUN_REDIS_CONFIGURE_NOTIFICATIONS: 'true' })) as [Replica];
+    expect(await notifyFlags()).toMatch(/^(?=.*K)(?=.*\$).*$/);
+    expect(await stopSeenWithin(a, 3_000)).toBe(true);
+  });
+
+  it('a server configured by its operator is used as it is, without CONFIG SET', async () => {
+    await client.config('SET', 'notify-keyspace-events', 'KA');
+    const [a] = (await startReplicas(1, slow)) as [Replica];
+    expect(await stopSeenWithin(a, 3_000)).toBe(true);
+    expect(await notifyFlags()).toBe('AK');
   });
 });
 

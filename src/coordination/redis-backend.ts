@@ -5,15 +5,23 @@
  * an execute can answer 503 LOCK_UNAVAILABLE at once instead of hanging.
  *
  * Stop notices arrive on a second connection subscribed to the stop channel (published by
- * the stop endpoint) and, where the server allows it, to keyspace notifications for stop
- * keys set by the owner directly.
+ * the stop endpoint) and to keyspace notifications for stop keys set by the owner
+ * directly — which the server sends only if it is configured to. longrun checks that on
+ * every primary it connects to (after a Sentinel failover too: the setting is not
+ * replicated) and sets it only when allowed (LONGRUN_REDIS_CONFIGURE_NOTIFICATIONS);
+ * otherwise the stop poll finds such keys. Both connections follow a failover (see
+ * redis-connection.ts); a notice published while the subscriber reconnects is missed,
+ * and the poll and the next renewal see that stop instead.
  */
 import { readFileSync } from 'node:fs';
-import Redis from 'ioredis';
+import type Redis from 'ioredis';
+import type { Logger } from '../log';
 import { fromRoot } from '../paths';
 import type { RedisConnection, RedisEvent } from '../vocabulary';
 import { CoordinationError, type ActorSlot, type CoordinationBackend, type LeaseRefresh, type RenewResult, type RunRecord } from './backend';
 import { STOP_CHANNEL, STOP_KEY_PREFIX, actorKey, lockKey, runKey, stopKey } from './keys';
+import { closeRedis, createRedis } from './redis-connection';
+import { describeRedisTarget, type RedisTarget } from './redis-url';
 
 interface Scripts {
   acquireLock(lock: string, stop: string, token: string, ttlMs: number): Promise<number>;
@@ -32,12 +40,23 @@ export interface RedisBackendOptions {
   /** Per-command deadline; a lease renewal must fail well inside the lease TTL. */
   commandTimeoutMs: number;
   connectTimeoutMs: number;
-  /** Told of every connection event (ready, error, reconnecting, end); errors also surface as failed commands. */
+  /** Told of every connection event (ready, error, reconnecting, end), for metrics. */
   onEvent?: (connection: RedisConnection, event: RedisEvent, err?: Error) => void;
+  /**
+   * CONFIG SET the keyspace notifications stop keys need when a primary lacks them
+   * (LONGRUN_REDIS_CONFIGURE_NOTIFICATIONS). Default false: never reconfigure the server.
+   */
+  configureNotifications?: boolean;
+  /** Where connection changes are logged (lost, connected to which primary); none when absent. */
+  logger?: Logger;
 }
 
-// Keep reconnecting (capped backoff): Redis coming back must heal the gateway.
-const retryStrategy = (times: number): number => Math.min(50 * times, 1_000);
+/**
+ * Keyspace notifications for stop keys on the primary connected to: `on` (already
+ * configured), `configured` (longrun set them), `off` (not configured, not ours to set),
+ * `unknown` (CONFIG refused, as on many managed services).
+ */
+export type NotificationState = 'on' | 'configured' | 'off' | 'unknown';
 
 /** Reports a connection's events; the 'error' listener also keeps ioredis from printing them. */
 function watch(redis: Redis, connection: RedisConnection, options: RedisBackendOptions): void {
@@ -51,20 +70,30 @@ function watch(redis: Redis, connection: RedisConnection, options: RedisBackendO
 export class RedisBackend implements CoordinationBackend {
   readonly kind = 'redis' as const;
   readonly redis: ScriptedRedis;
+  /** LONGRUN_REDIS_URL with its credentials masked: what logs show. */
+  readonly display: string;
   private readonly subscriber: Redis;
   private readonly stopHandlers: Array<(workflowId: string) => void> = [];
+  private readonly configureNotifications: boolean;
+  private readonly logger: Logger | undefined;
+  /** The check made on the latest (re)connect; waitReady awaits the first. */
+  private notificationCheck: Promise<NotificationState> | undefined;
+  private connected = false;
+  private everConnected = false;
+  private lastError: string | undefined;
   private closing: Promise<void> | undefined;
 
-  constructor(url: string, options: RedisBackendOptions) {
-    const redis = new Redis(url, {
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 1,
-      commandTimeout: options.commandTimeoutMs,
-      connectTimeout: options.connectTimeoutMs,
-      enableAutoPipelining: true,
-      retryStrategy,
-    });
+  constructor(target: RedisTarget, options: RedisBackendOptions) {
+    this.display = describeRedisTarget(target);
+    this.configureNotifications = options.configureNotifications ?? false;
+    this.logger = options.logger;
+    const settings = { commandTimeoutMs: options.commandTimeoutMs, connectTimeoutMs: options.connectTimeoutMs };
+    const redis = createRedis(target, 'commands', settings);
     watch(redis, 'commands', options);
+    // Failures surface as failed commands; the connection's ups and downs are logged once each.
+    redis.on('error', (err: Error) => (this.lastError = err.message));
+    redis.on('ready', () => this.onReady());
+    redis.on('close', () => this.onClose());
     redis.defineCommand('acquireLock', { numberOfKeys: 2, lua: script('acquire-lock.lua') });
     redis.defineCommand('renewLease', { numberOfKeys: 3, lua: script('renew-lease.lua') });
     redis.defineCommand('releaseLock', { numberOfKeys: 3, lua: script('release-lock.lua') });
@@ -72,8 +101,7 @@ export class RedisBackend implements CoordinationBackend {
     redis.defineCommand('actorSlot', { numberOfKeys: 1, lua: script('actor-slot.lua') });
     this.redis = redis as ScriptedRedis;
 
-    // The subscriber queues its SUBSCRIBE until connected and re-subscribes on reconnect.
-    this.subscriber = new Redis(url, { retryStrategy, maxRetriesPerRequest: null, connectTimeout: options.connectTimeoutMs });
+    this.subscriber = createRedis(target, 'subscriber', settings);
     watch(this.subscriber, 'subscriber', options);
     this.subscriber.on('message', (_channel: string, workflowId: string) => this.notify(workflowId));
     this.subscriber.on('pmessage', (_pattern: string, channel: string) => {
@@ -81,7 +109,54 @@ export class RedisBackend implements CoordinationBackend {
       if (at >= 0) this.notify(channel.slice(at + STOP_KEY_PREFIX.length));
     });
     this.subscriber.subscribe(STOP_CHANNEL).catch(() => undefined);
-    this.subscriber.psubscribe(`__keyspace@*__:${STOP_KEY_PREFIX}*`).catch(() => undefined);
+    // Notices of this database only; harmless (silent) where the server sends none.
+    this.subscriber.psubscribe(`__keyspace@${Number(redis.options.db ?? 0)}__:${STOP_KEY_PREFIX}*`).catch(() => undefined);
+  }
+
+  private onReady(): void {
+    const reconnect = this.everConnected;
+    this.connected = true;
+    this.everConnected = true;
+    this.lastError = undefined;
+    const check = this.checkNotifications();
+    this.notificationCheck = check;
+    void check.then((notifications) => {
+      const { remoteAddress, remotePort } = this.redis.stream ?? {};
+      this.logger?.info(
+        { redis: this.display, primary: remoteAddress ? `${remoteAddress}:${remotePort}` : undefined, keyspace_notifications: notifications, reconnect },
+        reconnect ? 'redis reconnected' : 'redis connected',
+      );
+    });
+  }
+
+  private onClose(): void {
+    // Logged once per outage (reconnect attempts close again without a ready between), and
+    // not at all when closed on purpose. A Sentinel failover shows as lost, then reconnected.
+    if (this.closing || !this.connected) return;
+    this.connected = false;
+    this.logger?.warn({ redis: this.display, error: this.lastError }, 'redis connection lost; reconnecting (detached executes answer 503 until it is back)');
+  }
+
+  /**
+   * Keyspace notices for string keys on the primary just connected to: read, and set when
+   * allowed and missing. A server that refuses CONFIG is left to the stop poll.
+   */
+  private async checkNotifications(): Promise<NotificationState> {
+    let flags: string | undefined;
+    try {
+      const current = await this.redis.config('GET', 'notify-keyspace-events');
+      flags = Array.isArray(current) ? String(current[1] ?? '') : '';
+    } catch {
+      flags = undefined;
+    }
+    if (flags !== undefined && /K/.test(flags) && /[$A]/.test(flags)) return 'on';
+    if (!this.configureNotifications) return flags === undefined ? 'unknown' : 'off';
+    try {
+      await this.redis.config('SET', 'notify-keyspace-events', `${flags ?? ''}K$`);
+      return 'configured';
+    } catch {
+      return flags === undefined ? 'unknown' : 'off';
+    }
   }
 
   private notify(workflowId: string): void {
@@ -89,8 +164,8 @@ export class RedisBackend implements CoordinationBackend {
   }
 
   /**
-   * Resolves once connected (true), or after timeoutMs (false). Also asks the server for
-   * keyspace notices on string keys; a managed Redis may refuse, and polling covers it.
+   * Resolves once connected and the server's keyspace notifications checked (true), or
+   * after timeoutMs (false).
    */
   async waitReady(timeoutMs: number): Promise<boolean> {
     const ready =
@@ -105,13 +180,7 @@ export class RedisBackend implements CoordinationBackend {
         const timer = setTimeout(() => done(false), timeoutMs);
         this.redis.on('ready', onReady);
       }));
-    if (ready) {
-      const current = await this.redis.config('GET', 'notify-keyspace-events').catch(() => undefined);
-      const flags = Array.isArray(current) ? String(current[1] ?? '') : '';
-      if (!/[K]/.test(flags) || !/[$A]/.test(flags)) {
-        await this.redis.config('SET', 'notify-keyspace-events', `${flags}K$`).catch(() => undefined);
-      }
-    }
+    if (ready) await this.notificationCheck;
     return ready;
   }
 
@@ -208,7 +277,7 @@ export class RedisBackend implements CoordinationBackend {
   close(): Promise<void> {
     this.closing ??= (async () => {
       this.stopHandlers.length = 0;
-      await Promise.all([quit(this.redis), quit(this.subscriber)]);
+      await Promise.all([closeRedis(this.redis), closeRedis(this.subscriber)]);
     })();
     return this.closing;
   }
@@ -218,19 +287,4 @@ export class RedisBackend implements CoordinationBackend {
     this.redis.disconnect();
     this.subscriber.disconnect();
   }
-}
-
-/** How long a QUIT may wait for its answer before the connection is dropped. */
-const QUIT_TIMEOUT_MS = 1_000;
-
-async function quit(redis: Redis): Promise<void> {
-  if (redis.status !== 'ready') {
-    redis.disconnect();
-    return;
-  }
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), QUIT_TIMEOUT_MS)));
-  const answered = await Promise.race([redis.quit().then(() => 'quit' as const, () => 'failed' as const), late]);
-  clearTimeout(timer);
-  if (answered !== 'quit') redis.disconnect();
 }

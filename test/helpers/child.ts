@@ -1,8 +1,15 @@
 /**
  * Child processes for tests where signals and exits matter: started with a pipe for
- * stdout/stderr, killed by pid in teardown if still running.
+ * stdout/stderr, killed by pid in teardown if still running — and when the test worker
+ * exits without its teardown.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+
+const running = new Set<ChildProcess>();
+// One listener for all children (one each would trip Node's listener-count warning).
+process.once('exit', () => {
+  for (const child of running) child.kill('SIGKILL');
+});
 
 export interface Child {
   process: ChildProcess;
@@ -21,7 +28,13 @@ export function startChild(args: string[], env: Record<string, string> = {}): Ch
   let err = '';
   child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr?.on('data', (d: Buffer) => (err += d.toString()));
-  const exit = new Promise<number | string>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal ?? -1)));
+  running.add(child);
+  const exit = new Promise<number | string>((resolve) =>
+    child.once('exit', (code, signal) => {
+      running.delete(child);
+      resolve(code ?? signal ?? -1);
+    }),
+  );
   return {
     process: child,
     stdout: () => out,

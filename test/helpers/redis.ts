@@ -1,18 +1,30 @@
 /**
  * A real redis-server child process on a loopback port, for lock, lease and stop-signal
  * tests (SPEC §5). Nothing is persisted (`--save ''`, no AOF) and the working directory
- * is a fresh temporary folder, so a test's data dies with its server.
+ * is a fresh temporary folder, so a test's data dies with its server. Options make it a
+ * replica, a password-protected server or a Sentinel (see sentinel.ts).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { freePort } from './ports';
 
+export interface RedisServerOptions {
+  /** Extra redis-server arguments, after longrun's defaults (e.g. `['--replicaof', host, port]`). */
+  args?: string[];
+  /** A configuration file's text, written to the server's folder and given first (Sentinel needs one it can rewrite). */
+  config?: string;
+  /** Run as a Sentinel (`--sentinel`). */
+  sentinel?: boolean;
+  /** `--requirepass`: the readiness PING authenticates with it, and `url` carries it. */
+  password?: string;
+}
+
 export interface RedisServer {
-  /** redis://127.0.0.1:<port> */
+  /** redis://127.0.0.1:<port> (redis://:<password>@… with a password) */
   readonly url: string;
   readonly port: number;
   /** The pid of the current redis-server process (changes on restart). */
@@ -34,15 +46,19 @@ class RedisProcess implements RedisServer {
   private exited: Promise<void> = Promise.resolve();
   private output = '';
   private readonly dir = mkdtempSync(path.join(os.tmpdir(), 'longrun-redis-'));
+  private configWritten = false;
   // A test worker that dies without its afterAll must not leave redis-server behind.
   private readonly killOnExit = (): void => {
     this.child?.kill('SIGKILL');
   };
 
-  constructor(readonly port: number) {}
+  constructor(
+    readonly port: number,
+    private readonly options: RedisServerOptions = {},
+  ) {}
 
   get url(): string {
-    return `redis://${HOST}:${this.port}`;
+    return this.options.password === undefined ? `redis://${HOST}:${this.port}` : `redis://:${encodeURIComponent(this.options.password)}@${HOST}:${this.port}`;
   }
 
   get pid(): number | undefined {
@@ -53,9 +69,33 @@ class RedisProcess implements RedisServer {
   async spawn(): Promise<void> {
     this.output = '';
     mkdirSync(this.dir, { recursive: true });
+    const { config, sentinel, password, args = [] } = this.options;
+    const configFile = path.join(this.dir, sentinel ? 'sentinel.conf' : 'redis.conf');
+    // A restart keeps what a Sentinel wrote to its file (as a restarted Sentinel would).
+    if (config !== undefined && !this.configWritten) {
+      writeFileSync(configFile, config);
+      this.configWritten = true;
+    }
     const child = spawn(
       'redis-server',
-      ['--port', String(this.port), '--bind', HOST, '--save', '', '--appendonly', 'no', '--protected-mode', 'no', '--dir', this.dir],
+      [
+        ...(config !== undefined ? [configFile] : []),
+        ...(sentinel ? ['--sentinel'] : []),
+        '--port',
+        String(this.port),
+        '--bind',
+        HOST,
+        '--save',
+        '',
+        '--appendonly',
+        'no',
+        '--protected-mode',
+        'no',
+        '--dir',
+        this.dir,
+        ...(password !== undefined ? ['--requirepass', password] : []),
+        ...args,
+      ],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     );
     this.child = child;
@@ -117,7 +157,7 @@ class RedisProcess implements RedisServer {
       if (child.exitCode !== null || child.signalCode !== null) {
         throw new RedisExitedError(`redis-server exited (${child.exitCode ?? child.signalCode}): ${this.output.trim()}`, this.output);
       }
-      if (await ping(this.port)) return;
+      if (await ping(this.port, this.options.password)) return;
       await sleep(20);
     }
     throw new Error(`redis-server on port ${this.port} did not answer PING within ${READY_TIMEOUT_MS} ms: ${this.output.trim()}`);
@@ -133,8 +173,8 @@ class RedisExitedError extends Error {
   }
 }
 
-/** True when something on the port answers a raw PING with +PONG within 500 ms. */
-function ping(port: number): Promise<boolean> {
+/** True when something on the port answers a raw PING (after AUTH, given a password) with +PONG within 500 ms. */
+function ping(port: number, password?: string): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = net.connect({ host: HOST, port });
     let reply = '';
@@ -144,10 +184,12 @@ function ping(port: number): Promise<boolean> {
       resolve(ok);
     };
     const timer = setTimeout(() => done(false), 500);
-    socket.once('connect', () => socket.write('PING\r\n'));
+    const replies = password === undefined ? 1 : 2;
+    socket.once('connect', () => socket.write(`${password === undefined ? '' : `AUTH ${password}\r\n`}PING\r\n`));
     socket.on('data', (chunk) => {
       reply += chunk.toString('utf8');
-      if (reply.includes('\r\n')) done(reply.startsWith('+PONG'));
+      const lines = reply.split('\r\n');
+      if (lines.length > replies) done(lines[replies - 1] === '+PONG');
     });
     socket.once('error', () => done(false));
     socket.once('close', () => done(false));
@@ -159,10 +201,10 @@ function ping(port: number): Promise<boolean> {
  * `stop()` must be called (in afterAll/afterEach); it also removes the server's
  * temporary working directory.
  */
-export async function startRedis(): Promise<RedisServer> {
+export async function startRedis(options: RedisServerOptions = {}): Promise<RedisServer> {
   let lastError: unknown;
   for (let attempt = 0; attempt < PORT_ATTEMPTS; attempt++) {
-    const server = new RedisProcess(await freePort(HOST));
+    const server = new RedisProcess(await freePort(HOST), options);
     try {
       await server.spawn();
     } catch (err) {
