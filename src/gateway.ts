@@ -18,6 +18,7 @@ import { RedisBackend } from './coordination/redis-backend';
 import { StopWatcher } from './coordination/stop-watcher';
 import { createMainApp } from './http/main-app';
 import { createOpsApp } from './http/ops-app';
+import { McpConnector } from './owner/mcp/connector';
 import { OwnerClient } from './owner/owner-client';
 import { Launcher } from './run/launcher';
 import { RunRegistry } from './run/registry';
@@ -162,6 +163,19 @@ export class Gateway {
         }),
         (o) => o.close(),
       );
+      const mcp = own(
+        'mcp connector',
+        new McpConnector({
+          ownerUrl: config.ownerUrl,
+          secret: config.secret,
+          jwtRefreshMs: config.jwtRefreshMs,
+          callTimeoutMs: config.mcpTimeoutMs,
+          allowPrivate: config.mcpAllowPrivate,
+          metrics,
+          logger,
+        }),
+        (m) => m.close(),
+      );
       const channels = own('channel pool', new ChannelPool({ streamsPerConnection: config.grpcStreamsPerConnection }), (c) => c.close());
       const backend = own('coordination backend', connectBackend(config, metrics, logger), (b) => b.close());
       // Serve anyway when Redis is down at start: detached executes answer 503 until it heals.
@@ -174,6 +188,7 @@ export class Gateway {
       const launcher = new Launcher({
         config,
         channels,
+        mcp,
         isDraining,
         owner,
         metrics,
@@ -184,7 +199,6 @@ export class Gateway {
         replicaId: config.replicaId,
         stopAckTimeoutMs: config.stopAckTimeoutMs,
         leaseTtlMs: config.leaseTtlMs,
-        mcpTimeoutMs: config.mcpTimeoutMs,
         callbackSignal: callbackBudget.signal,
       });
       const mainApp = createMainApp({

@@ -49,7 +49,7 @@ async function execute(deps: ExecuteRouteDeps, req: Request, res: Response): Pro
       answer = sendDenial(deps, res, preauth);
     } else {
       transport = preauth.answer.Detached === true ? 'detached' : 'http';
-      const start = { auth: preauth.answer.DuoWorkflow, request: decodeStartRequest(await readBody(req, res)), requestId };
+      const start = { auth: preauth.answer.DuoWorkflow, request: decodeStartRequest(await readBody(req, res)), requestId, forwardedFor: forwardedFor(req) };
       answer = transport === 'detached' ? await answerDetached(deps, res, start) : await streamBlocking(deps, res, start);
     }
   } catch (err) {
@@ -69,6 +69,15 @@ async function execute(deps: ExecuteRouteDeps, req: Request, res: Response): Pro
     },
     'execute request',
   );
+}
+
+/** The caller's X-Forwarded-For chain plus the caller's address (Workhorse's MCP client sends it). */
+function forwardedFor(req: Request): string | undefined {
+  const client = req.socket.remoteAddress;
+  if (!client) return undefined;
+  const prior = req.headers['x-forwarded-for'];
+  const chain = Array.isArray(prior) ? prior.join(', ') : prior;
+  return chain ? `${chain}, ${client}` : client;
 }
 
 /** The owner's own refusal, passed through (first 32 KiB of its body). */

@@ -1,13 +1,13 @@
 /**
  * Serves one Action from the workflow service (SPEC §4): runHTTPRequest is relayed to the
- * owner API, newCheckpoint needs no answer, everything else is refused with the
+ * owner API, runMCPTool is called on the MCP server that offered the tool, newCheckpoint
+ * needs no answer, everything else is refused with the
  * "action cannot be executed by this client" error. Every answer the service waits for
  * is produced here, exactly once.
  */
 import type { Metrics } from '../metrics';
-import { findMcpServer, type McpSessions } from '../owner/mcp-client';
+import type { McpToolbox } from '../owner/mcp/toolbox';
 import type { OwnerClient } from '../owner/owner-client';
-import type { McpServer } from '../owner/preauth';
 import type { Action, ActionResponse } from '../workflow/contract';
 
 export interface ActionContext {
@@ -18,11 +18,10 @@ export interface ActionContext {
   /** The user's API token (Service.Headers["x-gitlab-oauth-token"]). */
   token: string;
   timeoutHTTPRequests: boolean;
-  /** Aborted when the run ends: in-flight relays answer "request aborted". */
+  /** Aborted when the run ends: in-flight relays and MCP calls answer "request aborted". */
   signal: AbortSignal;
-  /** The owner's MCP servers (preauth McpServers) and this run's MCP sessions. */
-  mcpServers: Record<string, McpServer> | null | undefined;
-  mcp: McpSessions;
+  /** The run's MCP tools (discovered at its start). */
+  mcp: McpToolbox;
 }
 
 /** The answer to an action, or null for actions that take none (newCheckpoint). */
@@ -54,11 +53,8 @@ export async function serveAction(action: Action, ctx: ActionContext): Promise<A
       return { requestID, httpResponse: { statusCode: result.statusCode, headers: result.headers, body: result.body } };
     }
     case 'runMCPTool': {
-      const name = action.runMCPTool?.name ?? '';
-      const server = findMcpServer(ctx.mcpServers, name);
-      if (!server) return { requestID, plainTextResponse: { error: `mcp tool not available: ${name}` } };
-      const result = await ctx.mcp.callTool(server, name, action.runMCPTool?.args, ctx.signal);
-      return { requestID, plainTextResponse: result.ok ? { response: result.text } : { error: result.error } };
+      const tool = action.runMCPTool ?? {};
+      return { requestID, plainTextResponse: await ctx.mcp.call(tool.name ?? '', tool.args, ctx.signal) };
     }
     default:
       return { requestID, plainTextResponse: { error: `action cannot be executed by this client: ${kind}` } };

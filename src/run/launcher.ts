@@ -4,15 +4,19 @@
  * StartWorkflowRequest — and gets a typed outcome back, or a GatewayError. The launcher
  * owns the order SPEC §3 fixes:
  *
- *   process slot → lock and actor slot → drain check → open the gRPC stream → startRequest
+ *   process slot → lock and actor slot → MCP discovery → drain check → open the gRPC stream
+ *     → startRequest (with the discovered MCP tools)
  *     → blocking: streaming (checkpoints to the caller's sink)
  *     → detached: acceptance (first action or the accept wait) → accepted | finished | error
  *
- * What admission took is one Reservation: released here while no run exists, then by
- * the run at its teardown. Nothing here knows HTTP.
+ * What admission took is one Reservation, and the MCP sessions one McpToolbox: both are
+ * given back here while no run exists, then by the run at its teardown. Nothing here
+ * knows HTTP.
  */
 import type { Config } from '../config';
 import { GatewayError } from '../errors';
+import type { McpConnector } from '../owner/mcp/connector';
+import type { McpToolbox } from '../owner/mcp/toolbox';
 import type { DuoWorkflowAuth } from '../owner/preauth';
 import type { AcceptedOn } from '../vocabulary';
 import type { ChannelPool } from '../workflow/channel-pool';
@@ -22,7 +26,7 @@ import { awaitAcceptance } from './acceptance';
 import { reserve, type AdmissionDeps } from './admission';
 import type { Reservation } from './reservation';
 import { Run, type CheckpointSink, type RunContext, type RunResult } from './run';
-import { authorizeStartRequest, callMetadata } from './start-request';
+import { authorizeStartRequest, callMetadata, withMcpTools } from './start-request';
 
 /** What an entry point brings to start a run, whatever the transport. */
 export interface AuthorizedStart {
@@ -31,6 +35,8 @@ export interface AuthorizedStart {
   /** The caller's StartWorkflowRequest, decoded; the owner's authorization is applied here. */
   request: StartWorkflowRequest;
   requestId: string;
+  /** The caller's X-Forwarded-For chain plus its address (sent to MCP servers), when known. */
+  forwardedFor?: string | undefined;
 }
 
 /** An authorized detached start (the owner answered `Detached: true`). */
@@ -58,6 +64,8 @@ export type LaunchOutcome = DetachedOutcome | Streaming;
 export interface LauncherParts extends RunContext {
   config: Config;
   channels: ChannelPool;
+  /** Opens each run's MCP sessions and discovers their tools. */
+  mcp: McpConnector;
   isDraining(): boolean;
 }
 
@@ -86,29 +94,48 @@ export class Launcher {
   launch(start: BlockingStart): Promise<Streaming>;
   async launch(start: LaunchRequest): Promise<LaunchOutcome> {
     const { auth, requestId } = start;
-    const request = authorizeStartRequest(start.request, auth);
+    const authorized = authorizeStartRequest(start.request, auth);
     const reservation = await reserve(
       { workflowId: auth.WorkflowID, transport: start.transport, lockConcurrentFlow: auth.LockConcurrentFlow ?? false, actorId: auth.ActorID ?? undefined, requestId },
       this.admission,
     );
+    const discoveryStarted = performance.now();
+    let mcp: McpToolbox | undefined;
     let run: Run;
     try {
+      mcp = await this.parts.mcp.open(
+        { servers: auth.McpServers, token: auth.Service.Headers?.['x-gitlab-oauth-token'] ?? '', workflowId: auth.WorkflowID, requestId, forwardedFor: start.forwardedFor },
+        this.discoveryTimeoutMs(start.transport),
+      );
       this.checkServing();
-      run = this.open(start, reservation);
+      run = this.open(start, reservation, mcp);
     } catch (err) {
-      await reservation.release();
+      await Promise.all([reservation.release(), mcp?.close()]);
       throw err;
     }
+    const request = withMcpTools(authorized, mcp);
     if (start.transport === 'http') {
       void run.markRunning();
       run.start(request);
       return { kind: 'streaming', runId: run.id, done: run.done, cancel: () => run.cancel() };
     }
-    return this.accept(run, request);
+    // The caller waited through discovery already: it counts against the accept wait.
+    const acceptWaitMs = Math.max(0, this.parts.config.acceptWaitMs - (performance.now() - discoveryStarted));
+    return this.accept(run, request, acceptWaitMs);
+  }
+
+  /**
+   * How long discovering MCP tools may hold a start: the discovery deadline, and for a
+   * detached start never past the accept wait, so the 202 is not later than it would be
+   * without MCP servers.
+   */
+  private discoveryTimeoutMs(transport: LaunchRequest['transport']): number {
+    const { mcpDiscoveryTimeoutMs, acceptWaitMs } = this.parts.config;
+    return transport === 'detached' ? Math.min(mcpDiscoveryTimeoutMs, acceptWaitMs) : mcpDiscoveryTimeoutMs;
   }
 
   /** Opens the gRPC stream and the Run that owns it (and, from here on, the reservation). */
-  private open(start: LaunchRequest, reservation: Reservation): Run {
+  private open(start: LaunchRequest, reservation: Reservation, mcp: McpToolbox): Run {
     const { auth, requestId, transport } = start;
     let call;
     try {
@@ -123,10 +150,10 @@ export class Launcher {
         transport,
         call,
         reservation,
+        mcp,
         access: {
           token: auth.Service.Headers?.['x-gitlab-oauth-token'] ?? '',
           timeoutHTTPRequests: auth.TimeoutHTTPRequests ?? false,
-          mcpServers: auth.McpServers,
         },
         ...(start.transport === 'http' ? { sink: start.sink } : { runLimitMs: this.parts.config.runLimitMs }),
       },
@@ -139,10 +166,10 @@ export class Launcher {
    * accepted (its record is written before the 202); a stream that ends or is stopped
    * first is answered from its end, after its teardown has given everything back.
    */
-  private async accept(run: Run, request: StartWorkflowRequest): Promise<DetachedOutcome> {
+  private async accept(run: Run, request: StartWorkflowRequest, acceptWaitMs: number): Promise<DetachedOutcome> {
     const sentAt = performance.now();
     run.start(request);
-    const acceptance = await awaitAcceptance(run, this.parts.config.acceptWaitMs);
+    const acceptance = await awaitAcceptance(run, acceptWaitMs);
     if (acceptance.kind === 'accepted' && (await run.markRunning())) {
       this.parts.metrics.acceptDuration.observe({ accepted_on: acceptance.on }, (performance.now() - sentAt) / 1000);
       return { kind: 'accepted', runId: run.id, acceptedOn: acceptance.on };
