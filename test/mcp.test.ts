@@ -329,6 +329,25 @@ describe('sessions end with their run', () => {
     expect(mcp.endpoint.openSessions).toBe(0);
   });
 
+  it('a start refused after discovery (the process began draining meanwhile) ends the sessions it opened; no stream is opened', async () => {
+    const fast = await sim();
+    const hung = await sim({ hang: 'all' });
+    stack = await mcpStack({
+      env: { LONGRUN_MCP_DISCOVERY_TIMEOUT_MS: '1000' },
+      preauth: { detached: false, mcpServers: { fast: { URL: fast.url }, hung: { URL: hung.url } } },
+    });
+    const pending = stack.executeText('808', { steps: [{ op: 'end' }] });
+    await fast.endpoint.waitFor(() => fast.received.some((r) => r.method === 'tools/list'), 5_000, 'discovery under way');
+    const drained = stack.gateway.drain();
+    const res = await pending;
+    expect(res.status).toBe(503);
+    expect(JSON.parse(res.text).error.code).toBe('DRAINING');
+    await fast.endpoint.waitFor(() => fast.deletes.length === 1, 5_000, 'DELETE after the refused start');
+    expect(fast.endpoint.openSessions).toBe(0);
+    expect(stack.workflow.callsFor('808')).toHaveLength(0);
+    await drained;
+  });
+
   it('a hung MCP server delays neither the 202 beyond the accept wait nor the drain; every session that was opened is ended', async () => {
     const busy = await sim();
     const slowBye = await sim({ hang: 'delete' });
