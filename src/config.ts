@@ -52,8 +52,12 @@ export interface Config {
   maxRunsPerActor: number;
   preauthTimeoutMs: number;
   relayTimeoutMs: number;
-  /** Deadline of one MCP request (initialize, tools/call). */
+  /** Deadline of one MCP tool call. */
   mcpTimeoutMs: number;
+  /** Deadline of a run's MCP discovery (connect and list every server), before its start is sent. */
+  mcpDiscoveryTimeoutMs: number;
+  /** Let external MCP servers be on loopback, link-local and private addresses (tests, on-premise). */
+  mcpAllowPrivate: boolean;
   /** Connections in the pool to the owner service (preauth, relay, callbacks). */
   ownerConnections: number;
   /** Tries of one segment-end callback, and the deadline of each. */
@@ -232,6 +236,10 @@ export function loadConfig(env: Env = process.env): EnvConfig {
     relayTimeoutMs: read(env, 'LONGRUN_RELAY_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 5_000),
     // A tool call may take a while (a search, a build); 30 s bounds a hung MCP server.
     mcpTimeoutMs: read(env, 'LONGRUN_MCP_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 30_000),
+    // Discovery holds a turn's start (the tools go into it): a few seconds bound a slow
+    // server; a detached start also never waits past the accept wait (launcher.ts).
+    mcpDiscoveryTimeoutMs: read(env, 'LONGRUN_MCP_DISCOVERY_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 5_000),
+    mcpAllowPrivate: read(env, 'LONGRUN_MCP_ALLOW_PRIVATE', flag, 'true or false', false),
     // Enough for thousands of concurrent relays and a drain's burst of callbacks.
     ownerConnections: read(env, 'LONGRUN_OWNER_CONNECTIONS', z.coerce.number().int().min(1).max(65_536), 'an integer from 1 to 65536', 256),
     // Three tries with 100 ms and 300 ms between them fit a drain's budget.

@@ -18,6 +18,7 @@ import { RedisBackend } from './coordination/redis-backend';
 import { StopWatcher } from './coordination/stop-watcher';
 import { createMainApp } from './http/main-app';
 import { createOpsApp } from './http/ops-app';
+import { McpConnector } from './owner/mcp/connector';
 import { OwnerClient } from './owner/owner-client';
 import { Launcher } from './run/launcher';
 import { RunRegistry } from './run/registry';
@@ -206,6 +207,19 @@ export class Gateway {
         (b) => b.close(),
         (b) => b.destroy(),
       );
+      const mcp = own(
+        'mcp connector',
+        new McpConnector({
+          ownerUrl: config.ownerUrl,
+          secret: config.secret,
+          jwtRefreshMs: config.jwtRefreshMs,
+          callTimeoutMs: config.mcpTimeoutMs,
+          allowPrivate: config.mcpAllowPrivate,
+          metrics,
+          logger,
+        }),
+        (m) => m.close(),
+      );
       // Serve anyway when Redis is down at start: detached executes answer 503 until it heals.
       if (backend instanceof RedisBackend && !(await backend.waitReady(REDIS_STARTUP_WAIT_MS))) {
         logger.warn({ redis: backend.display }, 'redis not reachable at start; detached executes answer 503 LOCK_UNAVAILABLE until it is');
@@ -216,6 +230,7 @@ export class Gateway {
       const launcher = new Launcher({
         config,
         channels,
+        mcp,
         isDraining,
         owner,
         metrics,
@@ -226,7 +241,6 @@ export class Gateway {
         replicaId: config.replicaId,
         stopAckTimeoutMs: config.stopAckTimeoutMs,
         leaseTtlMs: config.leaseTtlMs,
-        mcpTimeoutMs: config.mcpTimeoutMs,
         callerStallMs: config.callerStallMs,
         callbackSignal: callbackBudget.signal,
       });

@@ -16,6 +16,9 @@ import {
   lockOps,
   lockOutcomes,
   lockResults,
+  mcpCallResults,
+  mcpDiscoveryFailures,
+  mcpServerKinds,
   redisConnections,
   redisEvents,
   relayErrorTypes,
@@ -27,6 +30,9 @@ import {
   type EndReason,
   type LockOp,
   type LockResult,
+  type McpCallResult,
+  type McpDiscoveryFailure,
+  type McpServerKind,
   type RedisConnection,
   type RedisEvent,
   type RelayErrorType,
@@ -104,6 +110,33 @@ export class Metrics {
     registers: [this.registry],
   });
   readonly relayErrors = new Counter({ name: 'longrun_http_relay_errors_total', help: 'runHTTPRequest actions answered with an error, by type.', labelNames: ['type'], registers: [this.registry] });
+  readonly mcpCalls = new Counter({
+    name: 'longrun_mcp_calls_total',
+    help: 'runMCPTool calls for a tool a configured MCP server offers, by server kind and result.',
+    labelNames: ['server_kind', 'result'],
+    registers: [this.registry],
+  });
+  readonly mcpCallDuration = new Histogram({
+    name: 'longrun_mcp_call_duration_seconds',
+    help: 'runMCPTool calls made on an MCP server, from sent to answered, by server kind.',
+    labelNames: ['server_kind'],
+    // From a quick lookup to the call deadline (30 s default) and a little over.
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+    registers: [this.registry],
+  });
+  readonly mcpDiscoveryFailures = new Counter({
+    name: 'longrun_mcp_discovery_failures_total',
+    help: 'Configured MCP servers left out of a turn at its start (refused, timed out or failed), by server kind and reason.',
+    labelNames: ['server_kind', 'reason'],
+    registers: [this.registry],
+  });
+  readonly mcpDiscoveryDuration = new Histogram({
+    name: 'longrun_mcp_discovery_duration_seconds',
+    help: 'Time to connect to and list the tools of every MCP server of a run (runs with MCP servers), before its start is sent.',
+    // Bounded by the discovery deadline (5 s default) and the accept wait.
+    buckets: MS_TO_SECONDS_BUCKETS,
+    registers: [this.registry],
+  });
   readonly actions = new Counter({ name: 'longrun_actions_total', help: 'Actions received from the workflow service, by type.', labelNames: ['type'], registers: [this.registry] });
   readonly lockOperations = new Counter({ name: 'longrun_lock_operations_total', help: 'Lock operations, by op and result.', labelNames: ['op', 'result'], registers: [this.registry] });
   readonly unlockedRuns = new Counter({ name: 'longrun_unlocked_runs_total', help: 'Blocking runs started without the lock because Redis failed (Workhorse parity).', registers: [this.registry] });
@@ -147,6 +180,11 @@ export class Metrics {
     for (const cap of capKinds) this.capRejections.inc({ cap }, 0);
     for (const type of relayErrorTypes) this.relayErrors.inc({ type }, 0);
     for (const outcome of stopOutcomes) this.stopAcks.inc({ outcome }, 0);
+    for (const kind of mcpServerKinds) {
+      this.mcpCallDuration.zero({ server_kind: kind });
+      for (const result of mcpCallResults) this.mcpCalls.inc({ server_kind: kind, result }, 0);
+      for (const reason of mcpDiscoveryFailures) this.mcpDiscoveryFailures.inc({ server_kind: kind, reason }, 0);
+    }
     for (const connection of redisConnections) for (const event of redisEvents) this.redisEvents.inc({ connection, event }, 0);
     this.draining.set(0);
     this.drainDeadline.set(0);
@@ -179,6 +217,21 @@ export class Metrics {
 
   relayError(type: RelayErrorType): void {
     this.relayErrors.inc({ type: oneOf(type, relayErrorTypes) });
+  }
+
+  /** One runMCPTool call on a server; `durationS` when the server was called. */
+  mcpCall(kind: McpServerKind, result: McpCallResult, durationS?: number): void {
+    const serverKind = oneOf(kind, mcpServerKinds);
+    this.mcpCalls.inc({ server_kind: serverKind, result: oneOf(result, mcpCallResults) });
+    if (durationS !== undefined) this.mcpCallDuration.observe({ server_kind: serverKind }, durationS);
+  }
+
+  mcpDiscoveryFailure(kind: McpServerKind, reason: McpDiscoveryFailure): void {
+    this.mcpDiscoveryFailures.inc({ server_kind: oneOf(kind, mcpServerKinds), reason: oneOf(reason, mcpDiscoveryFailures) });
+  }
+
+  mcpDiscovery(durationS: number): void {
+    this.mcpDiscoveryDuration.observe(durationS);
   }
 
   lock(op: LockOp, result: LockResult): void {

@@ -90,3 +90,15 @@ export const redisConnections = ['commands', 'subscriber'] as const;
 export type RedisConnection = (typeof redisConnections)[number];
 export const redisEvents = ['ready', 'error', 'reconnecting', 'end'] as const;
 export type RedisEvent = (typeof redisEvents)[number];
+
+/** Where an MCP server lives: the owner's own (`gitlab`, `orbit`) or anywhere else. */
+export const mcpServerKinds = ['owner', 'external'] as const;
+export type McpServerKind = (typeof mcpServerKinds)[number];
+
+/** How a runMCPTool call on a server was answered. */
+export const mcpCallResults = ['ok', 'tool_error', 'invalid_args', 'too_large', 'timeout', 'error', 'aborted'] as const;
+export type McpCallResult = (typeof mcpCallResults)[number];
+
+/** Why a configured MCP server's tools were left out of a turn. */
+export const mcpDiscoveryFailures = ['refused', 'timeout', 'failed'] as const;
+export type McpDiscoveryFailure = (typeof mcpDiscoveryFailures)[number];

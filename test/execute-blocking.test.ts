@@ -30,7 +30,7 @@ const blocking = { detached: false, lockConcurrentFlow: true };
 
 describe('a full blocking turn', () => {
   it('streams checkpoints as ndjson, relays HTTP actions to the owner and refuses other actions', async () => {
-    stack = await startStack({ preauth: { ...blocking, serverCapabilities: ['cap_a', 'cap_b'], mcpServers: { srv: { URL: 'http://127.0.0.1:1/mcp', Tools: ['search'], PreApprovedTools: ['search'], Trusted: true } } } });
+    stack = await startStack({ preauth: { ...blocking, serverCapabilities: ['cap_a', 'cap_b'], mcpServers: { gitlab: { Tools: ['echo'], PreApprovedTools: ['echo'], Trusted: true } } } });
     const steps: Step[] = [
       { op: 'checkpoint', text: 'first' },
       { op: 'http', method: 'POST', path: '/api/v4/echo?x=1', body: '{"hello":"world"}' },
@@ -63,12 +63,13 @@ describe('a full blocking turn', () => {
 
     const [call] = stack.workflow.callsFor('11');
     expect(call?.ended?.how).toBe('ok');
-    // What the workflow service received: the authorized request, owner's tools in place of the caller's.
+    // What the workflow service received: the authorized request, the owner's MCP tools (as
+    // its gitlab server lists them) in place of the caller's.
     expect(call?.startRequest.workflowID).toBe('11');
     expect(call?.startRequest.clientCapabilities).toEqual(['cap_a', 'cap_b']);
-    expect(call?.startRequest.mcpTools).toMatchObject([{ name: 'search', trusted: true }]);
+    expect(call?.startRequest.mcpTools).toMatchObject([{ name: 'gitlab_echo', trusted: true }]);
     expect(call?.startRequest.mcpTools).toHaveLength(1);
-    expect(call?.startRequest.preapproved_tools).toEqual(['search']);
+    expect(call?.startRequest.preapproved_tools).toEqual(['gitlab_echo']);
     expect(call?.startRequest.approval?.approval?.tool_name).toBe('search');
     expect(call?.metadata['x-gitlab-oauth-token']).toBe(OWNER_OAUTH_TOKEN);
     expect(call?.metadata['x-request-id']).toBe('req-blocking-1');

@@ -1,14 +1,14 @@
 /**
  * Serves one Action from the workflow service (SPEC §4): runHTTPRequest is relayed to the
- * owner API, newCheckpoint needs no answer, scheduleNotification is declined with
+ * owner API, runMCPTool is called on the MCP server that offered the tool, newCheckpoint
+ * needs no answer, scheduleNotification is declined with
  * scheduleNotificationResponse{accepted: false}, everything else is refused with the
  * "action cannot be executed by this client" error. Every answer the service waits for
  * is produced here, exactly once.
  */
 import type { Metrics } from '../metrics';
-import { findMcpServer, type McpSessions } from '../owner/mcp-client';
+import type { McpToolbox } from '../owner/mcp/toolbox';
 import type { OwnerClient } from '../owner/owner-client';
-import type { McpServer } from '../owner/preauth';
 import type { Action, ActionResponse } from '../workflow/contract';
 
 /** Why every scheduleNotification is declined (the service shows or logs it). */
@@ -33,13 +33,12 @@ export interface ActionContext {
   /** The user's API token (Service.Headers["x-gitlab-oauth-token"]). */
   token: string;
   timeoutHTTPRequests: boolean;
-  /** Aborted when the run ends: in-flight relays answer "request aborted". */
+  /** Aborted when the run ends: in-flight relays and MCP calls answer "request aborted". */
   signal: AbortSignal;
   /** X-Forwarded-For for relayed requests: the caller's chain plus its address (caller.ts). */
   forwardedFor: string | undefined;
-  /** The owner's MCP servers (preauth McpServers) and this run's MCP sessions. */
-  mcpServers: Record<string, McpServer> | null | undefined;
-  mcp: McpSessions;
+  /** The run's MCP tools (discovered at its start). */
+  mcp: McpToolbox;
 }
 
 /** The answer to an action, or null for actions that take none (newCheckpoint). */
@@ -74,11 +73,8 @@ export async function serveAction(action: Action, ctx: ActionContext): Promise<A
       return { requestID, httpResponse: { statusCode: result.statusCode, headers: result.headers, body: result.body } };
     }
     case 'runMCPTool': {
-      const name = action.runMCPTool?.name ?? '';
-      const server = findMcpServer(ctx.mcpServers, name);
-      if (!server) return { requestID, plainTextResponse: { error: `mcp tool not available: ${name}` } };
-      const result = await ctx.mcp.callTool(server, name, action.runMCPTool?.args, ctx.signal);
-      return { requestID, plainTextResponse: result.ok ? { response: result.text } : { error: result.error } };
+      const tool = action.runMCPTool ?? {};
+      return { requestID, plainTextResponse: await ctx.mcp.call(tool.name ?? '', tool.args, ctx.signal) };
     }
     case 'scheduleNotification':
       // Answered in the response type the service expects for it (SPEC §4), declined.

@@ -4,8 +4,9 @@
  * StartWorkflowRequest — and gets a typed outcome back, or a GatewayError. The launcher
  * owns the order SPEC §3 fixes:
  *
- *   process slot → lock and actor slot → drain check → open the gRPC stream → startRequest
- *     written to an open HTTP/2 stream (within the stream-open timeout)
+ *   process slot → lock and actor slot → MCP discovery → drain check → open the gRPC
+ *     stream → startRequest (with the discovered MCP tools) written to an open HTTP/2
+ *     stream (within the stream-open timeout)
  *     → blocking: streaming (checkpoints to the caller's sink)
  *     → detached: acceptance (first action, or the accept wait counted from the write)
  *       → accepted | finished | error
@@ -13,12 +14,14 @@
  * The caller's lifetime is an AbortSignal, checked after every await: a caller gone
  * before the run exists starts nothing; a blocking run is bound to it once open (a
  * detached run is not: it runs on without its caller). What admission took is one
- * Reservation: released here while no run exists, then by the run at its teardown.
- * Nothing here knows HTTP.
+ * Reservation, and the MCP sessions one McpToolbox: both are given back here while no
+ * run exists, then by the run at its teardown. Nothing here knows HTTP.
  */
 import { forwardedForOf, type Caller } from '../caller';
 import type { Config } from '../config';
 import { GatewayError } from '../errors';
+import type { McpConnector } from '../owner/mcp/connector';
+import type { McpToolbox } from '../owner/mcp/toolbox';
 import type { DuoWorkflowAuth } from '../owner/preauth';
 import type { AcceptedOn } from '../vocabulary';
 import type { ChannelPool } from '../workflow/channel-pool';
@@ -28,7 +31,7 @@ import { awaitAcceptance } from './acceptance';
 import { reserve, type AdmissionDeps } from './admission';
 import type { Reservation } from './reservation';
 import { Run, type CheckpointSink, type RunContext, type RunResult } from './run';
-import { authorizeStartRequest, callMetadata } from './start-request';
+import { authorizeStartRequest, callMetadata, withMcpTools } from './start-request';
 
 /** What an entry point brings to start a run, whatever the transport. */
 export interface AuthorizedStart {
@@ -67,6 +70,8 @@ export type LaunchOutcome = DetachedOutcome | Streaming;
 export interface LauncherParts extends RunContext {
   config: Config;
   channels: ChannelPool;
+  /** Opens each run's MCP sessions and discovers their tools. */
+  mcp: McpConnector;
   isDraining(): boolean;
 }
 
@@ -98,29 +103,48 @@ export class Launcher {
   launch(start: DetachedStart): Promise<DetachedOutcome>;
   launch(start: BlockingStart): Promise<Streaming>;
   async launch(start: LaunchRequest): Promise<LaunchOutcome> {
-    const { auth, requestId, signal } = start;
-    const request = authorizeStartRequest(start.request, auth);
+    const { auth, requestId, signal, caller } = start;
+    const authorized = authorizeStartRequest(start.request, auth);
     if (signal?.aborted) throw clientGone();
     const reservation = await reserve(
       { workflowId: auth.WorkflowID, transport: start.transport, lockConcurrentFlow: auth.LockConcurrentFlow ?? false, actorId: auth.ActorID ?? undefined, requestId },
       this.admission,
     );
+    const discoveryStarted = performance.now();
+    let mcp: McpToolbox | undefined;
     let run: Run;
     try {
       if (signal?.aborted) throw clientGone();
+      mcp = await this.parts.mcp.open(
+        { servers: auth.McpServers, token: auth.Service.Headers?.['x-gitlab-oauth-token'] ?? '', workflowId: auth.WorkflowID, requestId, forwardedFor: forwardedForOf(caller) },
+        this.discoveryTimeoutMs(start.transport),
+      );
+      if (signal?.aborted) throw clientGone();
       this.checkServing();
-      run = this.open(start, reservation);
+      run = this.open(start, reservation, mcp);
     } catch (err) {
-      await reservation.release();
+      await Promise.all([reservation.release(), mcp?.close()]);
       throw err;
     }
+    const request = withMcpTools(authorized, mcp);
     if (start.transport === 'http') {
       bindToCaller(run, signal);
       void run.markRunning();
     }
     await this.send(run, request, start.transport === 'detached' ? undefined : signal);
     if (start.transport === 'http') return { kind: 'streaming', runId: run.id, done: run.done };
-    return this.accept(run);
+    // The caller waited through discovery already: it counts against the accept wait.
+    return this.accept(run, Math.max(0, this.parts.config.acceptWaitMs - (performance.now() - discoveryStarted)));
+  }
+
+  /**
+   * How long discovering MCP tools may hold a start: the discovery deadline, and for a
+   * detached start never past the accept wait, so the 202 is not later than it would be
+   * without MCP servers.
+   */
+  private discoveryTimeoutMs(transport: LaunchRequest['transport']): number {
+    const { mcpDiscoveryTimeoutMs, acceptWaitMs } = this.parts.config;
+    return transport === 'detached' ? Math.min(mcpDiscoveryTimeoutMs, acceptWaitMs) : mcpDiscoveryTimeoutMs;
   }
 
   /**
@@ -147,7 +171,7 @@ export class Launcher {
   }
 
   /** Opens the gRPC stream and the Run that owns it (and, from here on, the reservation). */
-  private open(start: LaunchRequest, reservation: Reservation): Run {
+  private open(start: LaunchRequest, reservation: Reservation, mcp: McpToolbox): Run {
     const { auth, requestId, transport, caller } = start;
     let call;
     try {
@@ -162,10 +186,10 @@ export class Launcher {
         transport,
         call,
         reservation,
+        mcp,
         access: {
           token: auth.Service.Headers?.['x-gitlab-oauth-token'] ?? '',
           timeoutHTTPRequests: auth.TimeoutHTTPRequests ?? false,
-          mcpServers: auth.McpServers,
           forwardedFor: forwardedForOf(caller),
         },
         ...(start.transport === 'http' ? { sink: start.sink } : { runLimitMs: this.parts.config.runLimitMs }),
@@ -179,9 +203,9 @@ export class Launcher {
    * accepted (its record is written before the 202); a stream that ends or is stopped
    * first is answered from its end, after its teardown has given everything back.
    */
-  private async accept(run: Run): Promise<DetachedOutcome> {
+  private async accept(run: Run, acceptWaitMs: number): Promise<DetachedOutcome> {
     const sentAt = performance.now();
-    const acceptance = await awaitAcceptance(run, this.parts.config.acceptWaitMs);
+    const acceptance = await awaitAcceptance(run, acceptWaitMs);
     if (acceptance.kind === 'accepted' && (await run.markRunning())) {
       this.parts.metrics.acceptDuration.observe({ accepted_on: acceptance.on }, (performance.now() - sentAt) / 1000);
       return { kind: 'accepted', runId: run.id, acceptedOn: acceptance.on };

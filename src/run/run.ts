@@ -13,19 +13,19 @@
  *     lock lost, the owner's stop
  *   cancel(): the caller hung up   → client_gone
  *
- * Teardown clears timers, aborts in-flight relays, gives the reservation back (lock, run
- * record, actor slot, detached slot), leaves the registry, then hands over to run-end.ts
- * (metrics, the run's log line, the segment-end callback).
+ * Teardown clears timers, aborts in-flight relays and MCP calls, ends the run's MCP
+ * sessions, gives the reservation back (lock, run record, actor slot, detached slot),
+ * leaves the registry, then hands over to run-end.ts (metrics, the run's log line, the
+ * segment-end callback).
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from '../log';
 import type { Metrics } from '../metrics';
 import type { OwnerClient } from '../owner/owner-client';
-import type { McpServer } from '../owner/preauth';
 import type { CoordinationBackend } from '../coordination/backend';
 import type { Lease } from '../coordination/lease';
 import type { StopWatcher } from '../coordination/stop-watcher';
-import { McpSessions } from '../owner/mcp-client';
+import type { McpToolbox } from '../owner/mcp/toolbox';
 import { LOCK_LOST, RUN_LIMIT, type EndReason, type StopOutcome, type Transport } from '../vocabulary';
 import type { Action, StartWorkflowRequest } from '../workflow/contract';
 import { WorkflowStream, type CallHandle, type StreamEnd } from '../workflow/workflow-stream';
@@ -79,8 +79,6 @@ export interface RunContext {
   replicaId: string;
   stopAckTimeoutMs: number;
   leaseTtlMs: number;
-  /** Deadline of one MCP request. */
-  mcpTimeoutMs: number;
   /** A blocking caller that takes nothing for this long is treated as gone. */
   callerStallMs: number;
   /** Bounds segment-end callbacks (aborted when a drain's budget runs out). */
@@ -92,7 +90,6 @@ export interface RunAccess {
   /** The user's API token (Service.Headers["x-gitlab-oauth-token"]). */
   token: string;
   timeoutHTTPRequests: boolean;
-  mcpServers: Record<string, McpServer> | null | undefined;
   /** X-Forwarded-For for relayed requests: the caller's chain plus its address. */
   forwardedFor: string | undefined;
 }
@@ -104,6 +101,8 @@ export interface RunInit {
   call: CallHandle;
   /** What admission took; the run gives it back at teardown. */
   reservation: Reservation;
+  /** The run's MCP sessions and tools (opened by the launcher); the run closes them at teardown. */
+  mcp: McpToolbox;
   access: RunAccess;
   /** Detached runs: stop with WORKHORSE_RUN_LIMIT after this long. */
   runLimitMs?: number;
@@ -336,8 +335,7 @@ export class Run implements RegisteredRun {
       token: this.init.access.token,
       timeoutHTTPRequests: this.init.access.timeoutHTTPRequests,
       signal: this.abort.signal,
-      mcpServers: this.init.access.mcpServers,
-      mcp: new McpSessions(this.ctx.mcpTimeoutMs),
+      mcp: this.init.mcp,
       forwardedFor: this.init.access.forwardedFor,
     };
     await serveAction(action, this.actionContext).then(
@@ -363,9 +361,11 @@ export class Run implements RegisteredRun {
     clearTimeout(this.stallTimer);
     this.unwatchStop?.();
     this.abort.abort(RUN_ENDED);
+    // Sessions end (DELETE) while the rest is given back; bounded, never rejects.
+    const mcpClosed = this.init.mcp.close();
     const stopOutcome = this.stopping ? await this.stopping : undefined;
     await this.recordWrite;
-    await this.init.reservation.release(this.id);
+    await Promise.all([this.init.reservation.release(this.id), mcpClosed]);
     this.ctx.registry.remove(this);
     const result: RunResult = { reason: ended.reason, end, stopOutcome, durationMs: Date.now() - this.startedAt, actions: this.actions };
     await recordRunEnd(this.ctx, this.log, {

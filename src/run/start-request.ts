@@ -1,7 +1,7 @@
 /**
  * The StartWorkflowRequest that is sent (SPEC §3): the caller's protojson body, decoded
  * and bounded, with the owner's authorization applied — the authorized WorkflowID, the
- * owner's capabilities, MCP tools and pre-approved tools in place of the caller's; the
+ * owner's capabilities, and the tools of its MCP servers, in place of the caller's; the
  * approval is forwarded (it resumes a turn paused for tool approval).
  */
 import * as grpc from '@grpc/grpc-js';
@@ -33,24 +33,27 @@ export function decodeStartRequest(body: Buffer): StartWorkflowRequest {
   }
 }
 
-/** Applies the owner's authorization; throws INVALID_REQUEST on a workflowID mismatch. */
+/**
+ * Applies the owner's authorization; throws INVALID_REQUEST on a workflowID mismatch.
+ * The caller's MCP tools are dropped here; the owner's are put in by `withMcpTools` once
+ * they have been discovered.
+ */
 export function authorizeStartRequest(request: StartWorkflowRequest, auth: DuoWorkflowAuth): StartWorkflowRequest {
   if (request.workflowID && request.workflowID !== auth.WorkflowID) {
     throw new GatewayError('INVALID_REQUEST', `workflowID ${JSON.stringify(request.workflowID)} does not match the authorized workflow`);
-  }
-  const mcpTools: McpTool[] = [];
-  const preapproved = new Set<string>();
-  for (const server of Object.values(auth.McpServers ?? {})) {
-    for (const name of server.Tools ?? []) mcpTools.push({ name, ...(server.Trusted ? { trusted: true } : {}) });
-    for (const name of server.PreApprovedTools ?? []) preapproved.add(name);
   }
   return {
     ...request,
     workflowID: auth.WorkflowID,
     clientCapabilities: [...(auth.ServerCapabilities ?? [])],
-    mcpTools,
-    preapproved_tools: [...preapproved],
+    mcpTools: [],
+    preapproved_tools: [],
   };
+}
+
+/** The tools a run offers (its MCP servers' discovered tools), put in the start request. */
+export function withMcpTools(request: StartWorkflowRequest, offered: { tools: readonly McpTool[]; preapprovedTools: readonly string[] }): StartWorkflowRequest {
+  return { ...request, mcpTools: [...offered.tools], preapproved_tools: [...offered.preapprovedTools] };
 }
 
 /**

@@ -2,13 +2,16 @@
  * The simulated owner service (a Rails stand-in): a real express server that answers
  * the pre-authorization of SPEC §2 (per-workflow configurable), verifies the
  * Gitlab-Workhorse-Api-Request JWT, serves a few API endpoints for runHTTPRequest to
- * hit, receives segment-end callbacks (§6) and records everything it received.
+ * hit, serves its own MCP servers (`gitlab` at /api/v4/mcp, `orbit` at
+ * /api/v4/orbit/mcp, for the user's token only), receives segment-end callbacks (§6) and
+ * records everything it received.
  *
  * As strict as Rails: the API endpoints sit behind a `require_gitlab_workhorse!`-style
  * guard — a valid Gitlab-Workhorse-Api-Request JWT (iss "gitlab-workhorse") and a
- * Gitlab-Workhorse header, else 403 — as the real workflow and checkpoint endpoints do.
- * Answers use canonical header names, with GitLab's X-Next-Page/X-Total pagination on
- * `/api/v4/projects/:id/issues`.
+ * Gitlab-Workhorse header, else 403 — as the real workflow and checkpoint endpoints do
+ * (the MCP endpoints, which MCP clients other than the gateway use too, need only the
+ * user's token). Answers use canonical header names, with GitLab's X-Next-Page/X-Total
+ * pagination on `/api/v4/projects/:id/issues`.
  */
 import { EventEmitter } from 'node:events';
 import { waitForChange } from './wait-for';
@@ -16,6 +19,7 @@ import type { AddressInfo } from 'node:net';
 import type http from 'node:http';
 import express from 'express';
 import { verifyJwt, WORKHORSE_ISSUER } from '../owner/jwt';
+import { McpEndpointSimulator } from './mcp-sim';
 
 export interface PreauthConfig {
   detached?: boolean;
@@ -23,7 +27,7 @@ export interface PreauthConfig {
   timeoutHTTPRequests?: boolean;
   actorId?: string;
   serverCapabilities?: string[];
-  mcpServers?: Record<string, { URL: string; Headers?: Record<string, string>; Tools?: string[] | null; PreApprovedTools?: string[]; Trusted?: boolean }>;
+  mcpServers?: Record<string, { URL?: string; Headers?: Record<string, string>; Tools?: string[] | null; PreApprovedTools?: string[]; Trusted?: boolean }>;
   /** Extra gRPC metadata for Service.Headers (x-gitlab-oauth-token is always set). */
   serviceHeaders?: Record<string, string>;
   /** Service.URI; default the workflow simulator given at start. */
@@ -83,6 +87,9 @@ export class OwnerServiceSimulator {
   readonly rejectedApi: ReceivedRequest[] = [];
   /** Issues in every project's paginated `/api/v4/projects/:id/issues`. */
   issuesPerProject = 7;
+  /** The owner's own MCP servers: `gitlab` (/api/v4/mcp) and `orbit` (/api/v4/orbit/mcp). */
+  readonly mcp: McpEndpointSimulator;
+  readonly orbitMcp: McpEndpointSimulator;
   /** Answer the next N segment-end callbacks with this status (to test retries). */
   segmentEndFailures: { remaining: number; status: number } = { remaining: 0, status: 503 };
   /** Never answer segment-end callbacks (a hung owner): they are recorded, then held open. */
@@ -106,6 +113,9 @@ export class OwnerServiceSimulator {
     private readonly options: OwnerSimulatorOptions,
   ) {
     this.events.setMaxListeners(0);
+    const bearerToken = options.oauthToken ?? OWNER_OAUTH_TOKEN;
+    this.mcp = new McpEndpointSimulator({ bearerToken });
+    this.orbitMcp = new McpEndpointSimulator({ bearerToken });
   }
 
   static async start(options: OwnerSimulatorOptions): Promise<OwnerServiceSimulator> {
@@ -136,10 +146,13 @@ export class OwnerServiceSimulator {
   }
 
   close(): Promise<void> {
-    this.closing ??= new Promise<void>((resolve) => {
-      this.server.close(() => resolve());
-      this.server.closeAllConnections();
-    });
+    this.closing ??= (async () => {
+      await Promise.allSettled([this.mcp.close(), this.orbitMcp.close()]);
+      await new Promise<void>((resolve) => {
+        this.server.close(() => resolve());
+        this.server.closeAllConnections();
+      });
+    })();
     return this.closing;
   }
 
@@ -200,6 +213,18 @@ export class OwnerServiceSimulator {
       this.segmentEnds.push(end);
       res.status(204).end();
       this.onSegmentEnd?.(end);
+      return;
+    }
+    const mcp = req.path === '/api/v4/mcp' ? this.mcp : req.path === '/api/v4/orbit/mcp' ? this.orbitMcp : undefined;
+    if (mcp) {
+      let body: unknown;
+      try {
+        body = received.body === '' ? undefined : JSON.parse(received.body);
+      } catch {
+        res.status(400).json({ message: 'body is not JSON' });
+        return;
+      }
+      await mcp.handle(req, res, body);
       return;
     }
     const refusal = await this.workhorseGuard(req);
