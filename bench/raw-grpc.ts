@@ -6,19 +6,13 @@
  * comparison measures the gateway's own cost, not a different connection layout.
  */
 import * as grpc from '@grpc/grpc-js';
+import { channelOptions } from '../src/workflow/channel-pool';
 import { duoWorkflowService, type Action, type ClientEvent, type StartWorkflowRequest } from '../src/workflow/contract';
 
 const method = duoWorkflowService['ExecuteWorkflow'] as grpc.MethodDefinition<ClientEvent, Action>;
 
-// As in src/workflow/channel-pool.ts: the same per-connection settings.
-const channelOptions: grpc.ChannelOptions = {
-  'grpc.max_receive_message_length': 4 * 1024 * 1024,
-  'grpc.max_send_message_length': 4 * 1024 * 1024,
-  'grpc.keepalive_time_ms': 30_000,
-  'grpc.keepalive_timeout_ms': 10_000,
-  'grpc.keepalive_permit_without_calls': 0,
-  'grpc.use_local_subchannel_pool': 1,
-};
+// The gateway's own per-connection settings (its defaults), from its channel pool.
+const options: grpc.ChannelOptions = channelOptions({});
 
 /** The StartWorkflowRequest as the gateway sends it after the owner's preauth (SPEC §3). */
 export function startRequestFor(workflowId: string, workflowMetadata: string): StartWorkflowRequest {
@@ -51,7 +45,7 @@ export class RawClientPool {
   open(workflowId: string, workflowMetadata: string, token: string): RawCall {
     let slot = this.clients.find((c) => c.streams < this.streamsPerConnection);
     if (!slot) {
-      slot = { client: new grpc.Client(this.address, grpc.credentials.createInsecure(), channelOptions), streams: 0 };
+      slot = { client: new grpc.Client(this.address, grpc.credentials.createInsecure(), options), streams: 0 };
       this.clients.push(slot);
     }
     const owner = slot;

@@ -22,6 +22,7 @@ import { McpConnector } from './owner/mcp/connector';
 import { OwnerClient } from './owner/owner-client';
 import { Launcher } from './run/launcher';
 import { RunRegistry } from './run/registry';
+import { RunLimits } from './run/run-limits';
 import { SERVER_SHUTDOWN } from './vocabulary';
 import { ChannelPool } from './workflow/channel-pool';
 
@@ -226,6 +227,7 @@ export class Gateway {
       }
       const stopWatcher = own('stop watcher', new StopWatcher(backend, config.stopPollMs), (w) => w.close());
       const callbackBudget = new AbortController();
+      const runLimits = own('run limits', new RunLimits(config.runLimitMs), (l) => l.close());
       const isDraining = (): boolean => gateway?.state !== 'serving';
       const launcher = new Launcher({
         config,
@@ -242,6 +244,7 @@ export class Gateway {
         stopAckTimeoutMs: config.stopAckTimeoutMs,
         leaseTtlMs: config.leaseTtlMs,
         callerStallMs: config.callerStallMs,
+        runLimits,
         callbackSignal: callbackBudget.signal,
       });
       const mainApp = createMainApp({

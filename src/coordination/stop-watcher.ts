@@ -6,12 +6,16 @@
  */
 import type { CoordinationBackend } from './backend';
 
-type StopHandler = (value: string) => void;
+/** Who is told of a stop key seen set: a run (one object, no closure per run). */
+export interface StopListener {
+  stopSignalSeen(value: string): void;
+}
 
 const POLL_BATCH = 1_000;
 
 export class StopWatcher {
-  private readonly watched = new Map<string, Set<StopHandler>>();
+  /** Listeners by workflow: one run per workflow and process normally, so a small array. */
+  private readonly watched = new Map<string, StopListener[]>();
   private timer: NodeJS.Timeout | undefined;
   private polling = false;
 
@@ -22,20 +26,21 @@ export class StopWatcher {
     backend.onStopNotice((workflowId) => void this.check(workflowId));
   }
 
-  /** Calls onStop with the key's value whenever it is seen set; returns the unwatch function. */
-  watch(workflowId: string, onStop: StopHandler): () => void {
-    let handlers = this.watched.get(workflowId);
-    if (!handlers) {
-      handlers = new Set();
-      this.watched.set(workflowId, handlers);
-    }
-    handlers.add(onStop);
+  /** Tells `listener` the key's value whenever it is seen set, until unwatch(). */
+  watch(workflowId: string, listener: StopListener): void {
+    const listeners = this.watched.get(workflowId);
+    if (listeners) listeners.push(listener);
+    else this.watched.set(workflowId, [listener]);
     this.timer ??= setInterval(() => void this.poll(), this.pollMs);
-    return () => {
-      handlers.delete(onStop);
-      if (handlers.size === 0) this.watched.delete(workflowId);
-      if (this.watched.size === 0) this.stopTimer();
-    };
+  }
+
+  unwatch(workflowId: string, listener: StopListener): void {
+    const listeners = this.watched.get(workflowId);
+    if (!listeners) return;
+    const left = listeners.filter((l) => l !== listener);
+    if (left.length > 0) this.watched.set(workflowId, left);
+    else this.watched.delete(workflowId);
+    if (this.watched.size === 0) this.stopTimer();
   }
 
   private stopTimer(): void {
@@ -45,7 +50,7 @@ export class StopWatcher {
 
   private deliver(workflowId: string, value: string | null): void {
     if (value === null) return;
-    for (const handler of this.watched.get(workflowId) ?? []) handler(value);
+    for (const listener of this.watched.get(workflowId) ?? []) listener.stopSignalSeen(value);
   }
 
   private async check(workflowId: string): Promise<void> {

@@ -1,7 +1,12 @@
 /**
- * Detached acceptance (SPEC §3b): after the startRequest is sent, wait for the first
- * Action or acceptWaitMs, whichever comes first. A successful send is not acceptance:
- * quota and invalid-argument rejections arrive on receive, and end the stream first.
+ * Detached acceptance (SPEC §3b): after the startRequest is on the stream, wait for the
+ * first Action or acceptWaitMs, whichever comes first. A successful send is not
+ * acceptance: quota and invalid-argument rejections arrive on receive, and end the
+ * stream first. A stop signal seen first wins (the execute answers 409 STOPPED).
+ *
+ * The wait listens through a listener the run drops once acceptance is decided, rather
+ * than racing promises that live as long as the run: a `.then` on a run-long promise
+ * would keep the race's closures (and its timer) for the whole turn.
  */
 import type { AcceptedOn } from '../vocabulary';
 import type { StreamEnd } from '../workflow/workflow-stream';
@@ -11,23 +16,35 @@ export type Acceptance =
   | { kind: 'ended'; end: StreamEnd }
   | { kind: 'stopped' };
 
-/** Waits for acceptance; a stop signal seen first wins (the execute answers 409 STOPPED). */
-export async function awaitAcceptance(
-  run: { firstAction: Promise<void>; streamEnded: Promise<StreamEnd>; stopSignalled: Promise<void> },
-  acceptWaitMs: number,
-): Promise<Acceptance> {
-  let timer: NodeJS.Timeout | undefined;
-  const waited = new Promise<Acceptance>((resolve) => {
-    timer = setTimeout(() => resolve({ kind: 'accepted', on: 'accept_wait_elapsed' }), acceptWaitMs);
+/** What a run tells the acceptance wait; each at most once. */
+export interface AcceptanceListener {
+  firstAction(): void;
+  stopped(): void;
+  ended(end: StreamEnd): void;
+}
+
+/** A run that can be watched for acceptance; the returned function drops the listener. */
+export interface AcceptanceSource {
+  watchAcceptance(listener: AcceptanceListener): () => void;
+}
+
+export function awaitAcceptance(run: AcceptanceSource, acceptWaitMs: number): Promise<Acceptance> {
+  return new Promise((resolve) => {
+    let decided = false;
+    let drop: (() => void) | undefined;
+    const decide = (acceptance: Acceptance): void => {
+      if (decided) return;
+      decided = true;
+      clearTimeout(timer);
+      drop?.();
+      resolve(acceptance);
+    };
+    const timer = setTimeout(() => decide({ kind: 'accepted', on: 'accept_wait_elapsed' }), acceptWaitMs);
+    drop = run.watchAcceptance({
+      firstAction: () => decide({ kind: 'accepted', on: 'first_action' }),
+      stopped: () => decide({ kind: 'stopped' }),
+      ended: (end) => decide({ kind: 'ended', end }),
+    });
+    if (decided) drop();
   });
-  try {
-    return await Promise.race<Acceptance>([
-      run.stopSignalled.then(() => ({ kind: 'stopped' })),
-      run.firstAction.then(() => ({ kind: 'accepted', on: 'first_action' })),
-      run.streamEnded.then((end) => ({ kind: 'ended', end })),
-      waited,
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
 }

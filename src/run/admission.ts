@@ -44,7 +44,7 @@ function unavailable(err: unknown): GatewayError {
  */
 export async function reserve(want: AdmissionRequest, deps: AdmissionDeps): Promise<Reservation> {
   const detached = want.transport === 'detached';
-  const slot = detached ? deps.registry.reserveDetached() : undefined;
+  const slot = detached && deps.registry.reserveDetached();
   if (detached && !slot) {
     deps.metrics.capRejection('process');
     throw new GatewayError('CAPACITY_EXHAUSTED', 'this instance holds its maximum of detached runs', { retryAfterS: 5 });
@@ -53,7 +53,7 @@ export async function reserve(want: AdmissionRequest, deps: AdmissionDeps): Prom
     const lock = detached || want.lockConcurrentFlow ? await takeLock(want, detached ? 'required' : 'best_effort', deps) : undefined;
     return new Reservation(deps, want.workflowId, slot, lock);
   } catch (err) {
-    slot?.release();
+    if (slot) deps.registry.releaseDetached();
     throw err;
   }
 }

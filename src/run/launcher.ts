@@ -192,7 +192,7 @@ export class Launcher {
           timeoutHTTPRequests: auth.TimeoutHTTPRequests ?? false,
           forwardedFor: forwardedForOf(caller),
         },
-        ...(start.transport === 'http' ? { sink: start.sink } : { runLimitMs: this.parts.config.runLimitMs }),
+        ...(start.transport === 'http' ? { sink: start.sink } : { limited: true }),
       },
       this.parts,
     );

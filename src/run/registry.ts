@@ -26,11 +26,6 @@ export interface RegisteredRun {
   cancel(): void;
 }
 
-/** A reserved detached slot; release() is idempotent. */
-export interface Slot {
-  release(): void;
-}
-
 export class RunRegistry {
   private readonly runs = new Map<string, RegisteredRun>();
   // Kept as runs come and go: count() is read on every run's start and end, and a scan
@@ -40,18 +35,18 @@ export class RunRegistry {
 
   constructor(private readonly maxDetachedRuns: number) {}
 
-  /** Takes a detached slot, or returns undefined when the process cap is reached. */
-  reserveDetached(): Slot | undefined {
-    if (this.detachedSlots >= this.maxDetachedRuns) return undefined;
+  /**
+   * Takes a detached slot; false when the process cap is reached. The taker gives it back
+   * once with releaseDetached() (the Reservation does, in its one release()).
+   */
+  reserveDetached(): boolean {
+    if (this.detachedSlots >= this.maxDetachedRuns) return false;
     this.detachedSlots += 1;
-    let released = false;
-    return {
-      release: () => {
-        if (released) return;
-        released = true;
-        this.detachedSlots -= 1;
-      },
-    };
+    return true;
+  }
+
+  releaseDetached(): void {
+    this.detachedSlots = Math.max(0, this.detachedSlots - 1);
   }
 
   add(run: RegisteredRun): void {

@@ -7,7 +7,7 @@
 import type { Metrics } from '../metrics';
 import type { ActorSlot, CoordinationBackend } from '../coordination/backend';
 import { Lease, type LeaseHooks } from '../coordination/lease';
-import type { Slot } from './registry';
+import type { RunRegistry } from './registry';
 
 /** The workflow's lock as admission took it. */
 export interface HeldLock {
@@ -23,10 +23,10 @@ export class Reservation {
   private releasing: Promise<void> | undefined;
 
   constructor(
-    private readonly deps: { backend: CoordinationBackend; metrics: Metrics },
+    private readonly deps: { backend: CoordinationBackend; metrics: Metrics; registry: RunRegistry },
     readonly workflowId: string,
-    /** The detached run slot of this process (absent for blocking runs). */
-    private readonly slot: Slot | undefined,
+    /** Whether a detached run slot of this process was taken (blocking runs take none). */
+    private readonly slot: boolean,
     /** Absent: a blocking run without LockConcurrentFlow, or one going on without Redis. */
     readonly lock: HeldLock | undefined,
   ) {}
@@ -60,7 +60,7 @@ export class Reservation {
           this.deps.metrics.lock('release', released ? 'ok' : 'error');
         }
       } finally {
-        this.slot?.release();
+        if (this.slot) this.deps.registry.releaseDetached();
       }
     })();
     return this.releasing;

@@ -24,13 +24,15 @@ import type { Metrics } from '../metrics';
 import type { OwnerClient } from '../owner/owner-client';
 import type { CoordinationBackend } from '../coordination/backend';
 import type { Lease } from '../coordination/lease';
-import type { StopWatcher } from '../coordination/stop-watcher';
+import type { StopListener, StopWatcher } from '../coordination/stop-watcher';
 import type { McpToolbox } from '../owner/mcp/toolbox';
 import { LOCK_LOST, RUN_LIMIT, type EndReason, type StopOutcome, type Transport } from '../vocabulary';
 import type { Action, StartWorkflowRequest } from '../workflow/contract';
 import { WorkflowStream, type CallHandle, type StreamEnd } from '../workflow/workflow-stream';
+import type { AcceptanceListener } from './acceptance';
 import { errorAnswer, serveAction, type ActionContext } from './action-server';
 import type { RegisteredRun, RunInfo, RunRegistry } from './registry';
+import type { LimitedRun, RunLimitEntry, RunLimits } from './run-limits';
 import type { Reservation } from './reservation';
 import { recordRunEnd } from './run-end';
 import { endReasonForStatus, endReasonForStop, userStopReason } from './stop-reasons';
@@ -81,6 +83,8 @@ export interface RunContext {
   leaseTtlMs: number;
   /** A blocking caller that takes nothing for this long is treated as gone. */
   callerStallMs: number;
+  /** Detached runs' run limits (one timer for the process). */
+  runLimits: RunLimits;
   /** Bounds segment-end callbacks (aborted when a drain's budget runs out). */
   callbackSignal: AbortSignal;
 }
@@ -104,13 +108,13 @@ export interface RunInit {
   /** The run's MCP sessions and tools (opened by the launcher); the run closes them at teardown. */
   mcp: McpToolbox;
   access: RunAccess;
-  /** Detached runs: stop with WORKHORSE_RUN_LIMIT after this long. */
-  runLimitMs?: number;
+  /** Detached runs: stopped with WORKHORSE_RUN_LIMIT at the run limit (RunContext.runLimits). */
+  limited?: boolean;
   /** Blocking runs write each checkpoint to the caller. */
   sink?: CheckpointSink;
 }
 
-export class Run implements RegisteredRun {
+export class Run implements RegisteredRun, LimitedRun, StopListener {
   readonly id = randomUUID();
   readonly workflowId: string;
   readonly transport: Transport;
@@ -122,14 +126,17 @@ export class Run implements RegisteredRun {
   private stopping: Promise<StopOutcome> | undefined;
   /** The run record write, awaited by teardown so the record is never written after release. */
   private recordWrite: Promise<void> | undefined;
-  private unwatchStop: (() => void) | undefined;
-  private resolveStopSignal!: () => void;
-  /** Resolves when the owner's stop signal is seen (before or after acceptance). */
-  readonly stopSignalled: Promise<void> = new Promise((resolve) => (this.resolveStopSignal = resolve));
-  private runLimitTimer: NodeJS.Timeout | undefined;
+  /** Set when the owner's stop signal is seen (it wins over acceptance). */
+  private stopSeen = false;
+  /** Told what decides acceptance, while a detached start waits for it. */
+  private acceptance: AcceptanceListener | undefined;
+  /** The call's final status, once it ended. */
+  private endStatus: StreamEnd | undefined;
+  private runLimit: RunLimitEntry | undefined;
   /** Set while reading is paused for a full sink; the timer ends a caller that stays stalled. */
   private stallTimer: NodeJS.Timeout | undefined;
-  private readonly abort = new AbortController();
+  /** Aborts in-flight relays and tool calls when the run ends; made with the first action served. */
+  private abort: AbortController | undefined;
   private actionContext: ActionContext | undefined;
   private logger: Logger | undefined;
   private readonly stream: WorkflowStream;
@@ -148,14 +155,12 @@ export class Run implements RegisteredRun {
         this.log.warn({ why }, 'lease lost: stopping the run');
         void this.stop(LOCK_LOST, this.lockLostAckTimeoutMs());
       },
-      onStop: (value) => this.onStopSignal(value),
+      onStop: (value) => this.stopSignalSeen(value),
       onRenew: (result) => ctx.metrics.lock('renew', result),
       refresh: () => ({ runId: this.id, state: this.phase.state, lastActionAt: this.lastActionIso() }),
     });
-    if (this.lease) this.unwatchStop = ctx.stopWatcher.watch(init.workflowId, (value) => this.onStopSignal(value));
-    if (init.runLimitMs !== undefined) {
-      this.runLimitTimer = setTimeout(() => void this.stop(RUN_LIMIT), init.runLimitMs);
-    }
+    if (this.lease) ctx.stopWatcher.watch(init.workflowId, this);
+    if (init.limited) this.runLimit = ctx.runLimits.add(this);
     ctx.registry.add(this);
     ctx.metrics.connections.inc({ transport: this.transport });
     ctx.metrics.connectionsOpen.inc({ transport: this.transport });
@@ -181,14 +186,25 @@ export class Run implements RegisteredRun {
     return { state: 'stopping', reason, accepted: this.phase.state === 'running' };
   }
 
-  /** Resolves on the first Action (detached acceptance). */
-  get firstAction(): Promise<void> {
-    return this.stream.firstAction;
+  /**
+   * Watches for what decides detached acceptance (acceptance.ts): the first action, the
+   * owner's stop signal, the stream's end — told at once when it already happened. The
+   * returned function drops the listener; nothing of the wait stays with the run.
+   */
+  watchAcceptance(listener: AcceptanceListener): () => void {
+    if (this.stopSeen) listener.stopped();
+    else if (this.actions > 0) listener.firstAction();
+    else if (this.phase.state === 'ended') listener.ended(this.endStatus as StreamEnd);
+    else this.acceptance = listener;
+    return () => {
+      if (this.acceptance === listener) this.acceptance = undefined;
+    };
   }
 
-  /** Resolves when the call has ended, before teardown finishes. */
-  get streamEnded(): Promise<StreamEnd> {
-    return this.stream.ended;
+  /** The run limit was reached (RunLimits): the workflow is handed back to be resumed. */
+  reachedRunLimit(): void {
+    this.runLimit = undefined;
+    void this.stop(RUN_LIMIT);
   }
 
   /** Sends the startRequest; resolves 'written' once it is on an open HTTP/2 stream, 'ended' if the call ended first. */
@@ -225,9 +241,10 @@ export class Run implements RegisteredRun {
    * The owner's stop signal: the run acting on it deletes the key, then stops with the
    * key's value as the user reason.
    */
-  private onStopSignal(value: string): void {
+  stopSignalSeen(value: string): void {
     if (this.phase.state !== 'starting' && this.phase.state !== 'running') return;
-    this.resolveStopSignal();
+    this.stopSeen = true;
+    this.acceptance?.stopped();
     this.ctx.backend.clearStop(this.workflowId).catch(() => undefined);
     void this.stop(userStopReason(value));
   }
@@ -284,6 +301,7 @@ export class Run implements RegisteredRun {
   private onAction(action: Action): void {
     this.actions += 1;
     this.lastActionAt = Date.now();
+    if (this.actions === 1) this.acceptance?.firstAction();
     if (action.action === 'newCheckpoint') {
       this.ctx.metrics.action('newCheckpoint');
       if (this.init.sink) this.deliver(this.init.sink, action);
@@ -320,7 +338,7 @@ export class Run implements RegisteredRun {
   private async serve(action: Action): Promise<void> {
     if (this.lease) {
       const stop = await this.ctx.backend.readStop(this.workflowId).catch(() => null);
-      if (stop !== null) this.onStopSignal(stop);
+      if (stop !== null) this.stopSignalSeen(stop);
     }
     if (this.phase.state !== 'starting' && this.phase.state !== 'running') {
       this.ctx.metrics.action(action.action ?? 'unknown');
@@ -334,7 +352,7 @@ export class Run implements RegisteredRun {
       requestId: this.init.requestId,
       token: this.init.access.token,
       timeoutHTTPRequests: this.init.access.timeoutHTTPRequests,
-      signal: this.abort.signal,
+      signal: (this.abort ??= new AbortController()).signal,
       mcp: this.init.mcp,
       forwardedFor: this.init.access.forwardedFor,
     };
@@ -357,10 +375,12 @@ export class Run implements RegisteredRun {
         ? { reason: phase.reason, accepted: phase.accepted }
         : { reason: endReasonForStatus(end.code), accepted: phase.state === 'running' };
     this.phase = { state: 'ended', ...ended };
-    clearTimeout(this.runLimitTimer);
+    this.endStatus = end;
+    this.acceptance?.ended(end);
+    if (this.runLimit) this.ctx.runLimits.remove(this.runLimit);
     clearTimeout(this.stallTimer);
-    this.unwatchStop?.();
-    this.abort.abort(RUN_ENDED);
+    if (this.lease) this.ctx.stopWatcher.unwatch(this.workflowId, this);
+    this.abort?.abort(RUN_ENDED);
     // Sessions end (DELETE) while the rest is given back; bounded, never rejects.
     const mcpClosed = this.init.mcp.close();
     const stopOutcome = this.stopping ? await this.stopping : undefined;

@@ -53,6 +53,27 @@ function channelUserAgent(callerUserAgent: string): string {
   return callerUserAgent ? `${callerUserAgent} longrun/${version}` : `longrun/${version}`;
 }
 
+/** The options of every channel the pool opens (the benchmarks' raw client uses them too). */
+export function channelOptions(options: Pick<ChannelPoolOptions, 'keepaliveTimeMs' | 'keepaliveTimeoutMs' | 'keepaliveWithoutCalls'>): grpc.ChannelOptions {
+  return {
+    'grpc.max_receive_message_length': MAX_MESSAGE_BYTES,
+    'grpc.max_send_message_length': MAX_MESSAGE_BYTES,
+    'grpc.keepalive_time_ms': options.keepaliveTimeMs ?? 20_000,
+    'grpc.keepalive_timeout_ms': options.keepaliveTimeoutMs ?? 20_000,
+    'grpc.keepalive_permit_without_calls': (options.keepaliveWithoutCalls ?? true) ? 1 : 0,
+    'grpc.initial_reconnect_backoff_ms': 200,
+    'grpc.max_reconnect_backoff_ms': 5_000,
+    // Each pooled client must own its connection; grpc-js otherwise shares subchannels.
+    'grpc.use_local_subchannel_pool': 1,
+    // No retries, and no retry buffer: a bidi stream cannot be replayed anyway, and while
+    // a write fits grpc-js's retry buffer it is acknowledged as soon as it is buffered —
+    // the run must know when the startRequest is really on an HTTP/2 stream (the accept
+    // wait counts from there). Without the buffer no run keeps copies of what it sent.
+    'grpc.enable_retries': 0,
+    'grpc.per_rpc_retry_buffer_size': 0,
+  };
+}
+
 export class ChannelPool {
   /** target key → caller User-Agent ('' = none) → connections. */
   private readonly targets = new Map<string, Map<string, Connection[]>>();
@@ -60,23 +81,7 @@ export class ChannelPool {
   private closed = false;
 
   constructor(private readonly options: ChannelPoolOptions) {
-    this.channelOptions = {
-      'grpc.max_receive_message_length': MAX_MESSAGE_BYTES,
-      'grpc.max_send_message_length': MAX_MESSAGE_BYTES,
-      'grpc.keepalive_time_ms': options.keepaliveTimeMs ?? 20_000,
-      'grpc.keepalive_timeout_ms': options.keepaliveTimeoutMs ?? 20_000,
-      'grpc.keepalive_permit_without_calls': (options.keepaliveWithoutCalls ?? true) ? 1 : 0,
-      'grpc.initial_reconnect_backoff_ms': 200,
-      'grpc.max_reconnect_backoff_ms': 5_000,
-      // Each pooled client must own its connection; grpc-js otherwise shares subchannels.
-      'grpc.use_local_subchannel_pool': 1,
-      // No retries, and no retry buffer: a bidi stream cannot be replayed anyway, and while
-      // a write fits grpc-js's retry buffer it is acknowledged as soon as it is buffered —
-      // the run must know when the startRequest is really on an HTTP/2 stream (the accept
-      // wait counts from there). Without the buffer no run keeps copies of what it sent.
-      'grpc.enable_retries': 0,
-      'grpc.per_rpc_retry_buffer_size': 0,
-    };
+    this.channelOptions = channelOptions(options);
   }
 
   /**

@@ -43,11 +43,10 @@ export class WorkflowStream {
   private status: StreamEnd | undefined;
   private readEnded = false;
   private resolveEnded!: (end: StreamEnd) => void;
-  private resolveFirstAction!: () => void;
+  /** The startRequest's outcome, while it is being written (sendStart). */
+  private startWaiter: ((outcome: 'written' | 'ended') => void) | undefined;
   /** Resolves once, when the call has ended (with its final status). Never rejects. */
   readonly ended: Promise<StreamEnd> = new Promise((resolve) => (this.resolveEnded = resolve));
-  /** Resolves on the first Action received. Never rejects (may never resolve). */
-  readonly firstAction: Promise<void> = new Promise((resolve) => (this.resolveFirstAction = resolve));
 
   constructor(
     private readonly call: CallHandle,
@@ -55,7 +54,6 @@ export class WorkflowStream {
   ) {
     call.on('data', (action: Action) => {
       if (this.state === 'ended') return;
-      this.resolveFirstAction();
       onAction(action);
     });
     call.on('status', (status: grpc.StatusObject) => {
@@ -73,6 +71,8 @@ export class WorkflowStream {
   private finish(end: StreamEnd): void {
     if (this.state === 'ended') return;
     this.state = 'ended';
+    this.startWaiter?.('ended');
+    this.startWaiter = undefined;
     this.resolveEnded(end);
   }
 
@@ -89,9 +89,15 @@ export class WorkflowStream {
    */
   sendStart(request: StartWorkflowRequest): Promise<'written' | 'ended'> {
     return new Promise((resolve) => {
-      const sent = this.write({ startRequest: request }, (err) => resolve(err ? 'ended' : 'written'));
-      if (!sent) resolve('ended');
-      void this.ended.then(() => resolve('ended'));
+      this.startWaiter = resolve;
+      const sent = this.write({ startRequest: request }, (err) => {
+        this.startWaiter = undefined;
+        resolve(err ? 'ended' : 'written');
+      });
+      if (!sent) {
+        this.startWaiter = undefined;
+        resolve('ended');
+      }
     });
   }
 
