@@ -195,6 +195,9 @@ export class Dispatcher {
         // The run in flight is the turn (e.g. our own, whose 202 was lost): adopt it.
         const record = await this.options.client.getRun(workflowId);
         if (!record) throw new Error('409 WORKFLOW_LOCKED, then no run in flight: trying again');
+        // The run this segment resumes has ended but its lock outlives it (its release failed):
+        // it expires within one lease TTL; BullMQ tries the job again until then.
+        if (record.run_id === after) throw new Error('the run this segment resumes still holds the lock: trying again');
         return this.adopt(workflowId, record.run_id, turn.segments, resumed, true, result);
       }
       case 'stopped':
