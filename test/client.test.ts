@@ -152,6 +152,16 @@ describe('execute: every answer a typed result or error', () => {
     await clientFor(stack.url).stop(id);
   });
 
+  it('502 OWNER_UNAVAILABLE (the preauth missed its deadline) is retryable; retry: false makes one attempt', async () => {
+    const slowOwner = await startStack({ preauth: { detached: true, delayMs: 1_000 }, env: { LONGRUN_PREAUTH_TIMEOUT_MS: '200' } });
+    try {
+      const error = await clientFor(slowOwner.url).execute(newWorkflow(), meta(quick), { retry: false }).catch((e: unknown) => e);
+      expect(error).toMatchObject({ code: 'OWNER_UNAVAILABLE', status: 502, retryable: true, attempts: 1 });
+    } finally {
+      await slowOwner.close();
+    }
+  });
+
   it('a network error moves to the next endpoint at once; alone, it is NETWORK_ERROR', async () => {
     const dead = `http://127.0.0.1:${await freePort()}`;
     const { clock, waits } = fakeClock();
