@@ -29,6 +29,30 @@ export type EndReason = (typeof endReasons)[number];
 
 /** The reasons a segment-end callback carries (SPEC §6). */
 export type SegmentEndReason = Exclude<EndReason, 'client_gone'>;
+export const segmentEndReasons = [
+  'finished',
+  'run_limit',
+  'drain',
+  'stop_requested',
+  'lock_lost',
+  'stream_error',
+  'workflow_unavailable',
+] as const satisfies readonly SegmentEndReason[];
+
+/**
+ * Segment ends after which the workflow is still `running` on the owner's side: the owner
+ * dispatches the next segment, which resumes from the latest checkpoint.
+ */
+export const resumableSegmentEndReasons = ['run_limit', 'drain', 'lock_lost', 'stream_error', 'workflow_unavailable'] as const satisfies readonly SegmentEndReason[];
+/** Segment ends that end the turn: the owner records the end and dispatches nothing. */
+export const finalSegmentEndReasons = ['finished', 'stop_requested'] as const satisfies readonly SegmentEndReason[];
+
+/**
+ * What an action still unanswered when a segment ended was (the segment-end callback's
+ * and run record's `in_flight`, SPEC §6): a relayed runHTTPRequest or a runMCPTool call.
+ */
+export const inFlightKinds = ['http', 'mcp'] as const;
+export type InFlightKind = (typeof inFlightKinds)[number];
 
 export function segmentEndReason(reason: EndReason): SegmentEndReason {
   return reason === 'client_gone' ? 'stream_error' : reason;

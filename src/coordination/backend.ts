@@ -29,6 +29,8 @@ export interface RunRecord {
   state: string;
   started_at: string;
   last_action_at: string;
+  /** JSON list of the run's relayed actions still unanswered (SPEC §6), as of the last renewal; absent when written by an older replica. */
+  in_flight?: string;
 }
 
 /** A per-actor run slot, named by the lock's token (SPEC §3b per-actor cap). */
@@ -42,6 +44,8 @@ export interface LeaseRefresh {
   runId: string;
   state: string;
   lastActionAt: string;
+  /** The run record's `in_flight` (JSON text); left as it is when absent. */
+  inFlight?: string;
   actor?: ActorSlot;
 }
 

@@ -76,7 +76,8 @@ export class MemoryBackend implements CoordinationBackend {
       this.locks.expire(workflowId, ttlMs);
       const record = this.records.get(workflowId);
       if (record?.run_id === refresh.runId) {
-        this.records.set(workflowId, { ...record, state: refresh.state, last_action_at: refresh.lastActionAt }, ttlMs);
+        const inFlight = refresh.inFlight === undefined ? {} : { in_flight: refresh.inFlight };
+        this.records.set(workflowId, { ...record, state: refresh.state, last_action_at: refresh.lastActionAt, ...inFlight }, ttlMs);
       }
       if (refresh.actor) this.actorSlots(refresh.actor.actorId).set(refresh.actor.member, this.clock.now() + ttlMs);
     }

@@ -25,7 +25,7 @@ import { describeRedisTarget, type RedisTarget } from './redis-url';
 
 interface Scripts {
   acquireLock(lock: string, stop: string, token: string, ttlMs: number): Promise<number>;
-  renewLease(lock: string, stop: string, run: string, token: string, ttlMs: number, runId: string, state: string, lastActionAt: string): Promise<[number, string]>;
+  renewLease(lock: string, stop: string, run: string, token: string, ttlMs: number, runId: string, state: string, lastActionAt: string, ...inFlight: string[]): Promise<[number, string]>;
   releaseLock(lock: string, run: string, stop: string, token: string, runId: string): Promise<number>;
   requestStop(lock: string, stop: string, value: string, ttlMs: number, channel: string, workflowId: string): Promise<number>;
   actorSlot(actor: string, member: string, max: number, ttlMs: number): Promise<number>;
@@ -207,6 +207,7 @@ export class RedisBackend implements CoordinationBackend {
         refresh.runId,
         refresh.state,
         refresh.lastActionAt,
+        ...(refresh.inFlight === undefined ? [] : [refresh.inFlight]),
       );
       if (owned === 1 && refresh.actor) {
         // Best effort: the slot outliving a missed renewal by one TTL is harmless.

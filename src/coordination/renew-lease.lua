@@ -7,6 +7,7 @@
 -- ARGV[3]  the run's id
 -- ARGV[4]  the run's state
 -- ARGV[5]  the run's last action time (ISO 8601, or "")
+-- ARGV[6]  optional: the run's unanswered relayed actions (JSON list) for the record's in_flight
 -- Returns  { owned, stop }: owned is 1 when the token still held the lock (the lock and,
 --          if it is this run's, the run record now live ARGV[2] ms more) and 0 when it is
 --          gone or held by another token (nothing is changed); stop is the stop key's
@@ -16,6 +17,9 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   if redis.call('HGET', KEYS[3], 'run_id') == ARGV[3] then
     redis.call('HSET', KEYS[3], 'state', ARGV[4], 'last_action_at', ARGV[5])
+    if ARGV[6] then
+      redis.call('HSET', KEYS[3], 'in_flight', ARGV[6])
+    end
     redis.call('PEXPIRE', KEYS[3], ARGV[2])
   end
   owned = 1

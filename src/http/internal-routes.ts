@@ -12,7 +12,7 @@
 import express from 'express';
 import { GatewayError } from '../errors';
 import type { Logger } from '../log';
-import type { CoordinationBackend } from '../coordination/backend';
+import type { CoordinationBackend, RunRecord } from '../coordination/backend';
 import { verifyOwnerJwt } from '../owner/jwt';
 import { STOP_REASON_TOKEN, USER_STOP } from '../vocabulary';
 import { sendError } from './error-response';
@@ -27,6 +27,19 @@ export interface InternalContext {
 
 function storeError(err: unknown): GatewayError {
   return new GatewayError('LOCK_UNAVAILABLE', 'the coordination store is unavailable; retry shortly', { cause: err, retryAfterS: 2 });
+}
+
+/** The run record as JSON; `in_flight` (stored as JSON text) as a list. */
+function runRecordBody(workflowId: string, record: RunRecord): Record<string, unknown> {
+  const { in_flight: inFlight, ...fields } = record;
+  if (inFlight === undefined) return { workflow_id: workflowId, ...fields };
+  let list: unknown = [];
+  try {
+    list = JSON.parse(inFlight);
+  } catch {
+    // Written by this code, so never; an unreadable value reads as unknown (empty).
+  }
+  return { workflow_id: workflowId, ...fields, in_flight: Array.isArray(list) ? list : [] };
 }
 
 export function createInternalRouter(ctx: InternalContext): express.Router {
@@ -80,7 +93,7 @@ export function createInternalRouter(ctx: InternalContext): express.Router {
     const workflowId = req.params['workflow_id'] as string;
     ctx.backend.readRunRecord(workflowId).then(
       (record) => {
-        if (record) res.json({ workflow_id: workflowId, ...record });
+        if (record) res.json(runRecordBody(workflowId, record));
         else sendError(res, new GatewayError('NOT_FOUND', 'no run of this workflow is in flight'), ctx.logger);
       },
       (err: unknown) => sendError(res, storeError(err), ctx.logger),

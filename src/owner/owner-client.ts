@@ -7,7 +7,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool, type Dispatcher } from 'undici';
 import { GatewayError } from '../errors';
-import type { CallbackResult, RelayErrorType, SegmentEndReason } from '../vocabulary';
+import type { CallbackResult, InFlightKind, RelayErrorType, SegmentEndReason } from '../vocabulary';
 import { version } from '../version';
 import { deadline } from './deadline';
 import { JwtSigner } from './jwt';
@@ -83,14 +83,27 @@ export type RelayResult =
   /** A body over the cap keeps its answer (status, headers, the body up to the cap) beside the error. */
   | ({ ok: false; error: string; type: RelayErrorType } & Partial<RelayAnswer>);
 
+/**
+ * An action the workflow service sent and got no answer to before the segment ended
+ * (SPEC §6 "outcome unknown"): a write among them may or may not have taken effect.
+ */
+export interface InFlightAction {
+  kind: InFlightKind;
+  /** The Action's requestID, as the workflow service numbered it. */
+  request_id: string;
+  /** The HTTP method (upper case) of a relayed request; the tool name of an MCP call. */
+  method: string;
+}
+
 export interface SegmentEndBody {
   workflow_id: string;
   run_id: string;
   reason: SegmentEndReason;
   segment_duration_s: number;
   actions: number;
+  /** Actions still unanswered when the segment ended; empty when none. */
+  in_flight: InFlightAction[];
 }
-
 
 function headerValue(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value.join(', ') : value;

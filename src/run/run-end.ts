@@ -5,7 +5,7 @@
  */
 import type { Logger } from '../log';
 import type { Metrics } from '../metrics';
-import type { OwnerClient } from '../owner/owner-client';
+import type { InFlightAction, OwnerClient } from '../owner/owner-client';
 import { segmentEndReason, type EndReason, type StopOutcome, type Transport } from '../vocabulary';
 import type { StreamEnd } from '../workflow/workflow-stream';
 import type { RunRegistry } from './registry';
@@ -20,6 +20,8 @@ export interface RunEnd {
   stopOutcome: StopOutcome | undefined;
   durationMs: number;
   actions: number;
+  /** Actions relayed and still unanswered when the segment ended (SPEC §6 `in_flight`). */
+  inFlight: InFlightAction[];
   /** Send the segment-end callback (accepted detached runs). */
   callback: boolean;
 }
@@ -40,7 +42,7 @@ export async function recordRunEnd(ctx: RunEndContext, log: Logger, run: RunEnd)
   metrics.sessionEnded(run.end.code, run.transport, run.durationMs / 1000);
   metrics.teardown(run.transport, run.reason);
   log.info(
-    { reason: run.reason, duration_ms: run.durationMs, actions: run.actions, grpc_code: run.end.code, stop_outcome: run.stopOutcome },
+    { reason: run.reason, duration_ms: run.durationMs, actions: run.actions, in_flight: run.inFlight.length, grpc_code: run.end.code, stop_outcome: run.stopOutcome },
     'run ended',
   );
   if (!run.callback) return;
@@ -51,6 +53,7 @@ export async function recordRunEnd(ctx: RunEndContext, log: Logger, run: RunEnd)
       reason: segmentEndReason(run.reason),
       segment_duration_s: Math.round(run.durationMs / 100) / 10,
       actions: run.actions,
+      in_flight: run.inFlight,
     },
     run.requestId,
     ctx.callbackSignal,

@@ -13,21 +13,21 @@
  *     lock lost, the owner's stop
  *   cancel(): the caller hung up   → client_gone
  *
- * Teardown clears timers, aborts in-flight relays and MCP calls, ends the run's MCP
- * sessions, gives the reservation back (lock, run record, actor slot, detached slot),
- * leaves the registry, then hands over to run-end.ts (metrics, the run's log line, the
- * segment-end callback).
+ * Teardown notes the actions still unanswered (SPEC §6 `in_flight`), clears timers,
+ * aborts in-flight relays and MCP calls, ends the run's MCP sessions, gives the
+ * reservation back (lock, run record, actor slot, detached slot), leaves the registry,
+ * then hands over to run-end.ts (metrics, the run's log line, the segment-end callback).
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from '../log';
 import type { Metrics } from '../metrics';
-import type { OwnerClient } from '../owner/owner-client';
+import type { InFlightAction, OwnerClient } from '../owner/owner-client';
 import type { CoordinationBackend } from '../coordination/backend';
 import type { Lease } from '../coordination/lease';
 import type { StopListener, StopWatcher } from '../coordination/stop-watcher';
 import type { McpToolbox } from '../owner/mcp/toolbox';
 import { LOCK_LOST, RUN_LIMIT, type EndReason, type StopOutcome, type Transport } from '../vocabulary';
-import type { Action, StartWorkflowRequest } from '../workflow/contract';
+import type { Action, ActionResponse, StartWorkflowRequest } from '../workflow/contract';
 import { WorkflowStream, type CallHandle, type StreamEnd } from '../workflow/workflow-stream';
 import type { AcceptanceListener } from './acceptance';
 import { errorAnswer, serveAction, type ActionContext } from './action-server';
@@ -123,6 +123,8 @@ export class Run implements RegisteredRun, LimitedRun, StopListener {
   private phase: Phase = STARTING;
   private actions = 0;
   private lastActionAt: number | undefined;
+  /** Relayed actions (HTTP, MCP) whose answer has not reached the service yet, by requestID (made on first use). */
+  private unanswered: Map<string, InFlightAction> | undefined;
   private stopping: Promise<StopOutcome> | undefined;
   /** The run record write, awaited by teardown so the record is never written after release. */
   private recordWrite: Promise<void> | undefined;
@@ -157,7 +159,7 @@ export class Run implements RegisteredRun, LimitedRun, StopListener {
       },
       onStop: (value) => this.stopSignalSeen(value),
       onRenew: (result) => ctx.metrics.lock('renew', result),
-      refresh: () => ({ runId: this.id, state: this.phase.state, lastActionAt: this.lastActionIso() }),
+      refresh: () => ({ runId: this.id, state: this.phase.state, lastActionAt: this.lastActionIso(), inFlight: this.inFlightJson() }),
     });
     if (this.lease) ctx.stopWatcher.watch(init.workflowId, this);
     if (init.limited) this.runLimit = ctx.runLimits.add(this);
@@ -228,6 +230,7 @@ export class Run implements RegisteredRun, LimitedRun, StopListener {
         state: 'running',
         started_at: new Date(this.startedAt).toISOString(),
         last_action_at: this.lastActionIso(),
+        in_flight: this.inFlightJson(),
       };
       this.recordWrite = this.ctx.backend.writeRunRecord(this.workflowId, record, this.ctx.leaseTtlMs).catch((err: unknown) => {
         this.log.warn({ err }, 'run record not written');
@@ -256,6 +259,11 @@ export class Run implements RegisteredRun, LimitedRun, StopListener {
   private lockLostAckTimeoutMs(): number {
     const left = this.lease ? this.lease.remainingMs - 50 : 0;
     return Math.max(1, Math.min(this.ctx.stopAckTimeoutMs, left));
+  }
+
+  /** The run record's `in_flight` (JSON text): as of the record write or the last lease renewal. */
+  private inFlightJson(): string {
+    return JSON.stringify(this.unanswered ? [...this.unanswered.values()] : []);
   }
 
   private lastActionIso(): string {
@@ -356,15 +364,22 @@ export class Run implements RegisteredRun, LimitedRun, StopListener {
       mcp: this.init.mcp,
       forwardedFor: this.init.access.forwardedFor,
     };
+    const relayed = inFlightEntry(action);
+    if (relayed) (this.unanswered ??= new Map()).set(relayed.request_id, relayed);
     await serveAction(action, this.actionContext).then(
       (response) => {
-        if (response) this.stream.respond(response);
+        if (response) this.answer(response);
       },
       (err: unknown) => {
         this.log.error({ err }, 'serving an action failed');
-        this.stream.respond(errorAnswer(action, 'internal error'));
+        this.answer(errorAnswer(action, 'internal error'));
       },
     );
+  }
+
+  /** Writes an answer; the action stays in flight unless the answer reached the stream. */
+  private answer(response: ActionResponse): void {
+    if (this.stream.respond(response)) this.unanswered?.delete(response.requestID ?? '');
   }
 
   /** Runs once, when the call has ended: gives everything back, then records the end. */
@@ -377,6 +392,8 @@ export class Run implements RegisteredRun, LimitedRun, StopListener {
     this.phase = { state: 'ended', ...ended };
     this.endStatus = end;
     this.acceptance?.ended(end);
+    // Before the abort below answers them "request aborted": their outcome is unknown.
+    const inFlight = this.unanswered ? [...this.unanswered.values()] : [];
     if (this.runLimit) this.ctx.runLimits.remove(this.runLimit);
     clearTimeout(this.stallTimer);
     if (this.lease) this.ctx.stopWatcher.unwatch(this.workflowId, this);
@@ -395,8 +412,17 @@ export class Run implements RegisteredRun, LimitedRun, StopListener {
       transport: this.transport,
       // Only accepted runs are called back: an end before the 202 was answered to the dispatcher itself.
       callback: this.transport === 'detached' && ended.accepted,
+      inFlight,
       ...result,
     });
     return result;
   }
+}
+
+/** What `in_flight` says of an action relayed to the owner or an MCP server; undefined for others. */
+function inFlightEntry(action: Action): InFlightAction | undefined {
+  const request_id = action.requestID ?? '';
+  if (action.action === 'runHTTPRequest') return { kind: 'http', request_id, method: (action.runHTTPRequest?.method || 'GET').toUpperCase() };
+  if (action.action === 'runMCPTool') return { kind: 'mcp', request_id, method: action.runMCPTool?.name ?? '' };
+  return undefined;
 }

@@ -60,6 +60,8 @@ export interface SegmentEnd {
   reason: string;
   segment_duration_s: number;
   actions: number;
+  /** Actions unanswered when the segment ended (absent from gateways older than SPEC §6 `in_flight`). */
+  in_flight?: Array<{ kind: string; request_id: string; method: string }>;
 }
 
 export interface OwnerSimulatorOptions {
@@ -97,6 +99,8 @@ export class OwnerServiceSimulator {
   /** Called for every accepted segment-end callback (e.g. to re-dispatch the turn). */
   onSegmentEnd: ((end: SegmentEnd) => void) | undefined;
   private readonly configs = new Map<string, PreauthConfig>();
+  /** Handlers mounted with use(), run before the simulator's own routes. */
+  private readonly mounted = express.Router();
   /**
    * Tokens whose signature already checked out. The gateway reuses one token for 30 s;
    * verifying it again on every request (WebCrypto key import and HMAC) made this
@@ -124,6 +128,7 @@ export class OwnerServiceSimulator {
     app.disable('x-powered-by');
     app.disable('etag');
     app.use(express.text({ type: () => true, limit: '16mb' }));
+    app.use((req, res, next) => (sim ? sim.mounted(req, res, next) : next()));
     app.use((req, res, next) => (sim ? sim.route(req, res, next) : next()));
     const server = app.listen(options.port ?? 0, options.host ?? '127.0.0.1');
     await new Promise<void>((resolve, reject) => {
@@ -134,6 +139,15 @@ export class OwnerServiceSimulator {
     const host = address.includes(':') ? `[${address}]` : address;
     sim = new OwnerServiceSimulator(server, `http://${host}:${port}`, options);
     return sim;
+  }
+
+  /**
+   * Mounts a handler (e.g. an owner's own segment-end endpoint, an express Router) before
+   * the simulator's routes; what it passes on with next() reaches them. Request bodies
+   * arrive as text (req.body is a string).
+   */
+  use(handler: express.RequestHandler): void {
+    this.mounted.use(handler);
   }
 
   /** Sets how preauth answers for one workflow (merged over the defaults). */

@@ -27,6 +27,15 @@
  *                                                         answer's headers["X-Next-Page"] — looked up case-sensitively,
  *                                                         as the real service does — until it is empty or absent;
  *                                                         records the pages fetched and the items read (CallRecord.paginations)
+ *   {"op":"turn","checkpoints":N,"intervalMs":100,"id":"t1","write":{"method":"POST","path":"/api/v4/echo"}}
+ *                                                         a resumable turn of N steps whose progress the simulator
+ *                                                         keeps per workflow (and id), as the real service keeps its
+ *                                                         checkpoints: each call continues after the last checkpoint
+ *                                                         sent by the calls before it. A step waits intervalMs, relays
+ *                                                         the optional write (body {"step":i}) and awaits its answer,
+ *                                                         then emits checkpoint "step i/N" (status FINISHED for the
+ *                                                         last). A call that starts with every step done goes straight
+ *                                                         to the next step of the scenario (CallRecord.turn: from, to)
  */
 import { z } from 'zod';
 
@@ -61,7 +70,8 @@ export type Step =
   | { op: 'hang' }
   | { op: 'end' }
   | { op: 'repeat'; times: number; steps: Step[] }
-  | { op: 'paginate'; path: string; perPage?: number; maxPages?: number };
+  | { op: 'paginate'; path: string; perPage?: number; maxPages?: number }
+  | { op: 'turn'; checkpoints: number; intervalMs?: number; id?: string; write?: { method?: string; path: string } };
 
 const stepSchema: z.ZodType<Step> = z.lazy(() =>
   z.discriminatedUnion('op', [
@@ -88,6 +98,13 @@ const stepSchema: z.ZodType<Step> = z.lazy(() =>
       path: z.string(),
       perPage: z.number().int().min(1).max(100).optional(),
       maxPages: z.number().int().min(1).max(10_000).optional(),
+    }),
+    z.object({
+      op: z.literal('turn'),
+      checkpoints: z.number().int().min(1).max(1_000_000),
+      intervalMs: z.number().int().min(0).max(3_600_000).optional(),
+      id: z.string().max(200).optional(),
+      write: z.object({ method: z.string().optional(), path: z.string() }).optional(),
     }),
   ]),
 );

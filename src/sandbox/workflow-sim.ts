@@ -64,6 +64,8 @@ export interface CallRecord {
   stopReceivedAt: number[];
   heartbeats: number;
   paginations: Pagination[];
+  /** A `turn` step: the steps done before this call (`from`) and after what it sent (`to`). */
+  turn?: { key: string; from: number; to: number };
   ended?: CallEnd;
 }
 
@@ -84,6 +86,12 @@ export interface WorkflowSimulatorOptions {
    * the real one), and allow blackHole().
    */
   front?: { pingPolicy?: PingPolicy };
+  /**
+   * Where `turn` steps keep their progress (steps done, by workflow and turn id). Pass the
+   * same map to a simulator started after this one closed to model a service restart
+   * that keeps its checkpoints.
+   */
+  progress?: Map<string, number>;
 }
 
 class CallEnded extends Error {}
@@ -104,6 +112,8 @@ export class WorkflowServiceSimulator {
   readonly calls: CallRecord[] = [];
   infraStopReasons: Set<string>;
   ignoreStops: boolean;
+  /** Progress of `turn` steps, by `<workflow id>/<turn id>` (see WorkflowSimulatorOptions.progress). */
+  readonly progress: Map<string, number>;
   private readonly events = new EventEmitter();
   /** Open calls, each with the function that ends it. */
   private readonly live = new Map<grpc.ServerDuplexStream<DecodedClientEvent, Action>, Finish>();
@@ -119,6 +129,7 @@ export class WorkflowServiceSimulator {
   ) {
     this.infraStopReasons = new Set(options.infraStopReasons ?? defaultInfraStopReasons);
     this.ignoreStops = options.ignoreStops ?? false;
+    this.progress = options.progress ?? new Map();
     this.events.setMaxListeners(0);
     front?.onChange(() => this.changed());
   }
@@ -339,6 +350,31 @@ export class WorkflowServiceSimulator {
         case 'paginate':
           await paginate(step);
           return;
+        case 'turn':
+          await turn(step);
+          return;
+      }
+    };
+
+    // Continues after the last checkpoint any earlier call of this workflow sent.
+    const turn = async (step: Extract<Step, { op: 'turn' }>): Promise<void> => {
+      const key = `${record?.workflowId ?? ''}/${step.id ?? 'turn'}`;
+      const progress = { key, from: this.progress.get(key) ?? 0, to: 0 };
+      progress.to = progress.from;
+      if (record) record.turn = progress;
+      for (let i = progress.from + 1; i <= step.checkpoints; i++) {
+        if (step.intervalMs) await runStep({ op: 'wait', ms: step.intervalMs });
+        if (step.write) {
+          await request({ runHTTPRequest: { method: step.write.method ?? 'POST', path: step.write.path, body: JSON.stringify({ step: i }) } }, 'runHTTPRequest');
+        }
+        // A checkpoint written is a checkpoint kept, even if the call ends before the client reads it.
+        if (ended) throw new CallEnded();
+        this.progress.set(key, i);
+        progress.to = i;
+        await send({
+          requestID: String(nextRequestId++),
+          newCheckpoint: { status: i === step.checkpoints ? 'FINISHED' : 'RUNNING', checkpoint: `step ${i}/${step.checkpoints}`, goal: record?.startRequest.goal ?? '' },
+        });
       }
     };
 

@@ -1,0 +1,55 @@
+/**
+ * An Express middleware for the owner's segment-end endpoint, built on verifySegmentEnd():
+ * a callback with a bad or missing JWT is answered 401 and one with a bad body 400 (the
+ * gateway does not retry a 4xx); a good one is put on `res.locals.segmentEnd` for the
+ * next handler, which must answer 2xx only once it has acted (a 5xx makes the gateway
+ * try again, up to 3 times). Express is only a type import here: the client's core
+ * needs no Express.
+ *
+ *   app.post('/api/v4/internal/ai/duo_workflows/workflows/:workflow_id/segment_end',
+ *     segmentEndMiddleware({ secret }), async (req, res) => { … segmentEndOf(res) … })
+ */
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import { SegmentEndRejected, verifySegmentEnd, type SegmentEnd } from './segment-end';
+
+export interface SegmentEndMiddlewareOptions {
+  secret: Uint8Array;
+  /** Largest body read when no body parser ran before (default 64 KiB). */
+  limitBytes?: number;
+}
+
+/** The verified callback body the middleware put on the response. */
+export function segmentEndOf(res: Response): SegmentEnd {
+  const end = res.locals['segmentEnd'] as SegmentEnd | undefined;
+  if (!end) throw new Error('segmentEndOf(): segmentEndMiddleware did not run for this request');
+  return end;
+}
+
+async function rawBody(req: Request, limit: number): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size > limit) throw new SegmentEndRejected(400, 'body too large');
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks);
+}
+
+export function segmentEndMiddleware(options: SegmentEndMiddlewareOptions): RequestHandler {
+  const limit = options.limitBytes ?? 64 * 1024;
+  return (req: Request, res: Response, next: NextFunction): void => {
+    void (async () => {
+      // A body parser may have run (text, raw, json); otherwise read the stream.
+      const body: unknown = req.body !== undefined && !req.readable ? req.body : await rawBody(req, limit);
+      const workflowId = typeof req.params?.['workflow_id'] === 'string' ? req.params['workflow_id'] : undefined;
+      res.locals['segmentEnd'] = await verifySegmentEnd(options.secret, { headers: req.headers, body, workflowId });
+    })().then(
+      () => next(),
+      (err: unknown) => {
+        if (err instanceof SegmentEndRejected) res.status(err.status).json({ message: err.message });
+        else next(err);
+      },
+    );
+  };
+}

@@ -1,0 +1,15 @@
+/**
+ * longrun/client — what a dispatcher and an owner service need to drive longrun: the
+ * client (execute, stop, getRun) with its typed results and errors and retry policy, the
+ * blocking checkpoint stream, and the segment-end callback's verification (plus an
+ * Express middleware for it). See docs/owner-integration.md and examples/dispatcher/.
+ */
+export { LongrunClient, type LongrunClientOptions, type StartWorkflowInput, type CallOptions, type ExecuteOptions } from './client';
+export { LongrunError, clientErrorCodes, type ClientErrorCode, type LongrunErrorCode } from './errors';
+export type { Accepted, Answered, ExecuteResult, Finished, InFlightEntry, Locked, RunRecord, Stopped, StopResult, Streaming } from './outcomes';
+export { BlockingStream, type BlockingEnd, type Checkpoint } from './ndjson';
+export { defaultRetryOptions, retryDelayMs, systemClock, type RetryClock, type RetryOptions } from './retry';
+export { retryAfterOf } from './responses';
+export { SegmentEndRejected, isFinal, isResumable, segmentEndSchema, verifySegmentEnd, type SegmentEnd, type SegmentEndRequest } from './segment-end';
+export { segmentEndMiddleware, segmentEndOf, type SegmentEndMiddlewareOptions } from './express';
+export { finalSegmentEndReasons, inFlightKinds, resumableSegmentEndReasons, segmentEndReasons, type InFlightKind, type SegmentEndReason } from '../vocabulary';
