@@ -15,6 +15,8 @@ const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
  * A name that is not a token is returned unchanged (as Go does).
  */
 export function canonicalHeaderKey(name: string): string {
+  const known = canonicalNames.get(name);
+  if (known !== undefined) return known;
   if (!TOKEN.test(name)) return name;
   let out = '';
   let upper = true;
@@ -22,8 +24,13 @@ export function canonicalHeaderKey(name: string): string {
     out += upper ? ch.toUpperCase() : ch.toLowerCase();
     upper = ch === '-';
   }
+  // Every relayed answer brings the same few names: remember them (a bounded set).
+  if (canonicalNames.size < CANONICAL_CACHE_SIZE) canonicalNames.set(name, out);
   return out;
 }
+
+const CANONICAL_CACHE_SIZE = 1_024;
+const canonicalNames = new Map<string, string>();
 
 /**
  * Headers that describe one connection, not the message (RFC 9110 §7.6.1), and are never
@@ -32,16 +39,21 @@ export function canonicalHeaderKey(name: string): string {
  */
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'te', 'trailer', 'transfer-encoding', 'upgrade']);
 
-/** The set of lower-case names that must not be passed on from `headers`. */
+const isHopByHop = (name: string): boolean => HOP_BY_HOP.has(name) || name.startsWith('proxy-');
+
+/** Which lower-case names must not be passed on from `headers`. */
 function hopByHop(headers: IncomingHttpHeaders): (name: string) => boolean {
   const connection = headers['connection'];
+  const tokens = Array.isArray(connection) ? connection.join(',') : connection;
+  // Most answers name nothing in Connection beyond keep-alive/close: no set to build.
+  if (!tokens || /^\s*(?:keep-alive|close)\s*$/i.test(tokens)) return isHopByHop;
   const named = new Set(
-    (Array.isArray(connection) ? connection.join(',') : (connection ?? ''))
+    tokens
       .split(',')
       .map((token) => token.trim().toLowerCase())
       .filter(Boolean),
   );
-  return (name) => HOP_BY_HOP.has(name) || name.startsWith('proxy-') || named.has(name);
+  return (name) => isHopByHop(name) || named.has(name);
 }
 
 /**

@@ -119,20 +119,30 @@ function wholeCharacters(buf: Buffer): Buffer {
   return buf.length - lead < width ? buf.subarray(0, lead) : buf;
 }
 
-async function readCapped(body: Dispatcher.ResponseData['body'], limit: number): Promise<{ data: Buffer; overflow: number }> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of body) {
-    const buf = chunk as Buffer;
-    if (size + buf.length > limit) {
-      chunks.push(buf.subarray(0, limit - size));
-      body.destroy();
-      return { data: Buffer.concat(chunks), overflow: size + buf.length };
-    }
-    size += buf.length;
-    chunks.push(buf);
-  }
-  return { data: Buffer.concat(chunks), overflow: 0 };
+/**
+ * Reads a body up to `limit` bytes (the rest is not read: the connection is dropped).
+ * Data events rather than an async iterator: this runs for every relayed answer.
+ */
+function readCapped(body: Dispatcher.ResponseData['body'], limit: number): Promise<{ data: Buffer; overflow: number }> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const onData = (chunk: Buffer): void => {
+      if (size + chunk.length > limit) {
+        chunks.push(chunk.subarray(0, limit - size));
+        const overflow = size + chunk.length;
+        body.off('data', onData);
+        body.destroy();
+        resolve({ data: Buffer.concat(chunks), overflow });
+        return;
+      }
+      size += chunk.length;
+      chunks.push(chunk);
+    };
+    body.on('data', onData);
+    body.once('end', () => resolve({ data: chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size), overflow: 0 }));
+    body.once('error', reject);
+  });
 }
 
 export class OwnerClient {

@@ -28,9 +28,10 @@ export function checkRelayPath(path: unknown): PathCheck {
   if (!path.startsWith('/')) return { ok: false, reason: 'path must be relative and start with /' };
   // eslint-disable-next-line no-control-regex -- refusing control characters is the point
   if (/[\u0000-\u0020\u007f]/.test(path)) return { ok: false, reason: 'path contains whitespace or control characters' };
-  const decoded = decodeFully(path);
+  // Without a '%' the decoded path is the path itself: one candidate to check, no decoding.
+  const decoded = path.includes('%') ? decodeFully(path) : path;
   if (decoded === undefined) return { ok: false, reason: 'path has invalid percent-encoding' };
-  for (const candidate of [path, decoded]) {
+  for (const candidate of decoded === path ? [path] : [path, decoded]) {
     if (candidate.startsWith('//')) return { ok: false, reason: 'path must not name a host' };
     if (candidate.includes('\\')) return { ok: false, reason: 'path must not contain backslashes' };
     if (/^[a-zA-Z][a-zA-Z0-9+.-]*:/.test(candidate)) return { ok: false, reason: 'path must not have a scheme' };
