@@ -72,6 +72,8 @@ export interface Config {
   /** Tries of one segment-end callback, and the deadline of each. */
   callbackAttempts: number;
   callbackTimeoutMs: number;
+  /** Segment-end callbacks in flight at once; the others wait their turn (bounded by the drain budget). */
+  callbackConcurrency: number;
   /** How long a signed Gitlab-Workhorse-Api-Request JWT is reused. */
   jwtRefreshMs: number;
   /** Per-command deadline of Redis commands, and of connecting. */
@@ -262,6 +264,9 @@ export function loadConfig(env: Env = process.env): EnvConfig {
     // Three tries with 100 ms and 300 ms between them fit a drain's budget.
     callbackAttempts: read(env, 'LONGRUN_CALLBACK_ATTEMPTS', z.coerce.number().int().min(1).max(20), 'an integer from 1 to 20', 3),
     callbackTimeoutMs: read(env, 'LONGRUN_CALLBACK_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 2_000),
+    // Enough to keep an owner busy (a drain's 5 000 callbacks take about a second at 64),
+    // few enough that a drain does not open thousands of requests on it at once.
+    callbackConcurrency: read(env, 'LONGRUN_CALLBACK_CONCURRENCY', z.coerce.number().int().min(1).max(10_000), 'an integer from 1 to 10000', 64),
     // Signing per request would cost CPU on the hot path; the owner only wants a fresh iat.
     jwtRefreshMs: read(env, 'LONGRUN_JWT_REFRESH_MS', durationMs, 'a positive integer number of milliseconds', 30_000),
     // A renewal must fail well inside the lease TTL, and a detached execute must answer

@@ -188,6 +188,7 @@ export class Gateway {
           connections: config.ownerConnections,
           callbackAttempts: config.callbackAttempts,
           callbackTimeoutMs: config.callbackTimeoutMs,
+          callbackConcurrency: config.callbackConcurrency,
           jwtRefreshMs: config.jwtRefreshMs,
         }),
         (o) => o.close(),
