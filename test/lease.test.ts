@@ -251,7 +251,7 @@ describe('LeaseKeeper: what each lease sees', () => {
   it('a late success counts from when it was sent, so the lease is never believed longer than it lives; it is counted late', async () => {
     const lease = hold('a');
     // Sent at +90 (a tick early), answered 27 ms later: more than a tick after it was due
-    // (+100), not yet given up (a margin, 30 ms, after it was sent).
+    // (+100), not yet given up (TTL/6, 50 ms, after it was sent).
     store.delayMs = 27;
     await vi.advanceTimersByTimeAsync(INTERVAL + 21);
     expect(of('a').renews).toEqual(['ok']);

@@ -5,10 +5,10 @@
  *   (`workhorse:duoworkflow:lock:<id>` …), so a fleet mixing Workhorse and longrun on one
  *   Redis stays exclusive. They carry no hash tag: a workflow's keys may live in different
  *   Cluster slots, so this scheme needs a single primary (optionally behind Sentinel).
- * - `cluster`: every key of one workflow shares the hash tag `{<id>}`
- *   (`longrun:{<id>}:lock`, `:stop`, `:run`), so every per-workflow script touches one
+ * - `cluster`: every key of one workflow shares the hash tag `{wf:<id>}`
+ *   (`longrun:{wf:<id>}:lock`, `:stop`, `:run`), so every per-workflow script touches one
  *   slot of a Redis Cluster. An actor's run slots are one sorted set per actor
- *   (`longrun:actor:{<actor>}`), spread over the slots like the workflows: no key is
+ *   (`longrun:{actor:<actor>}:runs`), spread over the slots like the workflows: no key is
  *   shared by every run.
  */
 
@@ -43,20 +43,21 @@ export const workhorseKeys: RedisKeys = {
   workflowOfStopKey: (key) => (key.startsWith(WORKHORSE_STOP_PREFIX) ? key.slice(WORKHORSE_STOP_PREFIX.length) : undefined),
 };
 
-const CLUSTER_PREFIX = 'longrun:{';
+const CLUSTER_PREFIX = 'longrun:{wf:';
 const CLUSTER_STOP_SUFFIX = '}:stop';
 
 /**
- * Hash-tagged names for Redis Cluster. The tag is everything between the first `{` and
- * the first `}` after it, so a workflow id holding `}` still gives its three keys one
- * tag (the same prefix up to it), hence one slot.
+ * Hash-tagged names for Redis Cluster. The server hashes what lies between the first `{`
+ * and the first `}` after it — unless that is empty. The tag starts with `wf:`, so it is
+ * never empty, and a workflow id holding `}` still gives its three keys one tag (the same
+ * text up to that `}`), hence one slot.
  */
 export const clusterKeys: RedisKeys = {
   scheme: 'cluster',
   lock: (id) => `${CLUSTER_PREFIX}${id}}:lock`,
   stop: (id) => `${CLUSTER_PREFIX}${id}${CLUSTER_STOP_SUFFIX}`,
   run: (id) => `${CLUSTER_PREFIX}${id}}:run`,
-  actor: (actorId) => `longrun:actor:{${actorId}}`,
+  actor: (actorId) => `longrun:{actor:${actorId}}:runs`,
   stopKeyPattern: `${CLUSTER_PREFIX}*${CLUSTER_STOP_SUFFIX}`,
   workflowOfStopKey: (key) =>
     key.startsWith(CLUSTER_PREFIX) && key.endsWith(CLUSTER_STOP_SUFFIX) && key.length > CLUSTER_PREFIX.length + CLUSTER_STOP_SUFFIX.length

@@ -7,7 +7,8 @@
  * - reports lost ('expired') every lease whose renewal could not be confirmed in time: a
  *   tenth of the TTL before the lock may expire, whatever its batch is doing (erroring,
  *   hung, or not yet sent because the process was busy);
- * - gives up renewals unanswered for a tenth of the TTL (they are retried);
+ * - gives up renewals unanswered for half a renewal interval (TTL/6; the store's own
+ *   command timeout, 2 s by default, usually answers first) and retries them;
  * - sends, in one `renewMany`, every lease due before the next tick: a lease is renewed
  *   TTL/3 after the renewal that last confirmed it, at most one tick early, never late
  *   while the event loop keeps time.
@@ -51,10 +52,12 @@ export class LeaseKeeper implements LeaseOwner {
   /** A lease is renewed this long after the renewal that last confirmed it. */
   readonly intervalMs: number;
   /**
-   * A lease not confirmed this long before it may expire is reported lost; a renewal
-   * unanswered this long is given up; a failed one is retried this much later.
+   * A lease not confirmed this long before it may expire is reported lost; a failed
+   * renewal is retried this much later.
    */
   readonly marginMs: number;
+  /** A renewal unanswered this long is given up (and retried). */
+  readonly attemptTimeoutMs: number;
   private readonly ttlMs: number;
   private readonly leases = new Set<Lease>();
   private readonly releaser: LockReleaser;
@@ -68,6 +71,7 @@ export class LeaseKeeper implements LeaseOwner {
     this.ttlMs = options.ttlMs;
     this.intervalMs = Math.max(1, Math.floor(options.ttlMs / 3));
     this.marginMs = Math.max(1, Math.floor(options.ttlMs / 10));
+    this.attemptTimeoutMs = Math.max(1, Math.floor(options.ttlMs / 6));
     // Half the margin at most, so a lease is reported lost before it expires even when the
     // check comes a whole tick after its deadline.
     this.tickMs = Math.max(1, Math.min(1_000, Math.floor(options.ttlMs / 20)));
@@ -128,7 +132,7 @@ export class LeaseKeeper implements LeaseOwner {
         continue;
       }
       if (lease.sentAt !== 0) {
-        if (now - lease.sentAt < this.marginMs) continue;
+        if (now - lease.sentAt < this.attemptTimeoutMs) continue;
         this.failed(lease, now);
       }
       if (lease.dueAt <= now + this.tickMs) due.push(lease);

@@ -112,7 +112,7 @@ interface Call {
   /** Where the call is routed: a key of the batch on that primary. */
   routeKey: string;
   items: number[];
-  /** `lease`: 1-based position in `items` of the lease the slot belongs to, 0 when it is in another call. */
+  /** `lease`: 1-based position in `items` of the lease the slot belongs to; 0: refresh it (its lease was seen held in an earlier call). */
   actors: Array<{ key: string; member: string; lease: number }>;
 }
 
@@ -272,10 +272,15 @@ export class RedisBackend implements CoordinationBackend {
 
   /**
    * Splits a batch into script calls: items grouped by the primary serving their lock key
-   * (one group on a single server), at most BATCH_LEASES per call; each actor slot goes
-   * with its lease when the same primary serves it, else into a call to its own primary.
+   * (one group on a single server), at most BATCH_LEASES per call. Each actor slot goes with
+   * its lease when the same primary serves it; the others (only on a Cluster) are returned
+   * apart, with their item, for a call to their own primary.
    */
-  private plan(count: number, lockOf: (i: number) => string, actorOf: (i: number) => ActorSlot | undefined): Call[] {
+  private plan(
+    count: number,
+    lockOf: (i: number) => string,
+    actorOf: (i: number) => ActorSlot | undefined,
+  ): { calls: Call[]; elsewhere: Array<{ item: number; key: string; member: string }> } {
     const byNode = new Map<string, number[]>();
     const nodes: string[] = new Array(count);
     for (let i = 0; i < count; i++) {
@@ -283,33 +288,34 @@ export class RedisBackend implements CoordinationBackend {
       push(byNode, nodes[i] as string, i);
     }
     const calls: Call[] = [];
-    const firstCall = new Map<string, Call>();
-    for (const [node, items] of byNode) {
+    const elsewhere: Array<{ item: number; key: string; member: string }> = [];
+    for (const items of byNode.values()) {
       for (let at = 0; at < items.length; at += BATCH_LEASES) {
         const part = items.slice(at, at + BATCH_LEASES);
         const call: Call = { routeKey: lockOf(part[0] as number), items: part, actors: [] };
+        part.forEach((i, position) => {
+          const actor = actorOf(i);
+          if (!actor) return;
+          const key = this.keys.actor(actor.actorId);
+          if (this.nodeOf(key) === nodes[i]) call.actors.push({ key, member: actor.member, lease: position + 1 });
+          else elsewhere.push({ item: i, key, member: actor.member });
+        });
         calls.push(call);
-        if (!firstCall.has(node)) firstCall.set(node, call);
       }
     }
-    for (const call of [...calls]) {
-      call.items.forEach((i, position) => {
-        const actor = actorOf(i);
-        if (!actor) return;
-        const key = this.keys.actor(actor.actorId);
-        const node = this.nodeOf(key);
-        if (node === nodes[i]) {
-          call.actors.push({ key, member: actor.member, lease: position + 1 });
-          return;
-        }
-        let elsewhere = firstCall.get(node);
-        if (!elsewhere) {
-          elsewhere = { routeKey: key, items: [], actors: [] };
-          calls.push(elsewhere);
-          firstCall.set(node, elsewhere);
-        }
-        elsewhere.actors.push({ key, member: actor.member, lease: 0 });
-      });
+    return { calls, elsewhere };
+  }
+
+  /** Calls of actor slots alone, grouped by the primary serving each actor set. */
+  private actorCalls(actors: Array<{ key: string; member: string }>): Call[] {
+    const byNode = new Map<string, Call['actors']>();
+    for (const { key, member } of actors) push(byNode, this.nodeOf(key), { key, member, lease: 0 });
+    const calls: Call[] = [];
+    for (const list of byNode.values()) {
+      for (let at = 0; at < list.length; at += BATCH_LEASES) {
+        const part = list.slice(at, at + BATCH_LEASES);
+        calls.push({ routeKey: (part[0] as { key: string }).key, items: [], actors: part });
+      }
     }
     return calls;
   }
@@ -327,31 +333,38 @@ export class RedisBackend implements CoordinationBackend {
   async renewMany(ttlMs: number, leases: readonly LeaseRenewal[]): Promise<RenewOutcome[]> {
     const outcomes: RenewOutcome[] = new Array(leases.length);
     const lease = (i: number): LeaseRenewal => leases[i] as LeaseRenewal;
-    const calls = this.plan(
+    const { calls, elsewhere } = this.plan(
       leases.length,
       (i) => this.keys.lock(lease(i).workflowId),
       (i) => lease(i).refresh.actor,
     );
-    await Promise.all(
-      calls.map(async (call) => {
-        const args: Arg[] = [ttlMs, call.items.length, call.actors.length];
-        for (const i of call.items) {
-          const { workflowId, token, refresh } = lease(i);
-          args.push(this.keys.lock(workflowId), this.keys.stop(workflowId), this.keys.run(workflowId), token, refresh.runId, refresh.state, refresh.lastActionAt);
-        }
-        for (const actor of call.actors) args.push(actor.key, actor.member, actor.lease);
-        try {
-          const answer = await this.redis.renewLeases(call.routeKey, ...args);
-          call.items.forEach((i, position) => {
-            const stop = answer[2 * position + 1];
-            outcomes[i] = { owned: answer[2 * position] === 1, stop: stop === '' || stop === undefined ? null : String(stop) };
-          });
-        } catch (err) {
-          const error = failure('renew', err);
-          for (const i of call.items) outcomes[i] = error;
-        }
-      }),
-    );
+    const send = async (call: Call): Promise<void> => {
+      const args: Arg[] = [ttlMs, call.items.length, call.actors.length];
+      for (const i of call.items) {
+        const { workflowId, token, refresh } = lease(i);
+        args.push(this.keys.lock(workflowId), this.keys.stop(workflowId), this.keys.run(workflowId), token, refresh.runId, refresh.state, refresh.lastActionAt);
+      }
+      for (const actor of call.actors) args.push(actor.key, actor.member, actor.lease);
+      try {
+        const answer = await this.redis.renewLeases(call.routeKey, ...args);
+        call.items.forEach((i, position) => {
+          const stop = answer[2 * position + 1];
+          outcomes[i] = { owned: answer[2 * position] === 1, stop: stop === '' || stop === undefined ? null : String(stop) };
+        });
+      } catch (err) {
+        const error = failure('renew', err);
+        for (const i of call.items) outcomes[i] = error;
+      }
+    };
+    await Promise.all(calls.map(send));
+    // Actor sets another primary serves (a Cluster): refreshed once their leases are seen
+    // held, in a second round trip. Best effort, as a refresh always was: a slot that
+    // misses one is still released with its run, or expires a TTL after its last refresh.
+    const held = elsewhere.filter(({ item }) => {
+      const outcome = outcomes[item];
+      return outcome !== undefined && !(outcome instanceof Error) && outcome.owned;
+    });
+    if (held.length > 0) await Promise.all(this.actorCalls(held).map(send));
     return outcomes;
   }
 
@@ -363,13 +376,13 @@ export class RedisBackend implements CoordinationBackend {
   async releaseMany(releases: readonly LockRelease[]): Promise<ReleaseOutcome[]> {
     const outcomes: ReleaseOutcome[] = new Array(releases.length).fill(null);
     const release = (i: number): LockRelease => releases[i] as LockRelease;
-    const calls = this.plan(
+    const { calls, elsewhere } = this.plan(
       releases.length,
       (i) => this.keys.lock(release(i).workflowId),
       (i) => release(i).actor,
     );
     await Promise.all(
-      calls.map(async (call) => {
+      [...calls, ...this.actorCalls(elsewhere)].map(async (call) => {
         const args: Arg[] = [call.items.length, call.actors.length];
         for (const i of call.items) {
           const { workflowId, token, runId } = release(i);

@@ -18,8 +18,8 @@
 --          last action time (ISO 8601, or "")
 -- then m groups of 3 arguments, one per actor slot:
 --          actor set key, member (the lock token), lease number (1..n: refreshed only if
---          that lease was still held; 0: its lease is renewed by another call, so the
---          member's expiry is pushed on only while the member is still in the set)
+--          that lease was still held; 0: refreshed, the caller having seen its lease held
+--          in an earlier call — on a Cluster, where the actor set lives on another primary)
 -- Returns  a flat array of 2n values: per lease, in order, owned (1 when the token held
 --          the lock, which now lives ARGV[1] ms more; 0 when it is gone or another
 --          token's, and nothing of that lease was changed) and the stop key's value
@@ -50,19 +50,12 @@ if m > 0 then
   local extended = {}
   for j = 1, m do
     local key, member, lease = ARGV[at], ARGV[at + 1], tonumber(ARGV[at + 2])
-    local refreshed = false
-    if lease == 0 then
-      refreshed = redis.call('ZSCORE', key, member) ~= false
-      if refreshed then
-        redis.call('ZADD', key, 'XX', expiresAt, member)
-      end
-    elseif out[2 * lease - 1] == 1 then
+    if lease == 0 or out[2 * lease - 1] == 1 then
       redis.call('ZADD', key, expiresAt, member)
-      refreshed = true
-    end
-    if refreshed and not extended[key] then
-      redis.call('PEXPIRE', key, ttl)
-      extended[key] = true
+      if not extended[key] then
+        redis.call('PEXPIRE', key, ttl)
+        extended[key] = true
+      end
     end
     at = at + 3
   end
