@@ -6,7 +6,7 @@
  *   npm run bench -- [--scenario NAME[,NAME]] [--runs N] [--rate R] [--duration S] [--turn-ms MS]
  *
  * `scale` (three gateways holding thousands of runs each through a lease renewal period)
- * runs only when named: it alone takes about two minutes.
+ * runs only when named: it alone takes over a minute.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
