@@ -49,6 +49,18 @@ describe('Semaphore', () => {
     expect(await unaffected).toBe(true);
     expect(await gate.acquire(budget.signal)).toBe(false);
   });
+
+  it('a signal whose waiters were all granted keeps no listener', async () => {
+    const gate = new Semaphore(1);
+    await gate.acquire();
+    const signal = new AbortController().signal;
+    const waiters = [gate.acquire(signal), gate.acquire(signal)];
+    expect(getEventListeners(signal, 'abort')).toHaveLength(1);
+    gate.release();
+    gate.release();
+    expect(await Promise.all(waiters)).toEqual([true, true]);
+    expect(getEventListeners(signal, 'abort')).toHaveLength(0);
+  });
 });
 
 describe('OwnerClient.segmentEnd over a bounded number of requests', () => {

@@ -3,18 +3,24 @@
  * once, the rest queued in arrival order. Waiters whose signal aborts leave the queue at
  * once (their acquire resolves false), so nothing waits past the budget that bounds it.
  *
- * One abort listener per signal, not per waiter: a drain queues thousands of callbacks on
- * one budget signal, and EventTarget scans its whole listener list on every add.
+ * One abort listener per signal with waiters, not one per waiter: a drain queues thousands
+ * of callbacks on one budget signal, and EventTarget scans its whole listener list on
+ * every add. The listener goes when the signal's last waiter does.
  */
 interface Waiter {
   grant(granted: boolean): void;
   signal: AbortSignal | undefined;
 }
 
+interface Watch {
+  waiters: number;
+  onAbort(): void;
+}
+
 export class Semaphore {
   private held = 0;
   private waiters: Waiter[] = [];
-  private readonly watched = new Set<AbortSignal>();
+  private readonly watched = new Map<AbortSignal, Watch>();
 
   constructor(readonly limit: number) {}
 
@@ -38,9 +44,14 @@ export class Semaphore {
       this.held += 1;
       return Promise.resolve(true);
     }
-    if (signal && !this.watched.has(signal)) {
-      this.watched.add(signal);
-      signal.addEventListener('abort', () => this.drop(signal), { once: true });
+    if (signal) {
+      let watch = this.watched.get(signal);
+      if (!watch) {
+        watch = { waiters: 0, onAbort: () => this.drop(signal) };
+        this.watched.set(signal, watch);
+        signal.addEventListener('abort', watch.onAbort, { once: true });
+      }
+      watch.waiters += 1;
     }
     return new Promise((grant) => this.waiters.push({ grant, signal }));
   }
@@ -48,14 +59,24 @@ export class Semaphore {
   /** Gives a place back: the longest waiter gets it. */
   release(): void {
     const next = this.waiters.shift();
-    if (next) next.grant(true);
-    else this.held = Math.max(0, this.held - 1);
+    if (!next) {
+      this.held = Math.max(0, this.held - 1);
+      return;
+    }
+    if (next.signal) this.unwatch(next.signal);
+    next.grant(true);
+  }
+
+  private unwatch(signal: AbortSignal): void {
+    const watch = this.watched.get(signal);
+    if (!watch || --watch.waiters > 0) return;
+    this.watched.delete(signal);
+    signal.removeEventListener('abort', watch.onAbort);
   }
 
   private drop(signal: AbortSignal): void {
     this.watched.delete(signal);
     const dropped = this.waiters.filter((w) => w.signal === signal);
-    if (dropped.length === 0) return;
     this.waiters = this.waiters.filter((w) => w.signal !== signal);
     for (const waiter of dropped) waiter.grant(false);
   }
