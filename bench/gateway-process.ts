@@ -24,7 +24,11 @@ export interface HeapUsage {
   arrayBuffers: number;
 }
 
-const mainJs = path.join(__dirname, '..', 'src', 'main.js');
+/**
+ * The gateway to run: this build's, or another build's `dist/src/main.js` given in
+ * BENCH_GATEWAY_MAIN (to measure a baseline build, e.g. main, with this bench).
+ */
+export const gatewayMainJs = process.env['BENCH_GATEWAY_MAIN'] || path.join(__dirname, '..', 'src', 'main.js');
 
 /** Extra node flags for the gateway, for profiling (e.g. `--cpu-prof --cpu-prof-dir=prof`). */
 const extraNodeArgs = (process.env['BENCH_GATEWAY_NODE_ARGS'] ?? '').split(/\s+/).filter(Boolean);
@@ -56,7 +60,7 @@ export class GatewayProcess {
   static async start(options: GatewayProcessOptions): Promise<GatewayProcess> {
     const [port, opsPort] = [await freePort(), await freePort()];
     // Raise the soft descriptor limit to the hard one: ten thousand held runs need it.
-    const child = spawn('bash', ['-c', 'ulimit -n "$(ulimit -Hn)" && exec "$0" "$@"', process.execPath, '--expose-gc', ...extraNodeArgs, mainJs], {
+    const child = spawn('bash', ['-c', 'ulimit -n "$(ulimit -Hn)" && exec "$0" "$@"', process.execPath, '--expose-gc', ...extraNodeArgs, gatewayMainJs], {
       env: {
         ...process.env,
         LONGRUN_OWNER_URL: options.ownerUrl,

@@ -4,6 +4,9 @@
  * Prints a table and writes JSON to $BENCH_OUT (default bench/out/latest.json).
  *
  *   npm run bench -- [--scenario NAME[,NAME]] [--runs N] [--rate R] [--duration S] [--turn-ms MS]
+ *
+ * `scale` (three gateways holding thousands of runs each through a lease renewal period)
+ * runs only when named: it alone takes over a minute.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -18,13 +21,14 @@ import { capacity } from './scenarios/capacity';
 import { dispatcherHold } from './scenarios/dispatcher-hold';
 import { drain } from './scenarios/drain';
 import { relay } from './scenarios/relay';
+import { scale } from './scenarios/scale';
 import { stopLatency } from './scenarios/stop-latency';
 import { createBenchEnv } from './stack';
 
-const scenarios: Scenario[] = [capacity, accept, relay, drain, stopLatency, dispatcherHold];
+const scenarios: Scenario[] = [capacity, accept, relay, drain, stopLatency, dispatcherHold, scale];
 
 function usage(): string {
-  const lines = scenarios.map((s) => `  ${s.name.padEnd(16)} --runs: ${s.sizes} (default ${s.defaultRuns})`);
+  const lines = scenarios.map((s) => `  ${s.name.padEnd(16)} --runs: ${s.sizes} (default ${s.defaultRuns})${s.onlyWhenNamed ? '; only with --scenario' : ''}`);
   return `usage: npm run bench -- [--scenario NAME[,NAME...]] [--runs N] [--rate R] [--duration S] [--turn-ms MS]\n\nscenarios:\n${lines.join('\n')}\n`;
 }
 
@@ -52,7 +56,7 @@ function parseCli(argv: string[]): { selected: Scenario[]; options: BenchOptions
     process.exit(0);
   }
   const names = (values.scenario ?? []).flatMap((s) => s.split(',')).map((s) => s.trim()).filter(Boolean);
-  const selected = names.length === 0 ? scenarios : names.map((name) => {
+  const selected = names.length === 0 ? scenarios.filter((s) => !s.onlyWhenNamed) : names.map((name) => {
     const found = scenarios.find((s) => s.name === name);
     if (!found) throw new Error(`unknown scenario ${JSON.stringify(name)}\n${usage()}`);
     return found;

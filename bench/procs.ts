@@ -150,8 +150,10 @@ export interface RedisServer {
   flush(): Promise<void>;
   /** Counts keys matching `pattern` with SCAN (never KEYS). */
   count(pattern: string): Promise<number>;
-  /** Commands the server has run so far, by name (INFO commandstats). */
+  /** Commands the server has run so far, by name (INFO commandstats; commands run by scripts included). */
   commands(): Promise<Record<string, number>>;
+  /** CPU the server has used so far, user + system, in ms (INFO cpu: microsecond resolution). */
+  cpuMs(): Promise<number>;
   stop(): Promise<void>;
 }
 
@@ -198,6 +200,11 @@ export async function startRedis(): Promise<RedisServer> {
       const out: Record<string, number> = {};
       for (const match of (await client.info('commandstats')).matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) out[match[1] as string] = Number(match[2]);
       return out;
+    },
+    cpuMs: async () => {
+      const info = await client.info('cpu');
+      const field = (name: string): number => Number(new RegExp(`^${name}:([\\d.]+)`, 'm').exec(info)?.[1] ?? Number.NaN);
+      return (field('used_cpu_user') + field('used_cpu_sys')) * 1_000;
     },
     stop: async () => {
       client.disconnect();

@@ -42,6 +42,8 @@ export interface Scenario {
   /** What --runs sizes, for --help. */
   sizes: string;
   defaultRuns: number;
+  /** Run only when named with --scenario (too long for the default run's ~5 minutes). */
+  onlyWhenNamed?: boolean;
   run(ctx: ScenarioContext): Promise<ScenarioOutcome>;
 }
 

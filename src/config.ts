@@ -6,6 +6,7 @@
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { z } from 'zod';
+import { redisKeySchemes, type RedisKeyScheme } from './coordination/keys';
 import { RedisUrlError, parseRedisUrl, type RedisTarget } from './coordination/redis-url';
 import { maskUrl } from './log';
 
@@ -25,8 +26,16 @@ export interface Config {
   ownerUrl: URL;
   /** The 32-byte HS256 secret shared with the owner. */
   secret: Buffer;
-  /** LONGRUN_REDIS_URL parsed; unset → the in-process lock backend (single replica). */
+  /**
+   * LONGRUN_REDIS_URL parsed; unset → the in-process lock backend (single replica). With
+   * LONGRUN_REDIS_KEYS=cluster it is a Redis Cluster (mode `cluster`, hash-tagged keys).
+   */
   redis: RedisTarget | undefined;
+  /**
+   * LONGRUN_REDIS_KEYS: `workhorse` (Workhorse's key names, one primary) or `cluster`
+   * (hash-tagged names, a Redis Cluster reached through the URL's seed nodes).
+   */
+  redisKeys: RedisKeyScheme;
   /**
    * LONGRUN_REDIS_CONFIGURE_NOTIFICATIONS: longrun may CONFIG SET the server's keyspace
    * notifications (on every primary it connects to). Off by default: a shared Redis is
@@ -63,6 +72,8 @@ export interface Config {
   /** Tries of one segment-end callback, and the deadline of each. */
   callbackAttempts: number;
   callbackTimeoutMs: number;
+  /** Segment-end callbacks in flight at once; the others wait their turn (bounded by the drain budget). */
+  callbackConcurrency: number;
   /** How long a signed Gitlab-Workhorse-Api-Request JWT is reused. */
   jwtRefreshMs: number;
   /** Per-command deadline of Redis commands, and of connecting. */
@@ -147,14 +158,20 @@ function parseOwnerUrl(env: Env): URL | undefined {
 }
 
 const redisUrlForms = 'redis://, rediss://, redis+sentinel:// or rediss+sentinel:// (see docs/configuration.md)';
+const clusterUrlForms = 'redis://[[user]:password@]host:port[,host:port…] or rediss://… naming nodes of the cluster (see docs/configuration.md)';
 
-function parseRedis(env: Env): RedisTarget | undefined {
+function parseRedis(env: Env, keys: RedisKeyScheme): RedisTarget | undefined {
   const raw = env['LONGRUN_REDIS_URL']?.trim();
-  if (raw === undefined || raw === '') return undefined;
+  if (raw === undefined || raw === '') {
+    if (keys === 'cluster') throw new ConfigError('LONGRUN_REDIS_URL', `with LONGRUN_REDIS_KEYS=cluster, ${clusterUrlForms}`, raw);
+    return undefined;
+  }
   try {
-    return parseRedisUrl(raw);
+    return parseRedisUrl(raw, { cluster: keys === 'cluster' });
   } catch (err) {
-    if (err instanceof RedisUrlError) throw new ConfigError('LONGRUN_REDIS_URL', `a URL of the form ${redisUrlForms}`, raw, err.message);
+    if (err instanceof RedisUrlError) {
+      throw new ConfigError('LONGRUN_REDIS_URL', keys === 'cluster' ? `with LONGRUN_REDIS_KEYS=cluster, ${clusterUrlForms}` : `a URL of the form ${redisUrlForms}`, raw, err.message);
+    }
     throw err;
   }
 }
@@ -201,7 +218,8 @@ export function loadConfig(env: Env = process.env): EnvConfig {
   if (secretFile !== undefined && secretFile !== '') secret = readSecretFile(secretFile);
   else if (ownerUrl) throw new ConfigError('LONGRUN_SECRET_FILE', 'a path (required when LONGRUN_OWNER_URL is set)', secretFile);
 
-  const redis = parseRedis(env);
+  const redisKeys = read(env, 'LONGRUN_REDIS_KEYS', z.enum(redisKeySchemes), redisKeySchemes.join(' or '), 'workhorse');
+  const redis = parseRedis(env, redisKeys);
 
   const leaseTtlMs = read(env, 'LONGRUN_LEASE_TTL_MS', durationMs.min(30), 'an integer number of milliseconds >= 30', 60_000);
 
@@ -211,6 +229,7 @@ export function loadConfig(env: Env = process.env): EnvConfig {
     ownerUrl,
     secret,
     redis,
+    redisKeys,
     redisConfigureNotifications: read(env, 'LONGRUN_REDIS_CONFIGURE_NOTIFICATIONS', flag, 'true or false', false),
     acceptWaitMs: read(env, 'LONGRUN_ACCEPT_WAIT_MS', durationMs, 'a positive integer number of milliseconds', 10_000),
     // A connection (TLS included) takes well under a second; a service that accepts TCP
@@ -245,6 +264,9 @@ export function loadConfig(env: Env = process.env): EnvConfig {
     // Three tries with 100 ms and 300 ms between them fit a drain's budget.
     callbackAttempts: read(env, 'LONGRUN_CALLBACK_ATTEMPTS', z.coerce.number().int().min(1).max(20), 'an integer from 1 to 20', 3),
     callbackTimeoutMs: read(env, 'LONGRUN_CALLBACK_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 2_000),
+    // Enough to keep an owner busy (a drain's 5 000 callbacks take about a second at 64),
+    // few enough that a drain does not open thousands of requests on it at once.
+    callbackConcurrency: read(env, 'LONGRUN_CALLBACK_CONCURRENCY', z.coerce.number().int().min(1).max(10_000), 'an integer from 1 to 10000', 64),
     // Signing per request would cost CPU on the hot path; the owner only wants a fresh iat.
     jwtRefreshMs: read(env, 'LONGRUN_JWT_REFRESH_MS', durationMs, 'a positive integer number of milliseconds', 30_000),
     // A renewal must fail well inside the lease TTL, and a detached execute must answer

@@ -13,6 +13,7 @@ import type { Config, ListenAddress } from './config';
 import { createLogger, type Logger } from './log';
 import { Metrics } from './metrics';
 import type { CoordinationBackend } from './coordination/backend';
+import { LeaseKeeper } from './coordination/lease-keeper';
 import { MemoryBackend } from './coordination/memory-backend';
 import { RedisBackend } from './coordination/redis-backend';
 import { StopWatcher } from './coordination/stop-watcher';
@@ -42,6 +43,7 @@ interface GatewayParts {
   owner: OwnerClient;
   channels: ChannelPool;
   backend: CoordinationBackend;
+  leases: LeaseKeeper;
   stopWatcher: StopWatcher;
   launcher: Launcher;
   mainServer: http.Server;
@@ -187,6 +189,7 @@ export class Gateway {
           connections: config.ownerConnections,
           callbackAttempts: config.callbackAttempts,
           callbackTimeoutMs: config.callbackTimeoutMs,
+          callbackConcurrency: config.callbackConcurrency,
           jwtRefreshMs: config.jwtRefreshMs,
         }),
         (o) => o.close(),
@@ -225,6 +228,16 @@ export class Gateway {
       if (backend instanceof RedisBackend && !(await backend.waitReady(REDIS_STARTUP_WAIT_MS))) {
         logger.warn({ redis: backend.display }, 'redis not reachable at start; detached executes answer 503 LOCK_UNAVAILABLE until it is');
       }
+      // One timer and one batched renewal a tick for every run's lease; releases batched too.
+      const leases = own(
+        'lease keeper',
+        new LeaseKeeper(backend, {
+          ttlMs: config.leaseTtlMs,
+          onBatch: (op, count, seconds) => metrics.leaseBatch(op, count, seconds),
+          onLate: () => metrics.lateRenewals.inc(),
+        }),
+        (k) => k.close(),
+      );
       const stopWatcher = own('stop watcher', new StopWatcher(backend, config.stopPollMs), (w) => w.close());
       const callbackBudget = new AbortController();
       const runLimits = own('run limits', new RunLimits(config.runLimitMs), (l) => l.close());
@@ -239,6 +252,7 @@ export class Gateway {
         logger,
         registry,
         backend,
+        leases,
         stopWatcher,
         replicaId: config.replicaId,
         stopAckTimeoutMs: config.stopAckTimeoutMs,
@@ -271,7 +285,7 @@ export class Gateway {
       own('runs in flight', registry, (r) => r.cancelAll());
       own('callback budget', callbackBudget, (c) => c.abort());
       gateway = new Gateway(
-        { config, logger, metrics, registry, owner, channels, backend, stopWatcher, launcher, mainServer, opsServer, callbackBudget },
+        { config, logger, metrics, registry, owner, channels, backend, leases, stopWatcher, launcher, mainServer, opsServer, callbackBudget },
         closables,
       );
     } catch (err) {

@@ -13,6 +13,7 @@ import {
   capKinds,
   connectionErrorTypes,
   endReasons,
+  leaseBatchOps,
   lockOps,
   lockOutcomes,
   lockResults,
@@ -30,6 +31,7 @@ import {
   type EndReason,
   type LockOp,
   type LockResult,
+  type LeaseBatchOp,
   type McpCallResult,
   type McpDiscoveryFailure,
   type McpServerKind,
@@ -139,6 +141,27 @@ export class Metrics {
   });
   readonly actions = new Counter({ name: 'longrun_actions_total', help: 'Actions received from the workflow service, by type.', labelNames: ['type'], registers: [this.registry] });
   readonly lockOperations = new Counter({ name: 'longrun_lock_operations_total', help: 'Lock operations, by op and result.', labelNames: ['op', 'result'], registers: [this.registry] });
+  readonly leaseBatchDuration = new Histogram({
+    name: 'longrun_lease_batch_duration_seconds',
+    help: 'Batched lease work sent to the coordination store (one renewal batch per keeper tick, one release batch per turn of the event loop), sent to answered, by op.',
+    labelNames: ['op'],
+    // A batch is a script call or a few: about a millisecond; the command timeout (2 s) bounds it.
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+    registers: [this.registry],
+  });
+  readonly leaseBatchLeases = new Histogram({
+    name: 'longrun_lease_batch_leases',
+    help: 'Leases in one batch of lease work, by op.',
+    labelNames: ['op'],
+    // From one lease to a drain of the whole process (LONGRUN_MAX_DETACHED_RUNS, 10 000).
+    buckets: [1, 5, 25, 100, 250, 500, 1000, 2500, 5000, 10000],
+    registers: [this.registry],
+  });
+  readonly lateRenewals = new Counter({
+    name: 'longrun_lease_renewals_late_total',
+    help: 'Lease renewals confirmed more than one keeper tick after they were due (TTL/3 after the previous confirmation): the process or the store is falling behind.',
+    registers: [this.registry],
+  });
   readonly unlockedRuns = new Counter({ name: 'longrun_unlocked_runs_total', help: 'Blocking runs started without the lock because Redis failed (Workhorse parity).', registers: [this.registry] });
   readonly callbacks = new Counter({ name: 'longrun_callbacks_total', help: 'Segment-end callbacks, by result.', labelNames: ['result'], registers: [this.registry] });
   readonly capRejections = new Counter({ name: 'longrun_cap_rejections_total', help: 'Executes refused by a cap, by cap.', labelNames: ['cap'], registers: [this.registry] });
@@ -176,6 +199,10 @@ export class Metrics {
     for (const on of acceptedOn) this.acceptDuration.zero({ accepted_on: on });
     this.sessions.inc({ code: 'OK' }, 0);
     for (const [op, result] of lockOutcomes) this.lockOperations.inc({ op, result }, 0);
+    for (const op of leaseBatchOps) {
+      this.leaseBatchDuration.zero({ op });
+      this.leaseBatchLeases.zero({ op });
+    }
     for (const result of callbackResults) this.callbacks.inc({ result }, 0);
     for (const cap of capKinds) this.capRejections.inc({ cap }, 0);
     for (const type of relayErrorTypes) this.relayErrors.inc({ type }, 0);
@@ -236,6 +263,13 @@ export class Metrics {
 
   lock(op: LockOp, result: LockResult): void {
     this.lockOperations.inc({ op: oneOf(op, lockOps), result: oneOf(result, lockResults) });
+  }
+
+  /** One batch of lease work (lease-keeper.ts): how many leases, how long the store took. */
+  leaseBatch(op: LeaseBatchOp, leases: number, durationS: number): void {
+    const label = oneOf(op, leaseBatchOps);
+    this.leaseBatchDuration.observe({ op: label }, durationS);
+    this.leaseBatchLeases.observe({ op: label }, leases);
   }
 
   stopAck(outcome: StopOutcome, durationS: number): void {

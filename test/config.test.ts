@@ -48,6 +48,7 @@ describe('config: defaults', () => {
       ownerUrl: undefined,
       secret: undefined,
       redis: undefined,
+      redisKeys: 'workhorse',
       redisConfigureNotifications: false,
       acceptWaitMs: 10_000,
       streamOpenTimeoutMs: 5_000,
@@ -71,6 +72,7 @@ describe('config: defaults', () => {
       ownerConnections: 256,
       callbackAttempts: 3,
       callbackTimeoutMs: 2_000,
+      callbackConcurrency: 64,
       jwtRefreshMs: 30_000,
       redisCommandTimeoutMs: 2_000,
       redisConnectTimeoutMs: 2_000,
@@ -124,6 +126,7 @@ describe('config: overrides', () => {
       LONGRUN_OWNER_CONNECTIONS: '8',
       LONGRUN_CALLBACK_ATTEMPTS: '5',
       LONGRUN_CALLBACK_TIMEOUT_MS: '1500',
+      LONGRUN_CALLBACK_CONCURRENCY: '12',
       LONGRUN_JWT_REFRESH_MS: '1000',
       LONGRUN_REDIS_COMMAND_TIMEOUT_MS: '300',
       LONGRUN_REDIS_CONNECT_TIMEOUT_MS: '400',
@@ -138,6 +141,7 @@ describe('config: overrides', () => {
     expect(config.ownerUrl?.href).toBe('https://gitlab.example.com/gitlab/');
     expect(config.secret?.equals(testSecret)).toBe(true);
     expect(config.redis).toEqual({ mode: 'standalone', url: 'redis://127.0.0.1:6380/2' });
+    expect(config.redisKeys).toBe('workhorse');
     expect(config.redisConfigureNotifications).toBe(true);
     expect(config).toMatchObject({
       acceptWaitMs: 250,
@@ -163,6 +167,7 @@ describe('config: overrides', () => {
       ownerConnections: 8,
       callbackAttempts: 5,
       callbackTimeoutMs: 1_500,
+      callbackConcurrency: 12,
       jwtRefreshMs: 1_000,
       redisCommandTimeoutMs: 300,
       redisConnectTimeoutMs: 400,
@@ -186,6 +191,33 @@ describe('config: overrides', () => {
 
   it.each(['redis://localhost:6379', 'rediss://user:pw@redis:6380/0', 'redis://:p%40ss@10.0.0.1'])('hands the single-server Redis URL %s to ioredis as it is', (url) => {
     expect(loadConfig({ LONGRUN_REDIS_URL: url }).redis).toEqual({ mode: 'standalone', url });
+  });
+
+  it('LONGRUN_REDIS_KEYS=cluster: the URL names seed nodes of a Redis Cluster', () => {
+    const config = loadConfig({ LONGRUN_REDIS_KEYS: 'cluster', LONGRUN_REDIS_URL: 'redis://:p%40ss@10.0.0.1:7000,redis-1,[::1]:7002' });
+    expect(config.redisKeys).toBe('cluster');
+    expect(config.redis).toEqual({
+      mode: 'cluster',
+      nodes: [
+        { host: '10.0.0.1', port: 7_000 },
+        { host: 'redis-1', port: 6_379 },
+        { host: '::1', port: 7_002 },
+      ],
+      username: undefined,
+      password: 'p@ss',
+      tls: false,
+    });
+    expect(loadConfig({ LONGRUN_REDIS_KEYS: 'cluster', LONGRUN_REDIS_URL: 'rediss://app:pw@c1:7000' }).redis).toMatchObject({ mode: 'cluster', username: 'app', tls: true });
+    expect(loadConfig({}).redisKeys).toBe('workhorse');
+    expect(loadConfig({}).callbackConcurrency).toBe(64);
+  });
+
+  it('LONGRUN_REDIS_KEYS=cluster refuses what a Cluster cannot be: no URL, Sentinel, a database, query options', () => {
+    for (const url of [undefined, 'redis+sentinel://s1/m', 'redis://c1:7000/2', 'redis://c1:7000?db=1', 'redis://c1:7000,,c2']) {
+      const err = configError({ LONGRUN_REDIS_KEYS: 'cluster', ...(url === undefined ? {} : { LONGRUN_REDIS_URL: url }) });
+      expect(err.variable, String(url)).toBe('LONGRUN_REDIS_URL');
+      expect(err.message, String(url)).toContain('LONGRUN_REDIS_KEYS=cluster');
+    }
   });
 
   it('parses a Sentinel URL into its Sentinels, master name, database and credentials', () => {
@@ -270,6 +302,8 @@ describe('config: invalid values name the variable', () => {
     ['LONGRUN_CALLBACK_ATTEMPTS', '0'],
     ['LONGRUN_CALLBACK_ATTEMPTS', '21'],
     ['LONGRUN_CALLBACK_TIMEOUT_MS', 'x'],
+    ['LONGRUN_CALLBACK_CONCURRENCY', '0'],
+    ['LONGRUN_REDIS_KEYS', 'tagged'],
     ['LONGRUN_JWT_REFRESH_MS', '0'],
     ['LONGRUN_REDIS_COMMAND_TIMEOUT_MS', '1.5'],
     ['LONGRUN_REDIS_CONNECT_TIMEOUT_MS', '-3'],

@@ -288,7 +288,9 @@ describe('the gateway started from the image layout with the manifest environmen
     g.child.kill('SIGTERM');
     const readiness = container.readinessProbe?.httpGet?.path as string;
     const liveness = container.livenessProbe?.httpGet?.path as string;
-    expect((await get(`${g.opsUrl}${readiness}`)).status).toBe(503);
+    // The signal and the probe race to the child's event loop: poll for the 503 (a loaded
+    // machine can run the probe first), then check it came long before the delay ended.
+    await expect.poll(async () => (await get(`${g.opsUrl}${readiness}`)).status, { timeout: delayMs / 2, interval: 10 }).toBe(503);
     expect(Date.now() - sent, 'readiness turned 503 at SIGTERM, not after the delay').toBeLessThan(delayMs / 2);
     // Mid-delay: still not ready, still alive, and the run is still in flight.
     await new Promise((r) => setTimeout(r, Math.max(0, delayMs / 2 - (Date.now() - sent))));

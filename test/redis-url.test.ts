@@ -4,7 +4,7 @@
  * never echoes a credential), and URL masking for whatever is printed or logged.
  */
 import { describe, expect, it } from 'vitest';
-import { redisOptions, sentinelOptions } from '../src/coordination/redis-connection';
+import { clusterOptions, redisOptions, sentinelOptions } from '../src/coordination/redis-connection';
 import { RedisUrlError, describeRedisTarget, parseRedisUrl, type SentinelRedisTarget } from '../src/coordination/redis-url';
 import { maskUrl, scrubLine } from '../src/log';
 
@@ -115,6 +115,59 @@ describe('redis+sentinel:// URLs', () => {
 describe('single-server URLs', () => {
   it.each(['redis://127.0.0.1:6379', 'redis://:pw@redis/3', 'rediss://user:pw@redis.example:6380/0', 'redis://redis?family=6'])('%s is handed to ioredis unchanged', (raw) => {
     expect(parseRedisUrl(raw)).toEqual({ mode: 'standalone', url: raw });
+  });
+});
+
+describe('Redis Cluster seed URLs (LONGRUN_REDIS_KEYS=cluster)', () => {
+  const cluster = (raw: string) => parseRedisUrl(raw, { cluster: true });
+
+  it('seed nodes, credentials and TLS; port 6379 when omitted', () => {
+    expect(cluster('rediss://app:p%3Aw@c1.example:7000,10.0.0.2,[fd00::1]:7001')).toEqual({
+      mode: 'cluster',
+      nodes: [
+        { host: 'c1.example', port: 7_000 },
+        { host: '10.0.0.2', port: 6_379 },
+        { host: 'fd00::1', port: 7_001 },
+      ],
+      username: 'app',
+      password: 'p:w',
+      tls: true,
+    });
+    expect(cluster('redis://127.0.0.1:7000/0')).toMatchObject({ mode: 'cluster', username: undefined, password: undefined, tls: false });
+  });
+
+  it.each([
+    ['redis+sentinel://s1/m', 'Sentinel and Redis Cluster do not combine'],
+    ['redis://c1:7000/3', 'database 0 only'],
+    ['redis://c1:7000?family=6', 'no query options'],
+    ['redis://c1:7000,,c2:7000', 'node 2 is empty'],
+    ['redis://c1:99999', 'node 1 has an invalid port'],
+    ['redis://', 'no node is given'],
+    ['http://c1:7000', 'unsupported scheme'],
+  ])('refuses %s (%s)', (raw, problem) => {
+    let message = '';
+    try {
+      cluster(raw);
+    } catch (err) {
+      message = (err as Error).message;
+    }
+    expect(message).toContain(problem);
+  });
+
+  it('is shown without its password', () => {
+    expect(describeRedisTarget(cluster('redis://:secret@c1:7000,c2:7001'))).toBe('redis://:***@c1:7000,c2:7001 (cluster)');
+  });
+
+  it('the Cluster client reads and writes on primaries; the command connection fails fast, the subscriber queues', () => {
+    const target = cluster('rediss://app:pw@c1:7000');
+    if (target.mode !== 'cluster') throw new Error('expected a cluster target');
+    expect(clusterOptions(target, 'commands', settings)).toMatchObject({
+      scaleReads: 'master',
+      enableOfflineQueue: false,
+      enableAutoPipelining: true,
+      redisOptions: { username: 'app', password: 'pw', tls: {}, commandTimeout: 2_000, maxRetriesPerRequest: 1 },
+    });
+    expect(clusterOptions(target, 'subscriber', settings)).toMatchObject({ enableOfflineQueue: true, redisOptions: { maxRetriesPerRequest: null } });
   });
 });
 

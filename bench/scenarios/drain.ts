@@ -7,7 +7,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Step } from '../../src/sandbox/scenario';
 import { closedLoop } from '../load';
-import { waitUntil, withTimeout } from '../procs';
+import { commandDelta, waitUntil, withTimeout } from '../procs';
 import { formatMs, type Scenario, type ScenarioOutcome } from '../scenario';
 import { startStack } from '../stack';
 import { round } from '../stats';
@@ -37,6 +37,7 @@ export const drain: Scenario = {
       await stack.client.close();
       await sleep(500);
 
+      const commandsBefore = await ctx.env.redis.commands();
       const cpu = stack.cpu();
       const signalled = performance.now();
       const signalledAt = Date.now();
@@ -46,6 +47,10 @@ export const drain: Scenario = {
       // Read before anything else runs; the gateway is gone, its CPU was read at its exit.
       const cpuMs = cpu.read();
       const locksLeft = await ctx.env.redis.count('workhorse:duoworkflow:lock:*');
+      // What the drain sent Redis (lock releases, mostly), as commandstats counts it: the
+      // commands a script runs inside Redis are counted too, under their own names.
+      const redisCommands = commandDelta(commandsBefore, await ctx.env.redis.commands()).byName;
+      delete redisCommands['scan'];
       const counts = await stack.workflow.query('callCounts', { prefix: 'drain-' });
       const callbacks = await stack.owner.query('segmentEnds', { prefix: 'drain-' });
       const stopped = counts.stopReasons['WORKHORSE_SERVER_SHUTDOWN'] ?? 0;
@@ -54,7 +59,10 @@ export const drain: Scenario = {
       const calls = await stack.workflow.query('calls', { prefix: 'drain-' });
       const lastStopMs = Math.max(...calls.map((c) => (c.stopReceivedAt[0] ?? Number.NaN) - signalledAt));
       const lastEndMs = Math.max(...calls.map((c) => (c.endedAt ?? Number.NaN) - signalledAt));
-      ctx.log(`exit ${exitCode} after ${Math.round(drainMs)} ms; ${stopped} shutdown stops received, ${locksLeft} of ${locksBefore} locks left, callbacks ${JSON.stringify(callbacks)}; last stop received at ${lastStopMs} ms, last call ended at ${lastEndMs} ms; CPU ms ${JSON.stringify(cpuMs)}`);
+      ctx.log(
+        `exit ${exitCode} after ${Math.round(drainMs)} ms; ${stopped} shutdown stops received, ${locksLeft} of ${locksBefore} locks left, callbacks ${JSON.stringify(callbacks)}; ` +
+          `last stop received at ${lastStopMs} ms, last call ended at ${lastEndMs} ms; CPU ms ${JSON.stringify(cpuMs)}; redis ${JSON.stringify(redisCommands)}`,
+      );
       return {
         figures: {
           runs: accepted,
@@ -67,6 +75,7 @@ export const drain: Scenario = {
           segment_end_callbacks: callbacks,
           ramp_ms: round(rampMs, 0),
           cpu_ms_during_drain: cpuMs,
+          redis_commands_during_drain: redisCommands,
           last_stop_received_ms: round(lastStopMs, 0),
           last_call_ended_ms: round(lastEndMs, 0),
         },

@@ -49,6 +49,28 @@ export interface LeaseRefresh {
   actor?: ActorSlot;
 }
 
+/** One lease of a batched renewal. */
+export interface LeaseRenewal {
+  workflowId: string;
+  token: string;
+  refresh: LeaseRefresh;
+}
+
+/** One lease's answer in a batched renewal: its observation, or why it could not be made. */
+export type RenewOutcome = RenewResult | CoordinationError;
+
+/** One lock of a batched release. */
+export interface LockRelease {
+  workflowId: string;
+  token: string;
+  /** The run record is deleted only when it is this run's ('' for none). */
+  runId: string;
+  actor?: ActorSlot;
+}
+
+/** One lock's answer in a batched release: null once done, else why it could not be. */
+export type ReleaseOutcome = CoordinationError | null;
+
 export interface CoordinationBackend {
   readonly kind: 'redis' | 'memory';
   /**
@@ -62,10 +84,20 @@ export interface CoordinationBackend {
    */
   renew(workflowId: string, token: string, ttlMs: number, refresh: LeaseRefresh): Promise<RenewResult>;
   /**
+   * `renew` for many leases at once, in as few round trips as the store allows (one script
+   * call per Redis primary and per batch of leases): what a process's lease keeper sends
+   * each tick. Each lease gets exactly the observation `renew` would make; a part of the
+   * batch the store could not run (a primary down) answers CoordinationError for its
+   * leases alone. Rejects only when nothing could be sent.
+   */
+  renewMany(ttlMs: number, leases: readonly LeaseRenewal[]): Promise<RenewOutcome[]>;
+  /**
    * Compare-and-delete: deletes the lock when `token` holds it, the run record when it is
    * `runId`'s, the stop key when the lock was ours, and the actor slot.
    */
   release(workflowId: string, token: string, runId: string, actor?: ActorSlot): Promise<void>;
+  /** `release` for many locks at once (runs ending together, as in a drain); per-lock outcomes as renewMany. */
+  releaseMany(releases: readonly LockRelease[]): Promise<ReleaseOutcome[]>;
   /** The stop key's value, or null. */
   readStop(workflowId: string): Promise<string | null>;
   /** Deletes the stop key (the run acting on it, or a stale one at admission). */

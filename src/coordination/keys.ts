@@ -1,8 +1,75 @@
-/** Redis keys (SPEC §5). Lock, stop and run keys are shared with Workhorse: a mixed fleet stays exclusive. */
-export const lockKey = (workflowId: string): string => `workhorse:duoworkflow:lock:${workflowId}`;
-export const stopKey = (workflowId: string): string => `workhorse:duoworkflow:stop:${workflowId}`;
-export const runKey = (workflowId: string): string => `workhorse:duoworkflow:run:${workflowId}`;
-export const actorKey = (actorId: string): string => `longrun:actor:${actorId}`;
+/**
+ * Redis key names (SPEC §5), in one of two schemes (LONGRUN_REDIS_KEYS):
+ *
+ * - `workhorse` (default): the lock, stop and run keys are Workhorse's own
+ *   (`workhorse:duoworkflow:lock:<id>` …), so a fleet mixing Workhorse and longrun on one
+ *   Redis stays exclusive. They carry no hash tag: a workflow's keys may live in different
+ *   Cluster slots, so this scheme needs a single primary (optionally behind Sentinel).
+ * - `cluster`: every key of one workflow shares the hash tag `{wf:<id>}`
+ *   (`longrun:{wf:<id>}:lock`, `:stop`, `:run`), so every per-workflow script touches one
+ *   slot of a Redis Cluster. An actor's run slots are one sorted set per actor
+ *   (`longrun:{actor:<actor>}:runs`), spread over the slots like the workflows: no key is
+ *   shared by every run.
+ */
+
+export const redisKeySchemes = ['workhorse', 'cluster'] as const;
+export type RedisKeyScheme = (typeof redisKeySchemes)[number];
+
+export interface RedisKeys {
+  readonly scheme: RedisKeyScheme;
+  lock(workflowId: string): string;
+  stop(workflowId: string): string;
+  run(workflowId: string): string;
+  actor(actorId: string): string;
+  /** A glob matching every stop key (for keyspace notifications). */
+  readonly stopKeyPattern: string;
+  /** The workflow id a stop key names, or undefined when `key` is not a stop key. */
+  workflowOfStopKey(key: string): string | undefined;
+}
+
 /** Channel the stop endpoint publishes workflow ids on (keyspace notices may also arrive). */
 export const STOP_CHANNEL = 'longrun:stop';
-export const STOP_KEY_PREFIX = 'workhorse:duoworkflow:stop:';
+
+const WORKHORSE_STOP_PREFIX = 'workhorse:duoworkflow:stop:';
+
+/** Workhorse's key names (shared with Workhorse: a mixed fleet stays exclusive). */
+export const workhorseKeys: RedisKeys = {
+  scheme: 'workhorse',
+  lock: (id) => `workhorse:duoworkflow:lock:${id}`,
+  stop: (id) => `${WORKHORSE_STOP_PREFIX}${id}`,
+  run: (id) => `workhorse:duoworkflow:run:${id}`,
+  actor: (actorId) => `longrun:actor:${actorId}`,
+  stopKeyPattern: `${WORKHORSE_STOP_PREFIX}*`,
+  workflowOfStopKey: (key) => (key.startsWith(WORKHORSE_STOP_PREFIX) ? key.slice(WORKHORSE_STOP_PREFIX.length) : undefined),
+};
+
+const CLUSTER_PREFIX = 'longrun:{wf:';
+const CLUSTER_STOP_SUFFIX = '}:stop';
+
+/**
+ * Hash-tagged names for Redis Cluster. The server hashes what lies between the first `{`
+ * and the first `}` after it — unless that is empty. The tag starts with `wf:`, so it is
+ * never empty, and a workflow id holding `}` still gives its three keys one tag (the same
+ * text up to that `}`), hence one slot.
+ */
+export const clusterKeys: RedisKeys = {
+  scheme: 'cluster',
+  lock: (id) => `${CLUSTER_PREFIX}${id}}:lock`,
+  stop: (id) => `${CLUSTER_PREFIX}${id}${CLUSTER_STOP_SUFFIX}`,
+  run: (id) => `${CLUSTER_PREFIX}${id}}:run`,
+  actor: (actorId) => `longrun:{actor:${actorId}}:runs`,
+  stopKeyPattern: `${CLUSTER_PREFIX}*${CLUSTER_STOP_SUFFIX}`,
+  workflowOfStopKey: (key) =>
+    key.startsWith(CLUSTER_PREFIX) && key.endsWith(CLUSTER_STOP_SUFFIX) && key.length > CLUSTER_PREFIX.length + CLUSTER_STOP_SUFFIX.length
+      ? key.slice(CLUSTER_PREFIX.length, -CLUSTER_STOP_SUFFIX.length)
+      : undefined,
+};
+
+export function redisKeys(scheme: RedisKeyScheme): RedisKeys {
+  return scheme === 'cluster' ? clusterKeys : workhorseKeys;
+}
+
+/** Workhorse's lock key of a workflow (what tests and tools outside the backend look at). */
+export const lockKey = workhorseKeys.lock;
+export const stopKey = workhorseKeys.stop;
+export const runKey = workhorseKeys.run;

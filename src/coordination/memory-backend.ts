@@ -4,7 +4,7 @@
  * run records, actor slots. Expiry is checked lazily against the clock, so it holds no
  * timers.
  */
-import type { ActorSlot, CoordinationBackend, LeaseRefresh, RenewResult, RunRecord } from './backend';
+import type { ActorSlot, CoordinationBackend, LeaseRefresh, LeaseRenewal, LockRelease, ReleaseOutcome, RenewOutcome, RenewResult, RunRecord } from './backend';
 
 export interface Clock {
   now(): number;
@@ -82,6 +82,16 @@ export class MemoryBackend implements CoordinationBackend {
       if (refresh.actor) this.actorSlots(refresh.actor.actorId).set(refresh.actor.member, this.clock.now() + ttlMs);
     }
     return { owned, stop: this.stops.get(workflowId) ?? null };
+  }
+
+  /** Each lease as `renew` (this store cannot fail part of a batch). */
+  async renewMany(ttlMs: number, leases: readonly LeaseRenewal[]): Promise<RenewOutcome[]> {
+    return Promise.all(leases.map(({ workflowId, token, refresh }) => this.renew(workflowId, token, ttlMs, refresh)));
+  }
+
+  async releaseMany(releases: readonly LockRelease[]): Promise<ReleaseOutcome[]> {
+    for (const { workflowId, token, runId, actor } of releases) await this.release(workflowId, token, runId, actor);
+    return releases.map(() => null);
   }
 
   async release(workflowId: string, token: string, runId: string, actor?: ActorSlot): Promise<void> {

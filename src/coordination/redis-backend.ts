@@ -4,6 +4,11 @@
  * Commands fail fast when Redis is unreachable (no offline queue, a command timeout), so
  * an execute can answer 503 LOCK_UNAVAILABLE at once instead of hanging.
  *
+ * Work that scales with runs is batched: lease renewals and lock releases of many runs
+ * go in one script call per primary (renew-leases.lua, release-locks.lua; at most
+ * BATCH_LEASES leases each), the stop poll in one MGET (or, on a Cluster, one
+ * read-stops.lua per primary).
+ *
  * Stop notices arrive on a second connection subscribed to the stop channel (published by
  * the stop endpoint) and to keyspace notifications for stop keys set by the owner
  * directly — which the server sends only if it is configured to. longrun checks that on
@@ -12,29 +17,65 @@
  * otherwise the stop poll finds such keys. Both connections follow a failover (see
  * redis-connection.ts); a notice published while the subscriber reconnects is missed,
  * and the poll and the next renewal see that stop instead.
+ *
+ * On a Redis Cluster (LONGRUN_REDIS_KEYS=cluster) keys are hash-tagged per workflow
+ * (keys.ts), the stop channel is ordinary PUBLISH (delivered on every node), and keyspace
+ * notifications — a per-node feature — are not used: stop keys the owner sets directly
+ * are seen by the poll and the renewals.
  */
 import { readFileSync } from 'node:fs';
-import type Redis from 'ioredis';
+import type { Cluster } from 'ioredis';
 import type { Logger } from '../log';
 import { fromRoot } from '../paths';
 import type { RedisConnection, RedisEvent } from '../vocabulary';
-import { CoordinationError, type ActorSlot, type CoordinationBackend, type LeaseRefresh, type RenewResult, type RunRecord } from './backend';
-import { STOP_CHANNEL, STOP_KEY_PREFIX, actorKey, lockKey, runKey, stopKey } from './keys';
-import { closeRedis, createRedis } from './redis-connection';
+import {
+  CoordinationError,
+  type ActorSlot,
+  type CoordinationBackend,
+  type LeaseRefresh,
+  type LeaseRenewal,
+  type LockRelease,
+  type ReleaseOutcome,
+  type RenewOutcome,
+  type RenewResult,
+  type RunRecord,
+} from './backend';
+import { hashSlot } from './hash-slot';
+import { STOP_CHANNEL, clusterKeys, workhorseKeys, type RedisKeys } from './keys';
+import { closeRedis, createRedis, type RedisClient } from './redis-connection';
 import { describeRedisTarget, type RedisTarget } from './redis-url';
+
+type Arg = string | number;
 
 interface Scripts {
   acquireLock(lock: string, stop: string, token: string, ttlMs: number): Promise<number>;
-  renewLease(lock: string, stop: string, run: string, token: string, ttlMs: number, runId: string, state: string, lastActionAt: string, ...inFlight: string[]): Promise<[number, string]>;
-  releaseLock(lock: string, run: string, stop: string, token: string, runId: string): Promise<number>;
+  renewLeases(routeKey: string, ...args: Arg[]): Promise<Array<number | string>>;
+  releaseLocks(routeKey: string, ...args: Arg[]): Promise<number[]>;
+  readStops(routeKey: string, ...keys: string[]): Promise<string[]>;
   requestStop(lock: string, stop: string, value: string, ttlMs: number, channel: string, workflowId: string): Promise<number>;
   actorSlot(actor: string, member: string, max: number, ttlMs: number): Promise<number>;
 }
 
-type ScriptedRedis = Redis & Scripts;
+type ScriptedClient = RedisClient & Scripts;
+
+/**
+ * Leases (or locks) per script call. A call runs atomically, holding Redis for its whole
+ * length — about 10 µs per lease on the 2-core benchmark VM, so 250 keep one call near
+ * 2.5 ms — and a process holding 10 000 runs at the default 60 s lease needs two calls a
+ * second (500 renewals).
+ */
+export const BATCH_LEASES = 250;
+/** Stop keys per read (MGET or read-stops.lua). */
+const BATCH_STOP_KEYS = 1_000;
 
 // Read from src/ in both layouts: the scripts ship beside the code that runs them.
 const script = (name: string): string => readFileSync(fromRoot('src', 'coordination', name), 'utf8');
+
+/**
+ * On a Cluster the batch scripts reach keys of many slots (all served by the primary the
+ * call is sent to); Redis 7 lets a script do that when it says so.
+ */
+const CROSS_SLOT = '#!lua flags=allow-cross-slot-keys\n';
 
 export interface RedisBackendOptions {
   /** Per-command deadline; a lease renewal must fail well inside the lease TTL. */
@@ -54,12 +95,12 @@ export interface RedisBackendOptions {
 /**
  * Keyspace notifications for stop keys on the primary connected to: `on` (already
  * configured), `configured` (longrun set them), `off` (not configured, not ours to set),
- * `unknown` (CONFIG refused, as on many managed services).
+ * `unknown` (CONFIG refused, as on many managed services), `not_used` (a Redis Cluster).
  */
-export type NotificationState = 'on' | 'configured' | 'off' | 'unknown';
+export type NotificationState = 'on' | 'configured' | 'off' | 'unknown' | 'not_used';
 
 /** Reports a connection's events; the 'error' listener also keeps ioredis from printing them. */
-function watch(redis: Redis, connection: RedisConnection, options: RedisBackendOptions): void {
+function watch(redis: RedisClient, connection: RedisConnection, options: RedisBackendOptions): void {
   const report = options.onEvent ?? (() => undefined);
   redis.on('ready', () => report(connection, 'ready'));
   redis.on('error', (err: Error) => report(connection, 'error', err));
@@ -67,12 +108,33 @@ function watch(redis: Redis, connection: RedisConnection, options: RedisBackendO
   redis.on('end', () => report(connection, 'end'));
 }
 
+/** One script call of a batch: items (indices into the batch) served by one primary, and actor slots. */
+interface Call {
+  /** Where the call is routed: a key of the batch on that primary. */
+  routeKey: string;
+  items: number[];
+  /** `lease`: 1-based position in `items` of the lease the slot belongs to; 0: refresh it (its lease was seen held in an earlier call). */
+  actors: Array<{ key: string; member: string; lease: number }>;
+}
+
+function push<K, V>(map: Map<K, V[]>, key: K, value: V): void {
+  const list = map.get(key);
+  if (list) list.push(value);
+  else map.set(key, [value]);
+}
+
+function failure(what: string, err: unknown): CoordinationError {
+  return new CoordinationError(`redis ${what} failed: ${(err as Error).message}`, { cause: err });
+}
+
 export class RedisBackend implements CoordinationBackend {
   readonly kind = 'redis' as const;
-  readonly redis: ScriptedRedis;
+  readonly redis: ScriptedClient;
+  readonly keys: RedisKeys;
   /** LONGRUN_REDIS_URL with its credentials masked: what logs show. */
   readonly display: string;
-  private readonly subscriber: Redis;
+  private readonly cluster: Cluster | undefined;
+  private readonly subscriber: RedisClient;
   private readonly stopHandlers: Array<(workflowId: string) => void> = [];
   private readonly configureNotifications: boolean;
   private readonly logger: Logger | undefined;
@@ -87,6 +149,8 @@ export class RedisBackend implements CoordinationBackend {
     this.display = describeRedisTarget(target);
     this.configureNotifications = options.configureNotifications ?? false;
     this.logger = options.logger;
+    const isCluster = target.mode === 'cluster';
+    this.keys = isCluster ? clusterKeys : workhorseKeys;
     const settings = { commandTimeoutMs: options.commandTimeoutMs, connectTimeoutMs: options.connectTimeoutMs };
     const redis = createRedis(target, 'commands', settings);
     watch(redis, 'commands', options);
@@ -94,23 +158,30 @@ export class RedisBackend implements CoordinationBackend {
     redis.on('error', (err: Error) => (this.lastError = err.message));
     redis.on('ready', () => this.onReady());
     redis.on('close', () => this.onClose());
+    const batch = (name: string): string => (isCluster ? CROSS_SLOT : '') + script(name);
     redis.defineCommand('acquireLock', { numberOfKeys: 2, lua: script('acquire-lock.lua') });
-    redis.defineCommand('renewLease', { numberOfKeys: 3, lua: script('renew-lease.lua') });
-    redis.defineCommand('releaseLock', { numberOfKeys: 3, lua: script('release-lock.lua') });
+    redis.defineCommand('renewLeases', { numberOfKeys: 1, lua: batch('renew-leases.lua') });
+    redis.defineCommand('releaseLocks', { numberOfKeys: 1, lua: batch('release-locks.lua') });
+    redis.defineCommand('readStops', { numberOfKeys: 1, lua: batch('read-stops.lua') });
     redis.defineCommand('requestStop', { numberOfKeys: 2, lua: script('request-stop.lua') });
     redis.defineCommand('actorSlot', { numberOfKeys: 1, lua: script('actor-slot.lua') });
-    this.redis = redis as ScriptedRedis;
+    this.redis = redis as ScriptedClient;
+    this.cluster = isCluster ? (redis as Cluster) : undefined;
 
     this.subscriber = createRedis(target, 'subscriber', settings);
     watch(this.subscriber, 'subscriber', options);
     this.subscriber.on('message', (_channel: string, workflowId: string) => this.notify(workflowId));
-    this.subscriber.on('pmessage', (_pattern: string, channel: string) => {
-      const at = channel.indexOf(STOP_KEY_PREFIX);
-      if (at >= 0) this.notify(channel.slice(at + STOP_KEY_PREFIX.length));
-    });
     this.subscriber.subscribe(STOP_CHANNEL).catch(() => undefined);
-    // Notices of this database only; harmless (silent) where the server sends none.
-    this.subscriber.psubscribe(`__keyspace@${Number(redis.options.db ?? 0)}__:${STOP_KEY_PREFIX}*`).catch(() => undefined);
+    if (!isCluster) {
+      this.subscriber.on('pmessage', (_pattern: string, channel: string) => {
+        // `__keyspace@<db>__:<key>`
+        const workflowId = this.keys.workflowOfStopKey(channel.slice(channel.indexOf('__:') + 3));
+        if (workflowId !== undefined) this.notify(workflowId);
+      });
+      // Notices of this database only; harmless (silent) where the server sends none.
+      const db = target.mode === 'sentinel' ? target.db : Number((redis as { options: { db?: number } }).options.db ?? 0);
+      this.subscriber.psubscribe(`__keyspace@${db}__:${this.keys.stopKeyPattern}`).catch(() => undefined);
+    }
   }
 
   private onReady(): void {
@@ -121,11 +192,13 @@ export class RedisBackend implements CoordinationBackend {
     const check = this.checkNotifications();
     this.notificationCheck = check;
     void check.then((notifications) => {
-      const { remoteAddress, remotePort } = this.redis.stream ?? {};
-      this.logger?.info(
-        { redis: this.display, primary: remoteAddress ? `${remoteAddress}:${remotePort}` : undefined, keyspace_notifications: notifications, reconnect },
-        reconnect ? 'redis reconnected' : 'redis connected',
-      );
+      const where = this.cluster
+        ? { primaries: this.cluster.nodes('master').length }
+        : (() => {
+            const { remoteAddress, remotePort } = (this.redis as { stream?: { remoteAddress?: string; remotePort?: number } }).stream ?? {};
+            return { primary: remoteAddress ? `${remoteAddress}:${remotePort}` : undefined };
+          })();
+      this.logger?.info({ redis: this.display, ...where, keyspace_notifications: notifications, reconnect }, reconnect ? 'redis reconnected' : 'redis connected');
     });
   }
 
@@ -142,6 +215,7 @@ export class RedisBackend implements CoordinationBackend {
    * allowed and missing. A server that refuses CONFIG is left to the stop poll.
    */
   private async checkNotifications(): Promise<NotificationState> {
+    if (this.cluster) return 'not_used';
     let flags: string | undefined;
     try {
       const current = await this.redis.config('GET', 'notify-keyspace-events');
@@ -188,82 +262,212 @@ export class RedisBackend implements CoordinationBackend {
     try {
       return await fn();
     } catch (err) {
-      throw new CoordinationError(`redis ${what} failed: ${(err as Error).message}`, { cause: err });
+      throw failure(what, err);
     }
   }
 
-  acquire(workflowId: string, token: string, ttlMs: number): Promise<boolean> {
-    return this.call('acquire', async () => (await this.redis.acquireLock(lockKey(workflowId), stopKey(workflowId), token, ttlMs)) === 1);
+  /** The primary serving `key` ('' for a single server, or while a Cluster's slot map is unknown). */
+  private nodeOf(key: string): string {
+    return this.cluster ? (this.cluster.slots[hashSlot(key)]?.[0] ?? '') : '';
   }
 
-  renew(workflowId: string, token: string, ttlMs: number, refresh: LeaseRefresh): Promise<RenewResult> {
-    return this.call('renew', async () => {
-      const [owned, stop] = await this.redis.renewLease(
-        lockKey(workflowId),
-        stopKey(workflowId),
-        runKey(workflowId),
-        token,
-        ttlMs,
-        refresh.runId,
-        refresh.state,
-        refresh.lastActionAt,
-        ...(refresh.inFlight === undefined ? [] : [refresh.inFlight]),
-      );
-      if (owned === 1 && refresh.actor) {
-        // Best effort: the slot outliving a missed renewal by one TTL is harmless.
-        await this.redis.actorSlot(actorKey(refresh.actor.actorId), refresh.actor.member, Number.MAX_SAFE_INTEGER, ttlMs).catch(() => undefined);
+  /**
+   * Splits a batch into script calls: items grouped by the primary serving their lock key
+   * (one group on a single server), at most BATCH_LEASES per call. Each actor slot goes with
+   * its lease when the same primary serves it; the others (only on a Cluster) are returned
+   * apart, with their item, for a call to their own primary.
+   */
+  private plan(
+    count: number,
+    lockOf: (i: number) => string,
+    actorOf: (i: number) => ActorSlot | undefined,
+  ): { calls: Call[]; elsewhere: Array<{ item: number; key: string; member: string }> } {
+    const byNode = new Map<string, number[]>();
+    const nodes: string[] = new Array(count);
+    for (let i = 0; i < count; i++) {
+      nodes[i] = this.nodeOf(lockOf(i));
+      push(byNode, nodes[i] as string, i);
+    }
+    const calls: Call[] = [];
+    const elsewhere: Array<{ item: number; key: string; member: string }> = [];
+    for (const items of byNode.values()) {
+      for (let at = 0; at < items.length; at += BATCH_LEASES) {
+        const part = items.slice(at, at + BATCH_LEASES);
+        const call: Call = { routeKey: lockOf(part[0] as number), items: part, actors: [] };
+        part.forEach((i, position) => {
+          const actor = actorOf(i);
+          if (!actor) return;
+          const key = this.keys.actor(actor.actorId);
+          if (this.nodeOf(key) === nodes[i]) call.actors.push({ key, member: actor.member, lease: position + 1 });
+          else elsewhere.push({ item: i, key, member: actor.member });
+        });
+        calls.push(call);
       }
-      return { owned: owned === 1, stop: stop === '' ? null : stop };
-    });
+    }
+    return { calls, elsewhere };
   }
 
-  release(workflowId: string, token: string, runId: string, actor?: ActorSlot): Promise<void> {
-    return this.call('release', async () => {
-      await this.redis.releaseLock(lockKey(workflowId), runKey(workflowId), stopKey(workflowId), token, runId);
-      if (actor) await this.redis.zrem(actorKey(actor.actorId), actor.member);
+  /** Calls of actor slots alone, grouped by the primary serving each actor set. */
+  private actorCalls(actors: Array<{ key: string; member: string }>): Call[] {
+    const byNode = new Map<string, Call['actors']>();
+    for (const { key, member } of actors) push(byNode, this.nodeOf(key), { key, member, lease: 0 });
+    const calls: Call[] = [];
+    for (const list of byNode.values()) {
+      for (let at = 0; at < list.length; at += BATCH_LEASES) {
+        const part = list.slice(at, at + BATCH_LEASES);
+        calls.push({ routeKey: (part[0] as { key: string }).key, items: [], actors: part });
+      }
+    }
+    return calls;
+  }
+
+  acquire(workflowId: string, token: string, ttlMs: number): Promise<boolean> {
+    return this.call('acquire', async () => (await this.redis.acquireLock(this.keys.lock(workflowId), this.keys.stop(workflowId), token, ttlMs)) === 1);
+  }
+
+  async renew(workflowId: string, token: string, ttlMs: number, refresh: LeaseRefresh): Promise<RenewResult> {
+    const [outcome] = await this.renewMany(ttlMs, [{ workflowId, token, refresh }]);
+    if (outcome instanceof Error) throw outcome;
+    return outcome as RenewResult;
+  }
+
+  async renewMany(ttlMs: number, leases: readonly LeaseRenewal[]): Promise<RenewOutcome[]> {
+    const outcomes: RenewOutcome[] = new Array(leases.length);
+    const lease = (i: number): LeaseRenewal => leases[i] as LeaseRenewal;
+    const { calls, elsewhere } = this.plan(
+      leases.length,
+      (i) => this.keys.lock(lease(i).workflowId),
+      (i) => lease(i).refresh.actor,
+    );
+    const send = async (call: Call): Promise<void> => {
+      const args: Arg[] = [ttlMs, call.items.length, call.actors.length];
+      for (const i of call.items) {
+        const { workflowId, token, refresh } = lease(i);
+        args.push(this.keys.lock(workflowId), this.keys.stop(workflowId), this.keys.run(workflowId), token, refresh.runId, refresh.state, refresh.lastActionAt, refresh.inFlight ?? '');
+      }
+      for (const actor of call.actors) args.push(actor.key, actor.member, actor.lease);
+      try {
+        const answer = await this.redis.renewLeases(call.routeKey, ...args);
+        call.items.forEach((i, position) => {
+          const stop = answer[2 * position + 1];
+          outcomes[i] = { owned: answer[2 * position] === 1, stop: stop === '' || stop === undefined ? null : String(stop) };
+        });
+      } catch (err) {
+        const error = failure('renew', err);
+        for (const i of call.items) outcomes[i] = error;
+      }
+    };
+    await Promise.all(calls.map(send));
+    // Actor sets another primary serves (a Cluster): refreshed once their leases are seen
+    // held, in a second round trip. Best effort, as a refresh always was: a slot that
+    // misses one is still released with its run, or expires a TTL after its last refresh.
+    const held = elsewhere.filter(({ item }) => {
+      const outcome = outcomes[item];
+      return outcome !== undefined && !(outcome instanceof Error) && outcome.owned;
     });
+    if (held.length > 0) await Promise.all(this.actorCalls(held).map(send));
+    return outcomes;
+  }
+
+  async release(workflowId: string, token: string, runId: string, actor?: ActorSlot): Promise<void> {
+    const [outcome] = await this.releaseMany([{ workflowId, token, runId, ...(actor ? { actor } : {}) }]);
+    if (outcome) throw outcome;
+  }
+
+  async releaseMany(releases: readonly LockRelease[]): Promise<ReleaseOutcome[]> {
+    const outcomes: ReleaseOutcome[] = new Array(releases.length).fill(null);
+    const release = (i: number): LockRelease => releases[i] as LockRelease;
+    const { calls, elsewhere } = this.plan(
+      releases.length,
+      (i) => this.keys.lock(release(i).workflowId),
+      (i) => release(i).actor,
+    );
+    await Promise.all(
+      [...calls, ...this.actorCalls(elsewhere)].map(async (call) => {
+        const args: Arg[] = [call.items.length, call.actors.length];
+        for (const i of call.items) {
+          const { workflowId, token, runId } = release(i);
+          args.push(this.keys.lock(workflowId), this.keys.run(workflowId), this.keys.stop(workflowId), token, runId);
+        }
+        for (const actor of call.actors) args.push(actor.key, actor.member);
+        try {
+          await this.redis.releaseLocks(call.routeKey, ...args);
+        } catch (err) {
+          const error = failure('release', err);
+          for (const i of call.items) outcomes[i] = error;
+        }
+      }),
+    );
+    return outcomes;
   }
 
   readStop(workflowId: string): Promise<string | null> {
-    return this.call('read stop', () => this.redis.get(stopKey(workflowId)));
+    return this.call('read stop', () => this.redis.get(this.keys.stop(workflowId)));
   }
 
   readStops(workflowIds: string[]): Promise<Array<string | null>> {
     if (workflowIds.length === 0) return Promise.resolve([]);
-    return this.call('read stops', () => this.redis.mget(workflowIds.map(stopKey)));
+    return this.call('read stops', async () => {
+      const keys = workflowIds.map((id) => this.keys.stop(id));
+      const values: Array<string | null> = new Array(keys.length).fill(null);
+      // MGET refuses keys of different slots on a Cluster: one read-stops.lua per primary there.
+      const groups = new Map<string, number[]>();
+      keys.forEach((key, i) => push(groups, this.nodeOf(key), i));
+      const reads: Array<Promise<void>> = [];
+      for (const indices of groups.values()) {
+        for (let at = 0; at < indices.length; at += BATCH_STOP_KEYS) {
+          const part = indices.slice(at, at + BATCH_STOP_KEYS);
+          const batch = part.map((i) => keys[i] as string);
+          reads.push(
+            (this.cluster ? this.redis.readStops(batch[0] as string, ...batch) : this.redis.mget(batch)).then((answer) =>
+              part.forEach((i, j) => {
+                const value = answer[j];
+                values[i] = value === undefined || value === null || (this.cluster && value === '') ? null : value;
+              }),
+            ),
+          );
+        }
+      }
+      await Promise.all(reads);
+      return values;
+    });
   }
 
   clearStop(workflowId: string): Promise<void> {
     return this.call('clear stop', async () => {
-      await this.redis.del(stopKey(workflowId));
+      await this.redis.del(this.keys.stop(workflowId));
     });
   }
 
   requestStop(workflowId: string, value: string, ttlMs: number): Promise<boolean> {
-    return this.call('request stop', async () => (await this.redis.requestStop(lockKey(workflowId), stopKey(workflowId), value, ttlMs, STOP_CHANNEL, workflowId)) === 1);
+    return this.call(
+      'request stop',
+      async () => (await this.redis.requestStop(this.keys.lock(workflowId), this.keys.stop(workflowId), value, ttlMs, STOP_CHANNEL, workflowId)) === 1,
+    );
   }
 
   writeRunRecord(workflowId: string, record: RunRecord, ttlMs: number): Promise<void> {
     return this.call('write run record', async () => {
       // Every field is written, so nothing stale survives; auto-pipelining sends both at once.
-      await Promise.all([this.redis.hset(runKey(workflowId), { ...record }), this.redis.pexpire(runKey(workflowId), ttlMs)]);
+      const key = this.keys.run(workflowId);
+      await Promise.all([this.redis.hset(key, { ...record }), this.redis.pexpire(key, ttlMs)]);
     });
   }
 
   readRunRecord(workflowId: string): Promise<RunRecord | null> {
     return this.call('read run record', async () => {
-      const hash = await this.redis.hgetall(runKey(workflowId));
+      const hash = await this.redis.hgetall(this.keys.run(workflowId));
       return hash['run_id'] ? (hash as unknown as RunRecord) : null;
     });
   }
 
   acquireActorSlot(actorId: string, member: string, max: number, ttlMs: number): Promise<boolean> {
-    return this.call('actor slot', async () => (await this.redis.actorSlot(actorKey(actorId), member, max, ttlMs)) === 1);
+    return this.call('actor slot', async () => (await this.redis.actorSlot(this.keys.actor(actorId), member, max, ttlMs)) === 1);
   }
 
   releaseActorSlot(actorId: string, member: string): Promise<void> {
     return this.call('actor release', async () => {
-      await this.redis.zrem(actorKey(actorId), member);
+      await this.redis.zrem(this.keys.actor(actorId), member);
     });
   }
 

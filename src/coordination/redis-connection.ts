@@ -1,6 +1,9 @@
 /**
- * ioredis clients for a RedisTarget (LONGRUN_REDIS_URL): one server from its URL, or the
- * primary that Sentinel names, followed across failovers by ioredis's own Sentinel support.
+ * ioredis clients for a RedisTarget (LONGRUN_REDIS_URL): one server from its URL, the
+ * primary that Sentinel names, followed across failovers by ioredis's own Sentinel support,
+ * or a Redis Cluster (ioredis Cluster: commands go to the primary serving their first key's
+ * slot, MOVED and ASK redirections are followed, the slot map is refreshed every 5 s and on
+ * every redirection, so a failover is followed within seconds).
  *
  * A demoted primary is the danger in Sentinel mode: after a failover the old primary
  * keeps answering as a writable primary until Sentinel reconfigures it (about ten
@@ -11,8 +14,11 @@
  * on every (re)connect refuses a node that is not the primary; and a READONLY reply
  * (a demotion the detector missed) forces a reconnect as well.
  */
-import Redis, { type RedisOptions } from 'ioredis';
-import type { RedisTarget, SentinelRedisTarget } from './redis-url';
+import Redis, { Cluster, type ClusterOptions, type RedisOptions } from 'ioredis';
+import type { ClusterRedisTarget, RedisTarget, SentinelRedisTarget } from './redis-url';
+
+/** A client of either kind: one server (standalone or Sentinel's primary), or a whole Cluster. */
+export type RedisClient = Redis | Cluster;
 
 /** `commands`: locks, leases, stop keys. `subscriber`: the stop channel and keyspace notices. */
 export type ConnectionRole = 'commands' | 'subscriber';
@@ -69,12 +75,40 @@ export function sentinelOptions(target: SentinelRedisTarget): RedisOptions {
 }
 
 /** Every option longrun gives ioredis for this target and connection (what a test can inspect). */
-export function redisOptions(target: RedisTarget, role: ConnectionRole, settings: ConnectionSettings): RedisOptions {
+export function redisOptions(target: Exclude<RedisTarget, ClusterRedisTarget>, role: ConnectionRole, settings: ConnectionSettings): RedisOptions {
   return target.mode === 'sentinel' ? { ...sentinelOptions(target), ...roleOptions(role, settings) } : roleOptions(role, settings);
 }
 
+/** The ioredis Cluster options for a cluster target and connection. */
+export function clusterOptions(target: ClusterRedisTarget, role: ConnectionRole, settings: ConnectionSettings): ClusterOptions {
+  const commands = role === 'commands';
+  return {
+    // Reads and writes on primaries only: a replica's copy of a lock may lag.
+    scaleReads: 'master',
+    // The command connection fails fast while no primary answers (503 LOCK_UNAVAILABLE);
+    // the subscriber queues its SUBSCRIBEs until it is connected.
+    enableOfflineQueue: !commands,
+    enableAutoPipelining: commands,
+    // Keep looking for the cluster (capped backoff), as the single-server client does.
+    clusterRetryStrategy: retryStrategy,
+    // A primary that went away: retry on the refreshed slot map after 100 ms, at most 16
+    // redirections (ioredis's defaults), all within the per-command timeout.
+    retryDelayOnFailover: 100,
+    retryDelayOnClusterDown: 100,
+    slotsRefreshTimeout: settings.connectTimeoutMs,
+    redisOptions: {
+      ...(target.username !== undefined ? { username: target.username } : {}),
+      ...(target.password !== undefined ? { password: target.password } : {}),
+      ...(target.tls ? { tls: {} } : {}),
+      connectTimeout: settings.connectTimeoutMs,
+      ...(commands ? { commandTimeout: settings.commandTimeoutMs, maxRetriesPerRequest: 1 } : { maxRetriesPerRequest: null }),
+    },
+  };
+}
+
 /** A client for `target`, connecting at once. Attach an 'error' listener (ioredis prints unheard errors). */
-export function createRedis(target: RedisTarget, role: ConnectionRole, settings: ConnectionSettings): Redis {
+export function createRedis(target: RedisTarget, role: ConnectionRole, settings: ConnectionSettings): RedisClient {
+  if (target.mode === 'cluster') return new Cluster(target.nodes.map(({ host, port }) => ({ host, port })), clusterOptions(target, role, settings));
   const options = redisOptions(target, role, settings);
   return target.mode === 'standalone' ? new Redis(target.url, options) : new Redis(options);
 }
@@ -84,7 +118,7 @@ export function createRedis(target: RedisTarget, role: ConnectionRole, settings:
  * answers), then disconnect(), which also ends what QUIT leaves open — a pending
  * reconnect and the failover detector's Sentinel connections.
  */
-export async function closeRedis(redis: Redis, quitTimeoutMs = 1_000): Promise<void> {
+export async function closeRedis(redis: RedisClient, quitTimeoutMs = 1_000): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
   await Promise.race([
     redis.quit().catch(() => undefined),

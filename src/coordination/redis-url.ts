@@ -9,6 +9,12 @@
  *                    [&sentinel_username=U][&sentinel_password=P]
  *   rediss+sentinel://…                                             TLS to the Sentinels and the data nodes
  *
+ * With LONGRUN_REDIS_KEYS=cluster the URL names a Redis Cluster instead, by seed nodes
+ * (any nodes of the cluster; the client learns the rest from them):
+ *
+ *   redis://[[user]:password@]host[:port][,host[:port]…]             Redis Cluster (ioredis Cluster)
+ *   rediss://…                                                      the same over TLS
+ *
  * In the Sentinel form the hosts are Sentinels (port 26379 when omitted, `[::1]:26379`
  * for IPv6), the user and password are those of the data nodes (the primary and its
  * replicas), and `sentinel_username` / `sentinel_password` authenticate to the Sentinels
@@ -46,7 +52,18 @@ export interface SentinelRedisTarget {
   tls: boolean;
 }
 
-export type RedisTarget = StandaloneRedisTarget | SentinelRedisTarget;
+/** A Redis Cluster, reached through any of its nodes (LONGRUN_REDIS_KEYS=cluster). */
+export interface ClusterRedisTarget {
+  mode: 'cluster';
+  /** Seed nodes, in the URL's order. */
+  nodes: RedisHostPort[];
+  username: string | undefined;
+  password: string | undefined;
+  /** rediss://: TLS to every node. */
+  tls: boolean;
+}
+
+export type RedisTarget = StandaloneRedisTarget | SentinelRedisTarget | ClusterRedisTarget;
 
 /** What is wrong with a LONGRUN_REDIS_URL value; the message never contains the value. */
 export class RedisUrlError extends Error {
@@ -72,22 +89,19 @@ function parsePort(text: string, what: string): number {
   return Number(text);
 }
 
-function parseSentinelHost(entry: string, index: number): RedisHostPort {
-  const what = `Sentinel ${index + 1}`;
+function parseHost(entry: string, what: string, defaultPort: number): RedisHostPort {
   const match = /^(?:\[([0-9A-Fa-f:.]+)\]|([A-Za-z0-9._-]+))(?::([^:]*))?$/.exec(entry);
   if (!match) throw new RedisUrlError(entry === '' ? `${what} is empty (hosts are separated by single commas)` : `${what} is not host[:port] or [ipv6][:port]`);
   const host = (match[1] ?? match[2]) as string;
-  return { host, port: match[3] === undefined ? DEFAULT_SENTINEL_PORT : parsePort(match[3], what) };
+  return { host, port: match[3] === undefined ? defaultPort : parsePort(match[3], what) };
 }
 
-function parseDb(text: string): number {
-  if (!/^\d{1,9}$/.test(text)) throw new RedisUrlError('db must be a non-negative integer');
-  return Number(text);
-}
-
-function parseSentinelUrl(raw: string, tls: boolean): SentinelRedisTarget {
-  // Not WHATWG URL: it refuses a comma-separated host list. Split by hand, from the right
-  // end of the user info (a password may hold an unencoded '@').
+/**
+ * Splits `scheme://[userinfo@]host[,host…][/path][?query]` by hand (WHATWG URL refuses a
+ * comma-separated host list), from the right end of the user info (a password may hold an
+ * unencoded '@').
+ */
+function splitMultiHostUrl(raw: string): { username: string | undefined; password: string | undefined; hosts: string[]; path: string; query: string } {
   const rest = raw.slice(raw.indexOf('://') + 3);
   const pathAt = rest.search(/[/?#]/);
   let authority = pathAt < 0 ? rest : rest.slice(0, pathAt);
@@ -113,14 +127,22 @@ function parseSentinelUrl(raw: string, tls: boolean): SentinelRedisTarget {
     }
     if (password === '') password = undefined;
   }
-  if (authority === '') throw new RedisUrlError('no Sentinel host is given');
-  const sentinels = authority.split(',').map(parseSentinelHost);
-
   if (tail.includes('#')) throw new RedisUrlError('a fragment (#…) is not allowed');
   const queryAt = tail.indexOf('?');
   const query = queryAt < 0 ? '' : tail.slice(queryAt + 1);
   tail = queryAt < 0 ? tail : tail.slice(0, queryAt);
-  const path = tail.replace(/^\//, '');
+  return { username, password, hosts: authority === '' ? [] : authority.split(','), path: tail.replace(/^\//, ''), query };
+}
+
+function parseDb(text: string): number {
+  if (!/^\d{1,9}$/.test(text)) throw new RedisUrlError('db must be a non-negative integer');
+  return Number(text);
+}
+
+function parseSentinelUrl(raw: string, tls: boolean): SentinelRedisTarget {
+  const { username, password, hosts, path, query } = splitMultiHostUrl(raw);
+  if (hosts.length === 0) throw new RedisUrlError('no Sentinel host is given');
+  const sentinels = hosts.map((entry, i) => parseHost(entry, `Sentinel ${i + 1}`, DEFAULT_SENTINEL_PORT));
   if (path === '') throw new RedisUrlError('the master name is missing (…/<master-name>)');
   if (path.includes('/')) throw new RedisUrlError('the path is the master name alone (give the database as ?db=N)');
   const masterName = decode(path, 'master name');
@@ -149,6 +171,18 @@ function parseSentinelUrl(raw: string, tls: boolean): SentinelRedisTarget {
   };
 }
 
+const DEFAULT_REDIS_PORT = 6_379;
+
+function parseClusterUrl(raw: string, tls: boolean): ClusterRedisTarget {
+  const { username, password, hosts, path, query } = splitMultiHostUrl(raw);
+  if (hosts.length === 0) throw new RedisUrlError('no node is given');
+  const nodes = hosts.map((entry, i) => parseHost(entry, `node ${i + 1}`, DEFAULT_REDIS_PORT));
+  // A cluster has database 0 only.
+  if (path !== '' && path !== '0') throw new RedisUrlError('a Redis Cluster has database 0 only: no path after the nodes');
+  if (query !== '') throw new RedisUrlError('a Redis Cluster URL takes no query options');
+  return { mode: 'cluster', nodes, username, password, tls };
+}
+
 function parseStandaloneUrl(raw: string): StandaloneRedisTarget {
   let url: URL;
   try {
@@ -161,9 +195,22 @@ function parseStandaloneUrl(raw: string): StandaloneRedisTarget {
   return { mode: 'standalone', url: raw };
 }
 
-/** Parses LONGRUN_REDIS_URL. Throws RedisUrlError naming the problem (never echoing the value). */
-export function parseRedisUrl(raw: string): RedisTarget {
+/**
+ * Parses LONGRUN_REDIS_URL: with `cluster` (LONGRUN_REDIS_KEYS=cluster) as the seed nodes
+ * of a Redis Cluster. Throws RedisUrlError naming the problem (never echoing the value).
+ */
+export function parseRedisUrl(raw: string, options: { cluster?: boolean } = {}): RedisTarget {
   const scheme = /^([A-Za-z][A-Za-z0-9+.-]*):\/\//.exec(raw)?.[1]?.toLowerCase();
+  if (options.cluster) {
+    if (scheme === 'redis' || scheme === 'rediss') return parseClusterUrl(raw, scheme === 'rediss');
+    throw new RedisUrlError(
+      scheme === 'redis+sentinel' || scheme === 'rediss+sentinel'
+        ? 'Sentinel and Redis Cluster do not combine: give the cluster nodes as redis://host:port,host:port'
+        : scheme === undefined
+          ? 'not a URL'
+          : `unsupported scheme ${JSON.stringify(`${scheme}://`)} for a Redis Cluster (redis:// or rediss://)`,
+    );
+  }
   switch (scheme) {
     case 'redis':
     case 'rediss':
@@ -184,6 +231,10 @@ const hostPort = ({ host, port }: RedisHostPort): string => `${host.includes(':'
  */
 export function describeRedisTarget(target: RedisTarget): string {
   if (target.mode === 'standalone') return maskUrl(target.url);
+  if (target.mode === 'cluster') {
+    const userinfo = target.username !== undefined || target.password !== undefined ? `${encodeURIComponent(target.username ?? '')}:***@` : '';
+    return `${target.tls ? 'rediss' : 'redis'}://${userinfo}${target.nodes.map(hostPort).join(',')} (cluster)`;
+  }
   const userinfo = target.username !== undefined || target.password !== undefined ? `${encodeURIComponent(target.username ?? '')}:***@` : '';
   const params = [
     ...(target.db !== 0 ? [`db=${target.db}`] : []),

@@ -15,6 +15,7 @@ import { passedOnDenialHeaders, relayedResponseHeaders } from './http-headers';
 import { isTimeoutError, networkErrorText } from './network-errors';
 import { DENIAL_BODY_LIMIT, PREAUTH_CONTENT_TYPE, forwardedHeaders, preauthSchema, type PreauthAnswer } from './preauth';
 import { checkRelayPath } from './relay-path';
+import { Semaphore } from './semaphore';
 
 /** 4 MiB − 4 KiB: a relayed body must fit, with its envelope, in one 4 MiB gRPC message. */
 export const RELAY_BODY_LIMIT = 4 * 1024 * 1024 - 4 * 1024;
@@ -37,6 +38,8 @@ export interface OwnerClientOptions {
   /** Tries of one segment-end callback, and the deadline of each. */
   callbackAttempts: number;
   callbackTimeoutMs: number;
+  /** Segment-end callbacks in flight at once (default 64); the others wait, within their signal. */
+  callbackConcurrency?: number;
   /** How long a signed Gitlab-Workhorse-Api-Request JWT is reused. */
   jwtRefreshMs: number;
 }
@@ -149,6 +152,8 @@ export class OwnerClient {
   private readonly pool: Pool;
   private readonly basePath: string;
   private readonly jwt: JwtSigner;
+  /** Bounds the segment-end callbacks in flight: a drain ends thousands of runs at once. */
+  private readonly callbackSlots: Semaphore;
   private closing: Promise<void> | undefined;
 
   constructor(private readonly options: OwnerClientOptions) {
@@ -158,6 +163,7 @@ export class OwnerClient {
     });
     this.basePath = options.ownerUrl.pathname.replace(/\/+$/, '');
     this.jwt = new JwtSigner(options.secret, undefined, options.jwtRefreshMs);
+    this.callbackSlots = new Semaphore(options.callbackConcurrency ?? 64);
   }
 
   /**
@@ -275,9 +281,20 @@ export class OwnerClient {
   /**
    * Tells the owner a detached run's segment ended (SPEC §6): up to `callbackAttempts`
    * tries with short backoff on 5xx, 429 and network errors, all within `signal` (the
-   * drain budget).
+   * drain budget). At most `callbackConcurrency` callbacks are in flight at once (over the
+   * pool's keep-alive connections); the others wait their turn, and one whose signal
+   * aborts while waiting is 'failed' without being sent.
    */
   async segmentEnd(body: SegmentEndBody, requestId: string, signal: AbortSignal): Promise<CallbackResult> {
+    if (!(await this.callbackSlots.acquire(signal))) return 'failed';
+    try {
+      return await this.sendSegmentEnd(body, requestId, signal);
+    } finally {
+      this.callbackSlots.release();
+    }
+  }
+
+  private async sendSegmentEnd(body: SegmentEndBody, requestId: string, signal: AbortSignal): Promise<CallbackResult> {
     const attempts = this.options.callbackAttempts;
     const path = `${this.basePath}/api/v4/internal/ai/duo_workflows/workflows/${encodeURIComponent(body.workflow_id)}/segment_end`;
     for (let attempt = 1; attempt <= attempts && !signal.aborted; attempt++) {

@@ -11,12 +11,15 @@ import { GatewayError } from '../errors';
 import type { Logger } from '../log';
 import type { Metrics } from '../metrics';
 import { CoordinationError, type CoordinationBackend } from '../coordination/backend';
+import type { LeaseKeeper } from '../coordination/lease-keeper';
 import type { Transport } from '../vocabulary';
 import type { RunRegistry } from './registry';
 import { Reservation, type HeldLock } from './reservation';
 
 export interface AdmissionDeps {
   backend: CoordinationBackend;
+  /** Keeps the locks taken here alive, and releases them. */
+  leases: LeaseKeeper;
   registry: RunRegistry;
   metrics: Metrics;
   logger: Logger;

@@ -19,6 +19,7 @@
  */
 import { forwardedForOf, type Caller } from '../caller';
 import type { Config } from '../config';
+import type { LeaseKeeper } from '../coordination/lease-keeper';
 import { GatewayError } from '../errors';
 import type { McpConnector } from '../owner/mcp/connector';
 import type { McpToolbox } from '../owner/mcp/toolbox';
@@ -69,6 +70,8 @@ export type LaunchOutcome = DetachedOutcome | Streaming;
 
 export interface LauncherParts extends RunContext {
   config: Config;
+  /** The process's lease keeper: renews every run's lock, batched. */
+  leases: LeaseKeeper;
   channels: ChannelPool;
   /** Opens each run's MCP sessions and discovers their tools. */
   mcp: McpConnector;

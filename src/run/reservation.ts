@@ -5,8 +5,9 @@
  * what Redis could not take back expires with the lease.
  */
 import type { Metrics } from '../metrics';
-import type { ActorSlot, CoordinationBackend } from '../coordination/backend';
-import { Lease, type LeaseHooks } from '../coordination/lease';
+import type { ActorSlot } from '../coordination/backend';
+import type { Lease, LeaseHooks } from '../coordination/lease';
+import type { LeaseKeeper } from '../coordination/lease-keeper';
 import type { RunRegistry } from './registry';
 
 /** The workflow's lock as admission took it. */
@@ -23,7 +24,8 @@ export class Reservation {
   private releasing: Promise<void> | undefined;
 
   constructor(
-    private readonly deps: { backend: CoordinationBackend; metrics: Metrics; registry: RunRegistry },
+    /** The process's lease keeper renews the lock and releases it (batched with other runs'). */
+    private readonly deps: { leases: LeaseKeeper; metrics: Metrics; registry: RunRegistry },
     readonly workflowId: string,
     /** Whether a detached run slot of this process was taken (blocking runs take none). */
     private readonly slot: boolean,
@@ -32,12 +34,13 @@ export class Reservation {
   ) {}
 
   /**
-   * Starts renewing the lock for the run that now holds it (coordination/lease.ts
-   * renews it); undefined when there is no lock. Called once, by the Run.
+   * Starts renewing the lock for the run that now holds it (the process's LeaseKeeper
+   * renews it, every TTL/3, batched with every other lease); undefined when there is no
+   * lock. Called once, by the Run.
    */
-  keepAlive(ttlMs: number, hooks: LeaseHooks): Lease | undefined {
+  keepAlive(hooks: LeaseHooks): Lease | undefined {
     if (!this.lock || this.lease || this.releasing) return this.lease;
-    this.lease = new Lease(this.deps.backend, this.workflowId, this.lock.token, ttlMs, hooks, this.lock.acquiredAt, this.lock.actor);
+    this.lease = this.deps.leases.hold(this.workflowId, this.lock, hooks);
     return this.lease;
   }
 
@@ -53,10 +56,7 @@ export class Reservation {
         if (lock) {
           const released = this.lease
             ? await this.lease.release(runId)
-            : await this.deps.backend.release(this.workflowId, lock.token, runId, lock.actor).then(
-                () => true,
-                () => false,
-              );
+            : await this.deps.leases.releaseLock({ workflowId: this.workflowId, token: lock.token, runId, ...(lock.actor ? { actor: lock.actor } : {}) });
           this.deps.metrics.lock('release', released ? 'ok' : 'error');
         }
       } finally {

@@ -151,7 +151,7 @@ export class Run implements RegisteredRun, LimitedRun, StopListener {
     this.workflowId = init.workflowId;
     this.transport = init.transport;
     this.stream = new WorkflowStream(init.call, (action) => this.onAction(action));
-    this.lease = init.reservation.keepAlive(ctx.leaseTtlMs, {
+    this.lease = init.reservation.keepAlive({
       onLost: (why) => {
         ctx.metrics.lock('renew', 'lost');
         this.log.warn({ why }, 'lease lost: stopping the run');

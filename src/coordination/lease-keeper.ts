@@ -1,0 +1,204 @@
+/**
+ * The process's lease keeper: one timer, and one batched renewal a tick for every lease
+ * due (bullmq's lock-manager.ts and its extendLocks are the model). Ten thousand runs
+ * held cost Redis one script call a second, not five hundred.
+ *
+ * Each tick (every TTL/20, at most a second) the keeper
+ * - reports lost ('expired') every lease whose renewal could not be confirmed in time: a
+ *   tenth of the TTL before the lock may expire, whatever its batch is doing (erroring,
+ *   hung, or not yet sent because the process was busy);
+ * - gives up renewals unanswered for half a renewal interval (TTL/6; the store's own
+ *   command timeout, 2 s by default, usually answers first) and retries them;
+ * - sends, in one `renewMany`, every lease due before the next tick: a lease is renewed
+ *   TTL/3 after the renewal that last confirmed it, at most one tick early, never late
+ *   while the event loop keeps time.
+ *
+ * Per lease the answer means what it always did: token gone → onLost('taken'); stop flag
+ * → onStop(value); an error → onRenew('error') and a retry a tenth of the TTL later. The
+ * lock is known to live TTL from when the confirming renewal was *sent*, so `remainingMs`
+ * never overstates it. A lease added or released while a batch is in flight is simply in
+ * the next one, or out of it (a late answer for a released lease fires nothing).
+ */
+import { CoordinationError, type ActorSlot, type CoordinationBackend, type LockRelease, type RenewOutcome } from './backend';
+import { Lease, type LeaseHooks, type LeaseOwner } from './lease';
+import { LockReleaser, type BatchObserver } from './lock-releaser';
+
+/** What the keeper needs of the coordination store (tests swap it for a fake). */
+export type LeaseBackend = Pick<CoordinationBackend, 'renewMany' | 'releaseMany'>;
+
+export interface LeaseKeeperOptions {
+  /** LONGRUN_LEASE_TTL_MS: every lease's TTL. */
+  ttlMs: number;
+  /** Told of every renewal and release batch (metrics). */
+  onBatch?: BatchObserver;
+  /**
+   * Told of every renewal confirmed more than one tick after it was due (TTL/3 after the
+   * previous confirmation): the process or Redis is falling behind.
+   */
+  onLate?(): void;
+}
+
+/** The lock a lease keeps: what admission took. */
+export interface HeldLockInfo {
+  token: string;
+  /** When the acquire was sent: the lock lives at least one TTL from then. */
+  acquiredAt: number;
+  actor?: ActorSlot;
+}
+
+export class LeaseKeeper implements LeaseOwner {
+  /** How often the keeper looks at its leases: TTL/20, at most 1 s (at least 1 ms). */
+  readonly tickMs: number;
+  /** A lease is renewed this long after the renewal that last confirmed it. */
+  readonly intervalMs: number;
+  /**
+   * A lease not confirmed this long before it may expire is reported lost; a failed
+   * renewal is retried this much later.
+   */
+  readonly marginMs: number;
+  /** A renewal unanswered this long is given up (and retried). */
+  readonly attemptTimeoutMs: number;
+  private readonly ttlMs: number;
+  private readonly leases = new Set<Lease>();
+  private readonly releaser: LockReleaser;
+  private timer: NodeJS.Timeout | undefined;
+  private closed = false;
+
+  constructor(
+    private readonly backend: LeaseBackend,
+    private readonly options: LeaseKeeperOptions,
+  ) {
+    this.ttlMs = options.ttlMs;
+    this.intervalMs = Math.max(1, Math.floor(options.ttlMs / 3));
+    this.marginMs = Math.max(1, Math.floor(options.ttlMs / 10));
+    this.attemptTimeoutMs = Math.max(1, Math.floor(options.ttlMs / 6));
+    // Half the margin at most, so a lease is reported lost before it expires even when the
+    // check comes a whole tick after its deadline.
+    this.tickMs = Math.max(1, Math.min(1_000, Math.floor(options.ttlMs / 20)));
+    this.releaser = new LockReleaser(backend, options.onBatch);
+  }
+
+  /** Leases held now. */
+  get size(): number {
+    return this.leases.size;
+  }
+
+  /** Starts keeping a lock alive for the run that holds it. */
+  hold(workflowId: string, lock: HeldLockInfo, hooks: LeaseHooks): Lease {
+    const lease = new Lease(this, workflowId, lock.token, this.ttlMs, hooks, lock.acquiredAt, lock.actor);
+    this.leases.add(lease);
+    if (!this.closed && !this.timer) {
+      this.timer = setInterval(() => this.tick(), this.tickMs);
+      // The process's life is its listeners' and runs', never this timer's.
+      this.timer.unref();
+    }
+    return lease;
+  }
+
+  /** Lease.release: out of the renewals, then into the next release batch. */
+  release(lease: Lease, runId: string): Promise<boolean> {
+    lease.state = 'released';
+    this.forget(lease);
+    return this.releaser.release({ workflowId: lease.workflowId, token: lease.token, runId, ...(lease.actor ? { actor: lease.actor } : {}) });
+  }
+
+  /** Releases a lock no lease keeps (a start that failed before its run existed), in the same batches. */
+  releaseLock(release: LockRelease): Promise<boolean> {
+    return this.releaser.release(release);
+  }
+
+  /** Stops renewing (the process is leaving); releases still go out. Idempotent. */
+  close(): void {
+    this.closed = true;
+    this.stopTimer();
+  }
+
+  private forget(lease: Lease): void {
+    this.leases.delete(lease);
+    if (this.leases.size === 0) this.stopTimer();
+  }
+
+  private stopTimer(): void {
+    clearInterval(this.timer);
+    this.timer = undefined;
+  }
+
+  private tick(): void {
+    const now = Date.now();
+    const due: Lease[] = [];
+    for (const lease of this.leases) {
+      if (now >= lease.confirmedAt + this.ttlMs - this.marginMs) {
+        this.lose(lease, 'expired');
+        continue;
+      }
+      if (lease.sentAt !== 0) {
+        if (now - lease.sentAt < this.attemptTimeoutMs) continue;
+        this.failed(lease, now);
+      }
+      if (lease.dueAt <= now + this.tickMs) due.push(lease);
+    }
+    if (due.length > 0) void this.renew(due, now);
+  }
+
+  private async renew(batch: Lease[], sentAt: number): Promise<void> {
+    const attempts = batch.map((lease) => {
+      lease.sentAt = sentAt;
+      lease.attempt += 1;
+      return lease.attempt;
+    });
+    const items = batch.map((lease) => ({
+      workflowId: lease.workflowId,
+      token: lease.token,
+      refresh: lease.actor ? { ...lease.hooks.refresh(), actor: lease.actor } : lease.hooks.refresh(),
+    }));
+    const started = performance.now();
+    let outcomes: RenewOutcome[];
+    try {
+      outcomes = await this.backend.renewMany(this.ttlMs, items);
+    } catch (err) {
+      const error = err instanceof CoordinationError ? err : new CoordinationError('renewal failed', { cause: err });
+      outcomes = batch.map(() => error);
+    }
+    const answeredAt = Date.now();
+    this.options.onBatch?.('renew', batch.length, (performance.now() - started) / 1_000, outcomes.some((o) => o instanceof Error) ? 'error' : 'ok');
+    batch.forEach((lease, i) => {
+      // Released, lost, or given up (and maybe sent again) meanwhile: this answer is stale.
+      if (lease.state !== 'held' || lease.attempt !== attempts[i]) return;
+      lease.sentAt = 0;
+      const outcome = outcomes[i];
+      if (outcome === undefined || outcome instanceof Error) {
+        this.failed(lease, answeredAt);
+        return;
+      }
+      if (!outcome.owned) {
+        this.lose(lease, 'taken');
+        return;
+      }
+      if (answeredAt > lease.confirmedAt + this.intervalMs + this.tickMs) this.options.onLate?.();
+      lease.confirmedAt = sentAt;
+      lease.dueAt = sentAt + this.intervalMs;
+      lease.hooks.onRenew?.('ok');
+      if (outcome.stop !== null) lease.hooks.onStop(outcome.stop);
+    });
+  }
+
+  /** A renewal that errored or went unanswered: retried a margin later, or the lease is lost. */
+  private failed(lease: Lease, now: number): void {
+    lease.sentAt = 0;
+    // An answer to the attempt given up, should it still come, is ignored.
+    lease.attempt += 1;
+    lease.hooks.onRenew?.('error');
+    if (now >= lease.confirmedAt + this.ttlMs - this.marginMs) {
+      this.lose(lease, 'expired');
+      return;
+    }
+    lease.dueAt = now + this.marginMs;
+  }
+
+  private lose(lease: Lease, why: 'taken' | 'expired'): void {
+    lease.state = 'lost';
+    lease.sentAt = 0;
+    this.forget(lease);
+    lease.hooks.onLost(why);
+  }
+}

@@ -1,0 +1,67 @@
+-- Renews many leases in one round trip (SPEC §5): for each, exactly what one renewal
+-- does — extend the lock only while the token still holds it, refresh the run record
+-- with it when the record is this run's, and read the stop flag in the same atomic
+-- observation — then refreshes the actor slots of the leases that were still held.
+--
+-- Every key is passed in ARGV: in a Redis Cluster one call carries the leases of many
+-- slots served by one primary (keys of one workflow share a hash tag, so one slot; the
+-- workflows of a batch do not). KEYS[1] only routes the call to that primary; a key the
+-- primary does not serve (a slot that moved) fails the whole call, which the lease keeper
+-- retries once the client has the new slot map.
+--
+-- KEYS[1]  any key of the batch (the first lease's lock key): where the call is sent
+-- ARGV[1]  lease TTL in milliseconds
+-- ARGV[2]  n, the number of leases
+-- ARGV[3]  m, the number of actor slots to refresh
+-- then n groups of 8 arguments, one per lease:
+--          lock key, stop key, run record key, lock token, run id, run state,
+--          last action time (ISO 8601, or ""), actions in flight (JSON text, or "" to
+--          leave the record's in_flight as it is)
+-- then m groups of 3 arguments, one per actor slot:
+--          actor set key, member (the lock token), lease number (1..n: refreshed only if
+--          that lease was still held; 0: refreshed, the caller having seen its lease held
+--          in an earlier call — on a Cluster, where the actor set lives on another primary)
+-- Returns  a flat array of 2n values: per lease, in order, owned (1 when the token held
+--          the lock, which now lives ARGV[1] ms more; 0 when it is gone or another
+--          token's, and nothing of that lease was changed) and the stop key's value
+--          ("" when it is not set).
+local ttl = ARGV[1]
+local n = tonumber(ARGV[2])
+local m = tonumber(ARGV[3])
+local out = {}
+local at = 4
+for i = 1, n do
+  local lock, stop, run = ARGV[at], ARGV[at + 1], ARGV[at + 2]
+  local owned = 0
+  if redis.call('GET', lock) == ARGV[at + 3] then
+    redis.call('PEXPIRE', lock, ttl)
+    if redis.call('HGET', run, 'run_id') == ARGV[at + 4] then
+      redis.call('HSET', run, 'state', ARGV[at + 5], 'last_action_at', ARGV[at + 6])
+      if ARGV[at + 7] ~= '' then
+        redis.call('HSET', run, 'in_flight', ARGV[at + 7])
+      end
+      redis.call('PEXPIRE', run, ttl)
+    end
+    owned = 1
+  end
+  out[2 * i - 1] = owned
+  out[2 * i] = redis.call('GET', stop) or ''
+  at = at + 8
+end
+if m > 0 then
+  local t = redis.call('TIME')
+  local expiresAt = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ttl)
+  local extended = {}
+  for j = 1, m do
+    local key, member, lease = ARGV[at], ARGV[at + 1], tonumber(ARGV[at + 2])
+    if lease == 0 or out[2 * lease - 1] == 1 then
+      redis.call('ZADD', key, expiresAt, member)
+      if not extended[key] then
+        redis.call('PEXPIRE', key, ttl)
+        extended[key] = true
+      end
+    end
+    at = at + 3
+  end
+end
+return out
