@@ -93,7 +93,17 @@ export class ChannelPool {
     if (this.closed) throw new Error('channel pool is closed');
     const connection = this.pick(uri, secure, metadataValue(callerUserAgent, MAX_USER_AGENT_LENGTH) ?? '');
     connection.streams += 1;
-    const call = connection.client.ExecuteWorkflow(metadata);
+    // grpc-js captures a stack trace with every call it opens (for the error it builds if
+    // the call fails) and keeps it for the call's life: for an hour-long stream, held by
+    // thousands, that is memory and stack formatting for an error nobody reads.
+    const stackTraceLimit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
+    let call: WorkflowCall;
+    try {
+      call = connection.client.ExecuteWorkflow(metadata);
+    } finally {
+      Error.stackTraceLimit = stackTraceLimit;
+    }
     let counted = true;
     call.once('status', () => {
       if (counted) connection.streams -= 1;
