@@ -21,17 +21,18 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from '../log';
 import type { Metrics } from '../metrics';
-import type { InFlightAction, OwnerClient } from '../owner/owner-client';
+import type { OwnerClient } from '../owner/owner-client';
 import type { CoordinationBackend } from '../coordination/backend';
 import type { Lease } from '../coordination/lease';
 import type { StopListener, StopWatcher } from '../coordination/stop-watcher';
 import type { McpToolbox } from '../owner/mcp/toolbox';
 import { LOCK_LOST, RUN_LIMIT, type EndReason, type StopOutcome, type Transport } from '../vocabulary';
-import type { Action, ActionResponse, StartWorkflowRequest } from '../workflow/contract';
+import type { Action, StartWorkflowRequest } from '../workflow/contract';
 import { WorkflowStream, type CallHandle, type StreamEnd } from '../workflow/workflow-stream';
 import type { AcceptanceListener } from './acceptance';
-import { errorAnswer, serveAction, type ActionContext } from './action-server';
+import { errorAnswer } from './action-server';
 import type { RegisteredRun, RunInfo, RunRegistry } from './registry';
+import { RunActions } from './run-actions';
 import type { LimitedRun, RunLimitEntry, RunLimits } from './run-limits';
 import type { Reservation } from './reservation';
 import { recordRunEnd } from './run-end';
@@ -47,9 +48,6 @@ type Phase =
 
 const STARTING: Phase = Object.freeze({ state: 'starting' });
 const RUNNING: Phase = Object.freeze({ state: 'running' });
-
-/** The abort reason of a run's in-flight work; one shared instance (no stack trace per run). */
-const RUN_ENDED = Object.freeze(new Error('run ended'));
 
 export interface RunResult {
   reason: EndReason;
@@ -123,8 +121,6 @@ export class Run implements RegisteredRun, LimitedRun, StopListener {
   private phase: Phase = STARTING;
   private actions = 0;
   private lastActionAt: number | undefined;
-  /** Relayed actions (HTTP, MCP) whose answer has not reached the service yet, by requestID (made on first use). */
-  private unanswered: Map<string, InFlightAction> | undefined;
   private stopping: Promise<StopOutcome> | undefined;
   /** The run record write, awaited by teardown so the record is never written after release. */
   private recordWrite: Promise<void> | undefined;
@@ -137,9 +133,8 @@ export class Run implements RegisteredRun, LimitedRun, StopListener {
   private runLimit: RunLimitEntry | undefined;
   /** Set while reading is paused for a full sink; the timer ends a caller that stays stalled. */
   private stallTimer: NodeJS.Timeout | undefined;
-  /** Aborts in-flight relays and tool calls when the run ends; made with the first action served. */
-  private abort: AbortController | undefined;
-  private actionContext: ActionContext | undefined;
+  /** The actions served (relays, tool calls, what is in flight); made with the first one. */
+  private served: RunActions | undefined;
   private logger: Logger | undefined;
   private readonly stream: WorkflowStream;
   private readonly lease: Lease | undefined;
@@ -263,7 +258,7 @@ export class Run implements RegisteredRun, LimitedRun, StopListener {
 
   /** The run record's `in_flight` (JSON text): as of the record write or the last lease renewal. */
   private inFlightJson(): string {
-    return JSON.stringify(this.unanswered ? [...this.unanswered.values()] : []);
+    return JSON.stringify(this.served?.inFlight() ?? []);
   }
 
   private lastActionIso(): string {
@@ -353,33 +348,21 @@ export class Run implements RegisteredRun, LimitedRun, StopListener {
       this.stream.respond(errorAnswer(action, 'request aborted: the run is stopping'));
       return;
     }
-    this.actionContext ??= {
-      owner: this.ctx.owner,
-      metrics: this.ctx.metrics,
-      workflowId: this.workflowId,
-      requestId: this.init.requestId,
-      token: this.init.access.token,
-      timeoutHTTPRequests: this.init.access.timeoutHTTPRequests,
-      signal: (this.abort ??= new AbortController()).signal,
-      mcp: this.init.mcp,
-      forwardedFor: this.init.access.forwardedFor,
-    };
-    const relayed = inFlightEntry(action);
-    if (relayed) (this.unanswered ??= new Map()).set(relayed.request_id, relayed);
-    await serveAction(action, this.actionContext).then(
-      (response) => {
-        if (response) this.answer(response);
+    this.served ??= new RunActions(
+      {
+        owner: this.ctx.owner,
+        metrics: this.ctx.metrics,
+        workflowId: this.workflowId,
+        requestId: this.init.requestId,
+        token: this.init.access.token,
+        timeoutHTTPRequests: this.init.access.timeoutHTTPRequests,
+        mcp: this.init.mcp,
+        forwardedFor: this.init.access.forwardedFor,
       },
-      (err: unknown) => {
-        this.log.error({ err }, 'serving an action failed');
-        this.answer(errorAnswer(action, 'internal error'));
-      },
+      (response) => this.stream.respond(response),
+      () => this.log,
     );
-  }
-
-  /** Writes an answer; the action stays in flight unless the answer reached the stream. */
-  private answer(response: ActionResponse): void {
-    if (this.stream.respond(response)) this.unanswered?.delete(response.requestID ?? '');
+    await this.served.serve(action);
   }
 
   /** Runs once, when the call has ended: gives everything back, then records the end. */
@@ -393,11 +376,11 @@ export class Run implements RegisteredRun, LimitedRun, StopListener {
     this.endStatus = end;
     this.acceptance?.ended(end);
     // Before the abort below answers them "request aborted": their outcome is unknown.
-    const inFlight = this.unanswered ? [...this.unanswered.values()] : [];
+    const inFlight = this.served?.inFlight() ?? [];
     if (this.runLimit) this.ctx.runLimits.remove(this.runLimit);
     clearTimeout(this.stallTimer);
     if (this.lease) this.ctx.stopWatcher.unwatch(this.workflowId, this);
-    this.abort?.abort(RUN_ENDED);
+    this.served?.end();
     // Sessions end (DELETE) while the rest is given back; bounded, never rejects.
     const mcpClosed = this.init.mcp.close();
     const stopOutcome = this.stopping ? await this.stopping : undefined;
@@ -417,12 +400,4 @@ export class Run implements RegisteredRun, LimitedRun, StopListener {
     });
     return result;
   }
-}
-
-/** What `in_flight` says of an action relayed to the owner or an MCP server; undefined for others. */
-function inFlightEntry(action: Action): InFlightAction | undefined {
-  const request_id = action.requestID ?? '';
-  if (action.action === 'runHTTPRequest') return { kind: 'http', request_id, method: (action.runHTTPRequest?.method || 'GET').toUpperCase() };
-  if (action.action === 'runMCPTool') return { kind: 'mcp', request_id, method: action.runMCPTool?.name ?? '' };
-  return undefined;
 }
