@@ -10,42 +10,25 @@ export const transports = ['http', 'detached'] as const;
 export type Transport = (typeof transports)[number];
 
 /**
+ * Segment ends after which the workflow is still `running` on the owner's side: the owner
+ * dispatches the next segment, which resumes from the latest checkpoint.
+ */
+export const resumableSegmentEndReasons = ['run_limit', 'drain', 'lock_lost', 'stream_error', 'workflow_unavailable'] as const;
+/** Segment ends that end the turn: the owner records the end and dispatches nothing. */
+export const finalSegmentEndReasons = ['finished', 'stop_requested'] as const;
+
+/** The reasons a segment-end callback carries (SPEC §6). */
+export const segmentEndReasons = [...finalSegmentEndReasons, ...resumableSegmentEndReasons] as const;
+export type SegmentEndReason = (typeof segmentEndReasons)[number];
+
+/**
  * Why a run ended — the teardown reason in metrics and the run-end log line. The
  * segment-end callback (SPEC §6) uses the same words, except that a detached run has no
  * caller to lose: `client_gone` there (a cancel while closing) is reported as
  * `stream_error` (see `segmentEndReason`).
  */
-export const endReasons = [
-  'finished',
-  'run_limit',
-  'drain',
-  'stop_requested',
-  'lock_lost',
-  'stream_error',
-  'workflow_unavailable',
-  'client_gone',
-] as const;
+export const endReasons = [...segmentEndReasons, 'client_gone'] as const;
 export type EndReason = (typeof endReasons)[number];
-
-/** The reasons a segment-end callback carries (SPEC §6). */
-export type SegmentEndReason = Exclude<EndReason, 'client_gone'>;
-export const segmentEndReasons = [
-  'finished',
-  'run_limit',
-  'drain',
-  'stop_requested',
-  'lock_lost',
-  'stream_error',
-  'workflow_unavailable',
-] as const satisfies readonly SegmentEndReason[];
-
-/**
- * Segment ends after which the workflow is still `running` on the owner's side: the owner
- * dispatches the next segment, which resumes from the latest checkpoint.
- */
-export const resumableSegmentEndReasons = ['run_limit', 'drain', 'lock_lost', 'stream_error', 'workflow_unavailable'] as const satisfies readonly SegmentEndReason[];
-/** Segment ends that end the turn: the owner records the end and dispatches nothing. */
-export const finalSegmentEndReasons = ['finished', 'stop_requested'] as const satisfies readonly SegmentEndReason[];
 
 /**
  * What an action still unanswered when a segment ended was (the segment-end callback's
