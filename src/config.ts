@@ -6,6 +6,7 @@
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { z } from 'zod';
+import { LOCK_LOST, RUN_LIMIT, SERVER_SHUTDOWN, STOP_REASON_TOKEN, type InfraStop } from './vocabulary';
 import { redisKeySchemes, type RedisKeyScheme } from './coordination/keys';
 import { RedisUrlError, parseRedisUrl, type RedisTarget } from './coordination/redis-url';
 import { maskUrl } from './log';
@@ -79,6 +80,12 @@ export interface Config {
   /** Per-command deadline of Redis commands, and of connecting. */
   redisCommandTimeoutMs: number;
   redisConnectTimeoutMs: number;
+  /**
+   * What longrun sends as StopWorkflowRequest.reason for its own stops (SPEC §4): the
+   * workflow service must hold them in its infrastructure allowlist for the workflow to
+   * stay resumable.
+   */
+  infraStopReasons: Record<InfraStop, string>;
   /** Streams per gRPC connection before another connection to the same target is opened. */
   grpcStreamsPerConnection: number;
   /** gRPC keepalive ping interval; a ping unanswered for grpcKeepaliveTimeoutMs ends every call on its connection (SPEC §4). */
@@ -120,6 +127,7 @@ type Env = Record<string, string | undefined>;
 const durationMs = z.coerce.number().int().min(1).max(2 ** 31 - 1);
 const nonNegativeMs = z.coerce.number().int().min(0).max(2 ** 31 - 1);
 const count = z.coerce.number().int().min(0);
+const stopReasonToken = z.string().regex(STOP_REASON_TOKEN);
 
 function read<T>(env: Env, name: string, schema: z.ZodType<T>, expected: string, fallback: T): T {
   const raw = env[name];
@@ -274,6 +282,13 @@ export function loadConfig(env: Env = process.env): EnvConfig {
     redisCommandTimeoutMs: read(env, 'LONGRUN_REDIS_COMMAND_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 2_000),
     redisConnectTimeoutMs: read(env, 'LONGRUN_REDIS_CONNECT_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 2_000),
     // 100 is the usual per-connection stream cap of gRPC servers.
+    // Until a workflow service allowlists WORKHORSE_RUN_LIMIT and WORKHORSE_LOCK_LOST, an
+    // operator can send a reason it does allow (WORKHORSE_SERVER_SHUTDOWN) for them.
+    infraStopReasons: {
+      drain: read(env, 'LONGRUN_STOP_REASON_DRAIN', stopReasonToken, 'a reason token [A-Z][A-Z0-9_]{0,63}', SERVER_SHUTDOWN),
+      run_limit: read(env, 'LONGRUN_STOP_REASON_RUN_LIMIT', stopReasonToken, 'a reason token [A-Z][A-Z0-9_]{0,63}', RUN_LIMIT),
+      lock_lost: read(env, 'LONGRUN_STOP_REASON_LOCK_LOST', stopReasonToken, 'a reason token [A-Z][A-Z0-9_]{0,63}', LOCK_LOST),
+    },
     grpcStreamsPerConnection: read(env, 'LONGRUN_GRPC_STREAMS_PER_CONNECTION', z.coerce.number().int().min(1).max(10_000), 'an integer from 1 to 10000', 100),
     // 20 s and 20 s: Workhorse's keepalive (and gRPC-Go's default timeout). The real service
     // accepts pings 10 s apart (min_ping_interval_without_data_ms), so 20 s is never a strike.

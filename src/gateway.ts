@@ -24,7 +24,7 @@ import { OwnerClient } from './owner/owner-client';
 import { Launcher } from './run/launcher';
 import { RunRegistry } from './run/registry';
 import { RunLimits } from './run/run-limits';
-import { SERVER_SHUTDOWN } from './vocabulary';
+import { StopReasons } from './run/stop-reasons';
 import { ChannelPool } from './workflow/channel-pool';
 
 export type GatewayState = 'serving' | 'draining' | 'closed';
@@ -46,6 +46,7 @@ interface GatewayParts {
   leases: LeaseKeeper;
   stopWatcher: StopWatcher;
   launcher: Launcher;
+  stopReasons: StopReasons;
   mainServer: http.Server;
   opsServer: http.Server;
   /** Bounds segment-end callbacks; aborted when the drain's budget is spent. */
@@ -240,6 +241,7 @@ export class Gateway {
       );
       const stopWatcher = own('stop watcher', new StopWatcher(backend, config.stopPollMs), (w) => w.close());
       const callbackBudget = new AbortController();
+      const stopReasons = new StopReasons(config.infraStopReasons);
       const runLimits = own('run limits', new RunLimits(config.runLimitMs), (l) => l.close());
       const isDraining = (): boolean => gateway?.state !== 'serving';
       const launcher = new Launcher({
@@ -259,6 +261,7 @@ export class Gateway {
         leaseTtlMs: config.leaseTtlMs,
         callerStallMs: config.callerStallMs,
         runLimits,
+        stopReasons,
         callbackSignal: callbackBudget.signal,
       });
       const mainApp = createMainApp({
@@ -285,7 +288,7 @@ export class Gateway {
       own('runs in flight', registry, (r) => r.cancelAll());
       own('callback budget', callbackBudget, (c) => c.abort());
       gateway = new Gateway(
-        { config, logger, metrics, registry, owner, channels, backend, leases, stopWatcher, launcher, mainServer, opsServer, callbackBudget },
+        { config, logger, metrics, registry, owner, channels, backend, leases, stopWatcher, launcher, stopReasons, mainServer, opsServer, callbackBudget },
         closables,
       );
     } catch (err) {
@@ -313,7 +316,7 @@ export class Gateway {
    */
   drain(): Promise<void> {
     this.draining ??= (async () => {
-      const { config, metrics, logger, registry, callbackBudget } = this.parts;
+      const { config, metrics, logger, registry, callbackBudget, stopReasons } = this.parts;
       if (this.state === 'serving') this.state = 'draining';
       metrics.draining.set(1);
       const started = Date.now();
@@ -325,7 +328,7 @@ export class Gateway {
       // Leave part of the budget for lock release and segment-end callbacks after the stops.
       const ackTimeoutMs = Math.min(config.stopAckTimeoutMs, Math.max(Math.floor(budgetMs / 2), budgetMs - config.drainReserveMs));
       const callbackDeadline = setTimeout(() => callbackBudget.abort(), Math.max(0, budgetMs - CALLBACK_ABORT_MARGIN_MS));
-      const stops = registry.stopAll(SERVER_SHUTDOWN, ackTimeoutMs);
+      const stops = registry.stopAll(stopReasons.infra('drain'), ackTimeoutMs);
       let budgetTimer: NodeJS.Timeout | undefined;
       const budget = new Promise<'over'>((resolve) => (budgetTimer = setTimeout(() => resolve('over'), budgetMs)));
       const outcome = await Promise.race([stops.then(() => 'done' as const), budget]);

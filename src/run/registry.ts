@@ -3,6 +3,7 @@
  * (pending admissions included) and what a drain stops.
  */
 import type { Transport } from '../vocabulary';
+import type { StopCause } from './stop-reasons';
 
 export interface RunInfo {
   workflow_id: string;
@@ -20,8 +21,8 @@ export interface RegisteredRun {
   readonly workflowId: string;
   readonly transport: Transport;
   info(): RunInfo;
-  /** Stops the run with `reason`; resolves when it has ended and cleaned up. */
-  stop(reason: string, ackTimeoutMs?: number): Promise<unknown>;
+  /** Stops the run for `cause`; resolves when it has ended and cleaned up. */
+  stop(cause: StopCause, ackTimeoutMs?: number): Promise<unknown>;
   /** Cancels the stream at once, without the handshake. */
   cancel(): void;
 }
@@ -72,8 +73,8 @@ export class RunRegistry {
   }
 
   /** Stops every run in flight concurrently; resolves when all have ended. */
-  async stopAll(reason: string, ackTimeoutMs?: number): Promise<void> {
-    await Promise.allSettled([...this.runs.values()].map((run) => run.stop(reason, ackTimeoutMs)));
+  async stopAll(cause: StopCause, ackTimeoutMs?: number): Promise<void> {
+    await Promise.allSettled([...this.runs.values()].map((run) => run.stop(cause, ackTimeoutMs)));
   }
 
   /** Cancels every run in flight at once (last resort when closing). */

@@ -3,13 +3,13 @@
  * its timers and its teardown. Its life is one state field with guarded transitions:
  *
  *   starting ──markRunning()──► running          (detached: accepted; blocking: streaming)
- *   starting | running ──stop(reason) / cancel()──► stopping   (the end reason is decided here)
+ *   starting | running ──stop(cause) / cancel()──► stopping   (the end reason is decided here)
  *   any ──the call ends──► ended                 (teardown, once)
  *
  * Every way a run can end goes through here:
  *
  *   the stream ends by itself      → finished / workflow_unavailable / stream_error
- *   stop(reason): run limit, drain,  → stop handshake (workflow/workflow-stream.ts), then teardown
+ *   stop(cause): run limit, drain,   → stop handshake (workflow/workflow-stream.ts), then teardown
  *     lock lost, the owner's stop
  *   cancel(): the caller hung up   → client_gone
  *
@@ -26,7 +26,7 @@ import type { CoordinationBackend } from '../coordination/backend';
 import type { Lease } from '../coordination/lease';
 import type { StopListener, StopWatcher } from '../coordination/stop-watcher';
 import type { McpToolbox } from '../owner/mcp/toolbox';
-import { LOCK_LOST, RUN_LIMIT, type EndReason, type StopOutcome, type Transport } from '../vocabulary';
+import type { EndReason, StopOutcome, Transport } from '../vocabulary';
 import type { Action, StartWorkflowRequest } from '../workflow/contract';
 import { WorkflowStream, type CallHandle, type StreamEnd } from '../workflow/workflow-stream';
 import type { AcceptanceListener } from './acceptance';
@@ -36,7 +36,7 @@ import { RunActions } from './run-actions';
 import type { LimitedRun, RunLimitEntry, RunLimits } from './run-limits';
 import type { Reservation } from './reservation';
 import { recordRunEnd } from './run-end';
-import { endReasonForStatus, endReasonForStop, userStopReason } from './stop-reasons';
+import { endReasonForStatus, type StopCause, type StopReasons } from './stop-reasons';
 
 export type RunState = 'starting' | 'running' | 'stopping' | 'ended';
 
@@ -83,6 +83,8 @@ export interface RunContext {
   callerStallMs: number;
   /** Detached runs' run limits (one timer for the process). */
   runLimits: RunLimits;
+  /** The words stops are sent with (SPEC §4; infrastructure ones configurable). */
+  stopReasons: StopReasons;
   /** Bounds segment-end callbacks (aborted when a drain's budget runs out). */
   callbackSignal: AbortSignal;
 }
@@ -150,7 +152,7 @@ export class Run implements RegisteredRun, LimitedRun, StopListener {
       onLost: (why) => {
         ctx.metrics.lock('renew', 'lost');
         this.log.warn({ why }, 'lease lost: stopping the run');
-        void this.stop(LOCK_LOST, this.lockLostAckTimeoutMs());
+        void this.stop(ctx.stopReasons.infra('lock_lost'), this.lockLostAckTimeoutMs());
       },
       onStop: (value) => this.stopSignalSeen(value),
       onRenew: (result) => ctx.metrics.lock('renew', result),
@@ -201,7 +203,7 @@ export class Run implements RegisteredRun, LimitedRun, StopListener {
   /** The run limit was reached (RunLimits): the workflow is handed back to be resumed. */
   reachedRunLimit(): void {
     this.runLimit = undefined;
-    void this.stop(RUN_LIMIT);
+    void this.stop(this.ctx.stopReasons.infra('run_limit'));
   }
 
   /** Sends the startRequest; resolves 'written' once it is on an open HTTP/2 stream, 'ended' if the call ended first. */
@@ -244,7 +246,7 @@ export class Run implements RegisteredRun, LimitedRun, StopListener {
     this.stopSeen = true;
     this.acceptance?.stopped();
     this.ctx.backend.clearStop(this.workflowId).catch(() => undefined);
-    void this.stop(userStopReason(value));
+    void this.stop(this.ctx.stopReasons.user(value));
   }
 
   /**
@@ -278,14 +280,14 @@ export class Run implements RegisteredRun, LimitedRun, StopListener {
   }
 
   /**
-   * Stops the run with `reason` (sent as StopWorkflowRequest.reason) through the stop
+   * Stops the run for `cause` (its reason sent as StopWorkflowRequest.reason) through the stop
    * handshake. The first stop or cancel decides the end; later calls wait for the same
    * end. Resolves when teardown is complete.
    */
-  stop(reason: string, ackTimeoutMs: number = this.ctx.stopAckTimeoutMs): Promise<RunResult> {
-    if (this.transition(['starting', 'running'], this.ending(endReasonForStop(reason)))) {
+  stop(cause: StopCause, ackTimeoutMs: number = this.ctx.stopAckTimeoutMs): Promise<RunResult> {
+    if (this.transition(['starting', 'running'], this.ending(cause.end))) {
       const started = performance.now();
-      this.stopping = this.stream.stop(reason, ackTimeoutMs);
+      this.stopping = this.stream.stop(cause.reason, ackTimeoutMs);
       void this.stopping.then((outcome) => this.ctx.metrics.stopAck(outcome, (performance.now() - started) / 1000));
     }
     return this.done;

@@ -1,27 +1,39 @@
 /**
- * How stop reasons (StopWorkflowRequest.reason, SPEC §4) and call endings become a run's
- * end reason (the teardown word of metrics, logs and segment-end callbacks, §6).
+ * What a run sends as StopWorkflowRequest.reason (SPEC §4) for each way longrun stops it,
+ * and how that stop is named in teardown metrics, logs and callbacks (§6).
+ *
+ * The infrastructure reasons are configurable (LONGRUN_STOP_REASON_*): a workflow service
+ * whose allowlist does not yet hold WORKHORSE_RUN_LIMIT or WORKHORSE_LOCK_LOST treats them
+ * as user stops (it marks the workflow stopped); sending a reason it does allow (e.g.
+ * WORKHORSE_SERVER_SHUTDOWN) keeps the workflow resumable until it is updated. The end
+ * reason recorded stays what happened (run_limit, lock_lost), whatever word was sent.
  */
 import * as grpc from '@grpc/grpc-js';
-import { LOCK_LOST, RUN_LIMIT, SERVER_SHUTDOWN, STOP_REASON_TOKEN, USER_STOP, infraStopReasons, type EndReason } from '../vocabulary';
+import { STOP_REASON_TOKEN, USER_STOP, infraStopReasons, type EndReason, type InfraStop } from '../vocabulary';
 
-/** A stop key's value is sent as the reason only when it is a plain reason token. */
-export function userStopReason(value: string | null | undefined): string {
-  if (value && STOP_REASON_TOKEN.test(value) && !(infraStopReasons as readonly string[]).includes(value)) return value;
-  return USER_STOP;
+/** A stop: what it is (its end reason) and the word sent to the service. */
+export interface StopCause {
+  end: EndReason;
+  reason: string;
 }
 
-/** The end reason of a run that longrun stopped with `stopReason`. */
-export function endReasonForStop(stopReason: string): EndReason {
-  switch (stopReason) {
-    case SERVER_SHUTDOWN:
-      return 'drain';
-    case RUN_LIMIT:
-      return 'run_limit';
-    case LOCK_LOST:
-      return 'lock_lost';
-    default:
-      return 'stop_requested';
+export class StopReasons {
+  /** Every word reserved for infrastructure stops: the defaults and the configured ones. */
+  private readonly reserved: ReadonlySet<string>;
+
+  constructor(private readonly infraReasons: Readonly<Record<InfraStop, string>>) {
+    this.reserved = new Set([...infraStopReasons, ...Object.values(infraReasons)]);
+  }
+
+  /** longrun's own stop of `kind` (drain, run limit, lost lease). */
+  infra(kind: InfraStop): StopCause {
+    return { end: kind, reason: this.infraReasons[kind] };
+  }
+
+  /** The owner's stop; the stop key's value is sent when it is a plain token and no infrastructure word. */
+  user(value: string | null | undefined): StopCause {
+    const usable = value && STOP_REASON_TOKEN.test(value) && !this.reserved.has(value);
+    return { end: 'stop_requested', reason: usable ? value : USER_STOP };
   }
 }
 
