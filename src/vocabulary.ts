@@ -57,8 +57,7 @@ export const LOCK_LOST = 'WORKHORSE_LOCK_LOST';
 export const USER_STOP = 'USER_STOP';
 export const infraStopReasons = [SERVER_SHUTDOWN, RUN_LIMIT, LOCK_LOST] as const;
 /** The stops longrun makes itself, each sent with its (configurable) infrastructure reason. */
-export const infraStops = ['drain', 'run_limit', 'lock_lost'] as const;
-export type InfraStop = (typeof infraStops)[number];
+export type InfraStop = Extract<EndReason, 'drain' | 'run_limit' | 'lock_lost'>;
 
 /** What a stop reason token may look like (the stop key's value, the stop endpoint's body). */
 export const STOP_REASON_TOKEN = /^[A-Z][A-Z0-9_]{0,63}$/;

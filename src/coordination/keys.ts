@@ -71,5 +71,3 @@ export function redisKeys(scheme: RedisKeyScheme): RedisKeys {
 
 /** Workhorse's lock key of a workflow (what tests and tools outside the backend look at). */
 export const lockKey = workhorseKeys.lock;
-export const stopKey = workhorseKeys.stop;
-export const runKey = workhorseKeys.run;

@@ -32,19 +32,26 @@ export interface RunEndContext {
   owner: OwnerClient;
   /** Bounds the callback's attempts (aborted when a drain's budget runs out). */
   callbackSignal: AbortSignal;
+  /** The process logger: its level decides whether a run's own logger is made at all. */
+  logger: Logger;
 }
 
-/** Records a run's end; `log` is the run's own logger (workflow_id, run_id, request_id bound). */
-export async function recordRunEnd(ctx: RunEndContext, log: Logger, run: RunEnd): Promise<void> {
+/**
+ * Records a run's end; `log` gives the run's own logger (workflow_id, run_id, request_id
+ * bound), made only when a line is written: a drain ends thousands of runs at once.
+ */
+export async function recordRunEnd(ctx: RunEndContext, log: () => Logger, run: RunEnd): Promise<void> {
   const { metrics } = ctx;
   metrics.connectionsOpen.dec({ transport: run.transport });
   metrics.runsInFlight.set({ transport: run.transport }, ctx.registry.count(run.transport));
   metrics.sessionEnded(run.end.code, run.transport, run.durationMs / 1000);
   metrics.teardown(run.transport, run.reason);
-  log.info(
-    { reason: run.reason, duration_ms: run.durationMs, actions: run.actions, in_flight: run.inFlight.length, grpc_code: run.end.code, stop_outcome: run.stopOutcome },
-    'run ended',
-  );
+  if (ctx.logger.isLevelEnabled('info')) {
+    log().info(
+      { reason: run.reason, duration_ms: run.durationMs, actions: run.actions, in_flight: run.inFlight.length, grpc_code: run.end.code, stop_outcome: run.stopOutcome },
+      'run ended',
+    );
+  }
   if (!run.callback) return;
   const result = await ctx.owner.segmentEnd(
     {
@@ -59,5 +66,5 @@ export async function recordRunEnd(ctx: RunEndContext, log: Logger, run: RunEnd)
     ctx.callbackSignal,
   );
   metrics.callback(result);
-  if (result === 'failed') log.warn({ reason: run.reason }, 'segment-end callback lost');
+  if (result === 'failed') log().warn({ reason: run.reason }, 'segment-end callback lost');
 }

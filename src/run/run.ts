@@ -390,7 +390,7 @@ export class Run implements RegisteredRun, LimitedRun, StopListener {
     await Promise.all([this.init.reservation.release(this.id), mcpClosed]);
     this.ctx.registry.remove(this);
     const result: RunResult = { reason: ended.reason, end, stopOutcome, durationMs: Date.now() - this.startedAt, actions: this.actions };
-    await recordRunEnd(this.ctx, this.log, {
+    await recordRunEnd(this.ctx, () => this.log, {
       workflowId: this.workflowId,
       runId: this.id,
       requestId: this.init.requestId,
