@@ -6,7 +6,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { request } from 'undici';
-import { HOST, exitOf, freePort, readRss, tailOutput, waitUntil, withTimeout } from './procs';
+import { DEPLOYED_ALLOCATOR_ENV, HOST, exitOf, freePort, readRss, tailOutput, waitUntil, withTimeout } from './procs';
+import type { MemorySnapshot } from '../src/memory-snapshot';
 
 export interface GatewayProcessOptions {
   ownerUrl: string;
@@ -16,13 +17,7 @@ export interface GatewayProcessOptions {
   env?: Record<string, string>;
 }
 
-export interface HeapUsage {
-  rss: number;
-  heapTotal: number;
-  heapUsed: number;
-  external: number;
-  arrayBuffers: number;
-}
+export type HeapUsage = MemorySnapshot;
 
 /**
  * The gateway to run: this build's, or another build's `dist/src/main.js` given in
@@ -63,6 +58,7 @@ export class GatewayProcess {
     const child = spawn('bash', ['-c', 'ulimit -n "$(ulimit -Hn)" && exec "$0" "$@"', process.execPath, '--expose-gc', ...extraNodeArgs, gatewayMainJs], {
       env: {
         ...process.env,
+        ...DEPLOYED_ALLOCATOR_ENV,
         LONGRUN_OWNER_URL: options.ownerUrl,
         LONGRUN_SECRET_FILE: options.secretFile,
         LONGRUN_REDIS_URL: options.redisUrl,

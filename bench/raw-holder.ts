@@ -5,6 +5,7 @@
  */
 import { serveIpc } from './ipc';
 import { RawClientPool, type RawCall } from './raw-grpc';
+import { collectAndMeasure, type MemorySnapshot } from '../src/memory-snapshot';
 
 export interface HoldRequest {
   address: string;
@@ -28,7 +29,7 @@ export type RawHolderQueries = {
   hold: { args: HoldRequest; result: HoldResult };
   /** Cancels every held stream and closes the connections. */
   release: { args: Record<string, never>; result: null };
-  gc: { args: Record<string, never>; result: NodeJS.MemoryUsage };
+  gc: { args: Record<string, never>; result: MemorySnapshot };
 };
 
 const held: RawCall[] = [];
@@ -55,12 +56,10 @@ async function hold(req: HoldRequest): Promise<HoldResult> {
   return { held: held.length, failed, elapsedMs: performance.now() - started, connections: clients.connections };
 }
 
-function gc(): NodeJS.MemoryUsage {
+function gc(): MemorySnapshot {
   const collect = (globalThis as { gc?: () => void }).gc;
   if (typeof collect !== 'function') throw new Error('raw-holder must run with --expose-gc');
-  collect();
-  collect();
-  return process.memoryUsage();
+  return collectAndMeasure(collect);
 }
 
 serveIpc<RawHolderQueries>('', {

@@ -17,6 +17,7 @@ import path from 'node:path';
 import Redis from 'ioredis';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEPLOYED_ALLOCATOR_ENV } from '../bench/procs';
 import { lockKey } from '../src/coordination/keys';
 import { fromRoot } from '../src/paths';
 import { scenarioMetadata } from '../src/sandbox/scenario';
@@ -206,6 +207,19 @@ describe('the Dockerfile', () => {
     expect(lastArgs('STOPSIGNAL')).toBe('SIGTERM');
     expect(dockerfile.stages.flatMap((s) => s.instructions).some((i) => i.keyword === 'HEALTHCHECK')).toBe(false);
     expect(dockerfile.comments.join(' ')).toMatch(/No HEALTHCHECK on purpose/);
+  });
+
+  it('runs node with the allocator settings the benchmarks measured (MALLOC_ARENA_MAX)', () => {
+    const env = new Map<string, string>();
+    for (const i of dockerfile.stages.at(-1)?.instructions ?? []) {
+      if (i.keyword !== 'ENV') continue;
+      for (const pair of i.args.split(/\s+/)) {
+        const [name, value] = pair.split('=');
+        env.set(name as string, value as string);
+      }
+    }
+    expect(Object.keys(DEPLOYED_ALLOCATOR_ENV).length).toBeGreaterThan(0);
+    for (const [name, value] of Object.entries(DEPLOYED_ALLOCATOR_ENV)) expect(env.get(name), name).toBe(value);
   });
 
   it('says how to pin the base image by digest, and both stages use that one base', () => {

@@ -10,9 +10,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { OWNER_OAUTH_TOKEN } from '../../src/sandbox/owner-sim';
 import { scenarioMetadata, type Step } from '../../src/sandbox/scenario';
 import { IpcChild } from '../ipc';
-import { commandDelta } from '../procs';
+import { DEPLOYED_ALLOCATOR_ENV, commandDelta } from '../procs';
 import { closedLoop } from '../load';
 import type { RawHolderQueries } from '../raw-holder';
+import type { MemorySnapshot } from '../../src/memory-snapshot';
 import { formatBytes, formatMs, loopLagP99Ms, type Scenario, type ScenarioContext, type ScenarioOutcome } from '../scenario';
 import { startStack, type Stack } from '../stack';
 import { ratio, round } from '../stats';
@@ -35,17 +36,29 @@ async function rampGateway(stack: Stack, prefix: string, count: number): Promise
   return { accepted, failures, ms };
 }
 
+/** Per run, each V8 heap space's committed and live bytes grown between two snapshots. */
+function spaceDeltas(before: MemorySnapshot, after: MemorySnapshot, n: number): Record<string, { size: number; used: number }> {
+  const out: Record<string, { size: number; used: number }> = {};
+  for (const [name, space] of Object.entries(after.spaces)) {
+    const was = before.spaces[name] ?? { size: 0, used: 0 };
+    if (space.size === was.size && space.used === was.used) continue;
+    out[name] = { size: Math.round((space.size - was.size) / n), used: Math.round((space.used - was.used) / n) };
+  }
+  return out;
+}
+
 interface RawFigures {
   bytesPerRun: number;
   heapPerRun: number;
   heapTotalPerRun: number;
   externalPerRun: number;
+  spacesPerRun: Record<string, { size: number; used: number }>;
   held: number;
   ms: number;
 }
 
 async function measureRaw(ctx: ScenarioContext, workflowAddress: string, runs: number): Promise<RawFigures> {
-  const holder = await IpcChild.start<RawHolderQueries>('raw-stream holder', 'raw-holder.js', { execArgv: ['--expose-gc'] });
+  const holder = await IpcChild.start<RawHolderQueries>('raw-stream holder', 'raw-holder.js', { execArgv: ['--expose-gc'], env: { ...DEPLOYED_ALLOCATOR_ENV } });
   try {
     const hold = (prefix: string, count: number) =>
       holder.query(
@@ -67,6 +80,7 @@ async function measureRaw(ctx: ScenarioContext, workflowAddress: string, runs: n
       heapPerRun: (after.heapUsed - before.heapUsed) / n,
       heapTotalPerRun: (after.heapTotal - before.heapTotal) / n,
       externalPerRun: (after.external - before.external) / n,
+      spacesPerRun: spaceDeltas(before, after, n),
       held: n,
       ms: result.elapsedMs,
     };
@@ -127,6 +141,8 @@ export const capacity: Scenario = {
           raw_heap_total_bytes_per_run: Math.round(raw.heapTotalPerRun),
           external_bytes_per_run: Math.round((after.external - before.external) / ramp.accepted),
           raw_external_bytes_per_run: Math.round(raw.externalPerRun),
+          heap_spaces_per_run: spaceDeltas(before, after, ramp.accepted),
+          raw_heap_spaces_per_run: raw.spacesPerRun,
           ramp_ms: Math.round(ramp.ms),
           redis_commands_per_run: round(rampCommands.total / runs, 2),
           raw_ramp_ms: Math.round(raw.ms),

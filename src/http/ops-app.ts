@@ -5,6 +5,7 @@
  */
 import express from 'express';
 import { GatewayError } from '../errors';
+import { collectAndMeasure } from '../memory-snapshot';
 import type { Metrics } from '../metrics';
 import type { RunRegistry } from '../run/registry';
 import { requestIdMiddleware } from './request-id';
@@ -42,9 +43,7 @@ export function createOpsApp(ctx: OpsContext): express.Express {
   const gc = (globalThis as { gc?: () => void }).gc;
   if (typeof gc === 'function') {
     app.post('/debug/gc', (_req, res) => {
-      gc();
-      gc();
-      res.json(process.memoryUsage());
+      res.json(collectAndMeasure(gc));
     });
   }
   app.use((req, res) => {
