@@ -118,10 +118,16 @@ async function start(): Promise<{ address: string; handlers: Handlers<SimQueries
           for (const end of sim.segmentEnds) if (end.workflow_id.startsWith(prefix)) out[end.reason] = (out[end.reason] ?? 0) + 1;
           return out;
         },
+        segmentEndTimes: ({ prefix }) => {
+          const path = `/api/v4/internal/ai/duo_workflows/workflows/${encodeURIComponent(prefix)}`;
+          const times = sim.segmentEndRequests.filter((r) => r.path.startsWith(path)).map((r) => r.at);
+          return times.length === 0 ? null : { first: Math.min(...times), last: Math.max(...times) };
+        },
         reset: () => {
           sim.preauths.length = 0;
           sim.apiRequests.length = 0;
           sim.segmentEnds.length = 0;
+          sim.segmentEndRequests.length = 0;
           return null;
         },
       },

@@ -55,6 +55,8 @@ export type SimQueries = {
   directRelay: { args: DirectRelayRequest; result: DirectRelayResult };
   configure: { args: { workflowId: string; config: PreauthConfig }; result: null };
   segmentEnds: { args: { prefix: string }; result: Record<string, number> };
+  /** When the first and the last segment-end callback for those workflows arrived (epoch ms; null when none did). */
+  segmentEndTimes: { args: { prefix: string }; result: { first: number; last: number } | null };
   /** Forgets what was recorded for ended calls and past requests (memory between phases). */
   reset: { args: Record<string, never>; result: null };
 };

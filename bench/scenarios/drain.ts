@@ -59,9 +59,12 @@ export const drain: Scenario = {
       const calls = await stack.workflow.query('calls', { prefix: 'drain-' });
       const lastStopMs = Math.max(...calls.map((c) => (c.stopReceivedAt[0] ?? Number.NaN) - signalledAt));
       const lastEndMs = Math.max(...calls.map((c) => (c.endedAt ?? Number.NaN) - signalledAt));
+      const callbackTimes = await stack.owner.query('segmentEndTimes', { prefix: 'drain-' });
+      const firstCallbackMs = callbackTimes ? callbackTimes.first - signalledAt : null;
+      const lastCallbackMs = callbackTimes ? callbackTimes.last - signalledAt : null;
       ctx.log(
         `exit ${exitCode} after ${Math.round(drainMs)} ms; ${stopped} shutdown stops received, ${locksLeft} of ${locksBefore} locks left, callbacks ${JSON.stringify(callbacks)}; ` +
-          `last stop received at ${lastStopMs} ms, last call ended at ${lastEndMs} ms; CPU ms ${JSON.stringify(cpuMs)}; redis ${JSON.stringify(redisCommands)}`,
+          `last stop received at ${lastStopMs} ms, last call ended at ${lastEndMs} ms, callbacks from ${firstCallbackMs} to ${lastCallbackMs} ms; CPU ms ${JSON.stringify(cpuMs)}; redis ${JSON.stringify(redisCommands)}`,
       );
       return {
         figures: {
@@ -78,6 +81,8 @@ export const drain: Scenario = {
           redis_commands_during_drain: redisCommands,
           last_stop_received_ms: round(lastStopMs, 0),
           last_call_ended_ms: round(lastEndMs, 0),
+          first_callback_ms: firstCallbackMs,
+          last_callback_ms: lastCallbackMs,
         },
         row: {
           longrun: `${accepted} runs drained in ${formatMs(drainMs)}, exit ${exitCode}, ${locksLeft} locks left, ${stopped} stops acked`,
