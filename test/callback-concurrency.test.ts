@@ -77,7 +77,7 @@ describe('OwnerClient.segmentEnd over a bounded number of requests', () => {
 
   const body = (i: number): SegmentEndBody => ({ workflow_id: String(i), run_id: `run-${i}`, reason: 'drain', segment_duration_s: 1, actions: 0, in_flight: [] });
 
-  async function start(concurrency: number): Promise<{ owner: OwnerServiceSimulator; client: OwnerClient }> {
+  async function start(concurrency: number, attempt = { attempts: 3, timeoutMs: 5_000 }): Promise<{ owner: OwnerServiceSimulator; client: OwnerClient }> {
     owner = await OwnerServiceSimulator.start({ secret: testSecret, workflowServiceUri: '127.0.0.1:1' });
     client = new OwnerClient({
       ownerUrl: new URL(owner.url),
@@ -85,8 +85,8 @@ describe('OwnerClient.segmentEnd over a bounded number of requests', () => {
       preauthTimeoutMs: 5_000,
       relayTimeoutMs: 5_000,
       connections: 256,
-      callbackAttempts: 3,
-      callbackTimeoutMs: 5_000,
+      callbackAttempts: attempt.attempts,
+      callbackTimeoutMs: attempt.timeoutMs,
       callbackConcurrency: concurrency,
       jwtRefreshMs: 30_000,
     });
@@ -112,5 +112,20 @@ describe('OwnerClient.segmentEnd over a bounded number of requests', () => {
     const results = await Promise.all(Array.from({ length: 400 }, (_, i) => client.segmentEnd(body(i), `req-${i}`, budget.signal)));
     expect(results.every((r) => r === 'ok')).toBe(true);
     expect(new Set(owner.segmentEnds.map((e) => e.workflow_id)).size).toBe(400);
+  });
+
+  it('an attempt the owner does not answer within LONGRUN_CALLBACK_TIMEOUT_MS is given up and retried, then the callback fails', async () => {
+    const { owner, client } = await start(4, { attempts: 2, timeoutMs: 300 });
+    owner.hangSegmentEnds = true;
+    const started = performance.now();
+    expect(await client.segmentEnd(body(1), 'req-1', new AbortController().signal)).toBe('failed');
+    const elapsed = performance.now() - started;
+    // Two attempts of 300 ms and the 100 ms pause between them; generous above for a loaded machine.
+    expect(elapsed).toBeGreaterThanOrEqual(600);
+    expect(elapsed).toBeLessThan(5_000);
+    expect(owner.segmentEndRequests.map((r) => r.path)).toEqual([
+      '/api/v4/internal/ai/duo_workflows/workflows/1/segment_end',
+      '/api/v4/internal/ai/duo_workflows/workflows/1/segment_end',
+    ]);
   });
 });

@@ -297,9 +297,12 @@ export class OwnerClient {
   private async sendSegmentEnd(body: SegmentEndBody, requestId: string, signal: AbortSignal): Promise<CallbackResult> {
     const attempts = this.options.callbackAttempts;
     const path = `${this.basePath}/api/v4/internal/ai/duo_workflows/workflows/${encodeURIComponent(body.workflow_id)}/segment_end`;
+    // An attempt's deadline is undici's own header and body timeouts (a 2xx answer has no
+    // body to speak of): a timer and an AbortController per attempt, following the drain's
+    // budget signal, were a twentieth of the gateway's CPU in a 5 000-run drain.
+    const timeoutMs = this.options.callbackTimeoutMs;
     for (let attempt = 1; attempt <= attempts && !signal.aborted; attempt++) {
       let retryable = true;
-      const limit = deadline(signal, this.options.callbackTimeoutMs);
       try {
         const response = await this.pool.request({
           method: 'POST',
@@ -312,15 +315,15 @@ export class OwnerClient {
             'user-agent': `longrun/${version}`,
           },
           body: JSON.stringify(body),
-          signal: limit.signal,
+          signal,
+          headersTimeout: timeoutMs,
+          bodyTimeout: timeoutMs,
         });
         await response.body.dump();
         if (response.statusCode < 300) return attempt === 1 ? 'ok' : 'retried_ok';
         retryable = response.statusCode >= 500 || response.statusCode === 429;
       } catch {
         retryable = true;
-      } finally {
-        limit.dispose();
       }
       if (!retryable || attempt === attempts) break;
       // 100 ms, 300 ms: short, so a drain's budget is not spent waiting.
