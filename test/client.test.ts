@@ -6,6 +6,7 @@
  * the internal routes get an owner JWT; the segment-end callback is verified.
  */
 import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
@@ -404,6 +405,40 @@ describe('the segment-end callback, verified', () => {
 });
 
 describe('the package', () => {
+  it('a TypeScript consumer of "longrun/client" gets its types from the package (and a misuse does not compile)', () => {
+    const root = path.resolve(__dirname, '..');
+    // Inside the package, so "longrun/client" resolves through package.json#exports (self-reference).
+    const dir = mkdtempSync(path.join(root, '.consumer-'));
+    try {
+      const consumer = (body: string): string => {
+        const file = path.join(dir, 'consumer.ts');
+        writeFileSync(
+          file,
+          `import { LongrunClient, isResumable, type ExecuteResult, type SegmentEnd } from 'longrun/client';\n` +
+            `const client = new LongrunClient({ url: 'http://127.0.0.1:8181' });\n` +
+            `export async function run(end: SegmentEnd): Promise<string> {\n${body}\n}\n`,
+        );
+        return file;
+      };
+      const tsc = (file: string): { ok: boolean; out: string } => {
+        try {
+          const out = execFileSync(process.execPath, [require.resolve('typescript/bin/tsc'), '--noEmit', '--strict', '--module', 'node16', '--moduleResolution', 'node16', '--types', 'node', file], { cwd: root, encoding: 'utf8' });
+          return { ok: true, out };
+        } catch (err) {
+          return { ok: false, out: String((err as { stdout?: string }).stdout ?? err) };
+        }
+      };
+      const good = tsc(consumer(`  const result: ExecuteResult = await client.execute('1');\n  return result.kind === 'accepted' ? result.runId : String(isResumable(end.reason));`));
+      expect(good.out).toBe('');
+      expect(good.ok).toBe(true);
+      const bad = tsc(consumer(`  const result = await client.execute('1');\n  return result.runId;`));
+      expect(bad.ok).toBe(false);
+      expect(bad.out).toMatch(/Property 'runId' does not exist/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+
   it('require("longrun/client") resolves to the built client; the main entry is unchanged', () => {
     const root = path.resolve(__dirname, '..');
     const out = execFileSync(
