@@ -3,17 +3,20 @@
  * action, then the workflow waits), against one process holding N raw grpc-js streams.
  * Memory is the RSS delta over the N runs after a full GC in each process (read from
  * /proc), above a warm-up of W runs that stays held (so connections, JIT and pools are
- * already paid for); event-loop lag is the gateway's own p99 while it ramps and while it
+ * already paid for), taken twice on each side: right after the ramp, and after the same
+ * quiet hold of HOLD_WINDOW_MS (what a process holding its runs settles to: V8's memory
+ * reducer compacts a heap once its allocation rate drops, which a GC forced right after a
+ * burst does not). Event-loop lag is the gateway's own p99 while it ramps and while it
  * holds the runs for one full lease-renewal round.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { MemorySnapshot } from '../../src/memory-snapshot';
 import { OWNER_OAUTH_TOKEN } from '../../src/sandbox/owner-sim';
 import { scenarioMetadata, type Step } from '../../src/sandbox/scenario';
 import { IpcChild } from '../ipc';
-import { DEPLOYED_ALLOCATOR_ENV, commandDelta } from '../procs';
 import { closedLoop } from '../load';
+import { DEPLOYED_ALLOCATOR_ENV, commandDelta } from '../procs';
 import type { RawHolderQueries } from '../raw-holder';
-import type { MemorySnapshot } from '../../src/memory-snapshot';
 import { formatBytes, formatMs, loopLagP99Ms, type Scenario, type ScenarioContext, type ScenarioOutcome } from '../scenario';
 import { startStack, type Stack } from '../stack';
 import { ratio, round } from '../stats';
@@ -36,23 +39,43 @@ async function rampGateway(stack: Stack, prefix: string, count: number): Promise
   return { accepted, failures, ms };
 }
 
-/** Per run, each V8 heap space's committed and live bytes grown between two snapshots. */
-function spaceDeltas(before: MemorySnapshot, after: MemorySnapshot, n: number): Record<string, { size: number; used: number }> {
-  const out: Record<string, { size: number; used: number }> = {};
-  for (const [name, space] of Object.entries(after.spaces)) {
-    const was = before.spaces[name] ?? { size: 0, used: 0 };
+/** A process's memory after a full GC: the snapshot it reported and its RSS read from /proc. */
+interface Sample {
+  snapshot: MemorySnapshot;
+  rss: number;
+}
+
+/** What N runs added between two samples, per run. */
+interface PerRun {
+  rss: number;
+  heapUsed: number;
+  /** V8 heap reserved: used plus free space in its pages. */
+  heapTotal: number;
+  external: number;
+  /** Each heap space's committed (`size`) and live (`used`) bytes grown. */
+  spaces: Record<string, { size: number; used: number }>;
+}
+
+function perRun(before: Sample, after: Sample, n: number): PerRun {
+  const spaces: PerRun['spaces'] = {};
+  for (const [name, space] of Object.entries(after.snapshot.spaces)) {
+    const was = before.snapshot.spaces[name] ?? { size: 0, used: 0 };
     if (space.size === was.size && space.used === was.used) continue;
-    out[name] = { size: Math.round((space.size - was.size) / n), used: Math.round((space.used - was.used) / n) };
+    spaces[name] = { size: Math.round((space.size - was.size) / n), used: Math.round((space.used - was.used) / n) };
   }
-  return out;
+  const per = (a: number, b: number): number => Math.round((b - a) / n);
+  return {
+    rss: per(before.rss, after.rss),
+    heapUsed: per(before.snapshot.heapUsed, after.snapshot.heapUsed),
+    heapTotal: per(before.snapshot.heapTotal, after.snapshot.heapTotal),
+    external: per(before.snapshot.external, after.snapshot.external),
+    spaces,
+  };
 }
 
 interface RawFigures {
-  bytesPerRun: number;
-  heapPerRun: number;
-  heapTotalPerRun: number;
-  externalPerRun: number;
-  spacesPerRun: Record<string, { size: number; used: number }>;
+  ramp: PerRun;
+  settled: PerRun;
   held: number;
   ms: number;
 }
@@ -66,24 +89,18 @@ async function measureRaw(ctx: ScenarioContext, workflowAddress: string, runs: n
         { address: workflowAddress, prefix, count, concurrency: RAMP_CONCURRENCY, streamsPerConnection: STREAMS_PER_CONNECTION, workflowMetadata: scenarioMetadata(held), token: OWNER_OAUTH_TOKEN },
         300_000,
       );
+    const sample = async (): Promise<Sample> => ({ snapshot: await holder.query('gc', {}), rss: holder.rss() });
     await hold('cap-raw-warm-', WARM_RUNS);
-    const before = await holder.query('gc', {});
-    const rssBefore = holder.rss();
+    const before = await sample();
     const result = await hold('cap-raw-', runs);
-    const after = await holder.query('gc', {});
-    const rssAfter = holder.rss();
+    await sleep(500);
+    const ramped = await sample();
+    await sleep(HOLD_WINDOW_MS);
+    const settled = await sample();
     const n = result.held - WARM_RUNS;
     ctx.log(`raw: ${n} streams held in ${Math.round(result.elapsedMs)} ms over ${result.connections} connections (${result.failed} failed)`);
     await holder.query('release', {});
-    return {
-      bytesPerRun: (rssAfter - rssBefore) / n,
-      heapPerRun: (after.heapUsed - before.heapUsed) / n,
-      heapTotalPerRun: (after.heapTotal - before.heapTotal) / n,
-      externalPerRun: (after.external - before.external) / n,
-      spacesPerRun: spaceDeltas(before, after, n),
-      held: n,
-      ms: result.elapsedMs,
-    };
+    return { ramp: perRun(before, ramped, n), settled: perRun(before, settled, n), held: n, ms: result.elapsedMs };
   } finally {
     await holder.stop();
   }
@@ -104,10 +121,10 @@ export const capacity: Scenario = {
       const raw = await measureRaw(ctx, stack.workflow.address, runs);
       await stack.workflow.query('reset', {});
 
+      const sample = async (): Promise<Sample> => ({ snapshot: await stack.gateway.gc(), rss: stack.gateway.rss() });
       const warm = await rampGateway(stack, 'cap-warm-', WARM_RUNS);
       if (warm.accepted !== WARM_RUNS) throw new Error(`warm-up: ${JSON.stringify(warm.failures)} of ${WARM_RUNS} not accepted: ${stack.gateway.output()}`);
-      const before = await stack.gateway.gc();
-      const rssBefore = stack.gateway.rss();
+      const before = await sample();
       await stack.gateway.metrics(); // resets the loop-delay histogram: the next read covers the ramp
       const commandsBefore = await ctx.env.redis.commands();
       const ramp = await rampGateway(stack, 'cap-', runs);
@@ -115,34 +132,45 @@ export const capacity: Scenario = {
       const rampLag = loopLagP99Ms(await stack.gateway.metrics());
       ctx.log(`longrun: ${ramp.accepted} runs accepted in ${Math.round(ramp.ms)} ms (failures ${JSON.stringify(ramp.failures)}), loop lag p99 ${rampLag.toFixed(1)} ms while ramping; redis ${JSON.stringify(rampCommands.byName)}`);
       await sleep(500);
-      const after = await stack.gateway.gc();
-      const rssAfter = stack.gateway.rss();
+      const ramped = await sample();
       const open = await stack.workflow.query('callCounts', { prefix: 'cap-' });
       await stack.gateway.metrics();
       await sleep(HOLD_WINDOW_MS);
       const holdLag = loopLagP99Ms(await stack.gateway.metrics());
+      const settled = await sample();
       const stillHeld = (await stack.workflow.query('callCounts', { prefix: 'cap-' })).open;
       ctx.log(`longrun: ${stillHeld} streams still open after a ${HOLD_WINDOW_MS / 1_000} s hold, loop lag p99 ${holdLag.toFixed(1)} ms`);
 
-      const bytesPerRun = (rssAfter - rssBefore) / ramp.accepted;
-      const r = ratio(bytesPerRun, raw.bytesPerRun);
+      const atRamp = perRun(before, ramped, ramp.accepted);
+      const atRest = perRun(before, settled, ramp.accepted);
+      const r = ratio(atRest.rss, raw.settled.rss);
+      const rampRatio = ratio(atRamp.rss, raw.ramp.rss);
+      ctx.log(`memory per run, settled: ${formatBytes(atRest.rss)} RSS vs raw ${formatBytes(raw.settled.rss)} (${r}x); right after the ramp: ${formatBytes(atRamp.rss)} vs ${formatBytes(raw.ramp.rss)} (${rampRatio}x)`);
       return {
         figures: {
           runs: ramp.accepted,
-          bytes_per_run: Math.round(bytesPerRun),
-          raw_bytes_per_run: Math.round(raw.bytesPerRun),
+          // Both sides after the same quiet hold.
+          bytes_per_run: atRest.rss,
+          raw_bytes_per_run: raw.settled.rss,
           ratio: r,
           loop_lag_p99_ms: round(holdLag, 1),
           loop_lag_p99_ramp_ms: round(rampLag, 1),
-          heap_bytes_per_run: Math.round((after.heapUsed - before.heapUsed) / ramp.accepted),
-          raw_heap_bytes_per_run: Math.round(raw.heapPerRun),
-          // V8 heap reserved (used + free space in its pages) and memory outside the heap.
-          heap_total_bytes_per_run: Math.round((after.heapTotal - before.heapTotal) / ramp.accepted),
-          raw_heap_total_bytes_per_run: Math.round(raw.heapTotalPerRun),
-          external_bytes_per_run: Math.round((after.external - before.external) / ramp.accepted),
-          raw_external_bytes_per_run: Math.round(raw.externalPerRun),
-          heap_spaces_per_run: spaceDeltas(before, after, ramp.accepted),
-          raw_heap_spaces_per_run: raw.spacesPerRun,
+          heap_bytes_per_run: atRest.heapUsed,
+          raw_heap_bytes_per_run: raw.settled.heapUsed,
+          heap_total_bytes_per_run: atRest.heapTotal,
+          raw_heap_total_bytes_per_run: raw.settled.heapTotal,
+          external_bytes_per_run: atRest.external,
+          raw_external_bytes_per_run: raw.settled.external,
+          heap_spaces_per_run: atRest.spaces,
+          raw_heap_spaces_per_run: raw.settled.spaces,
+          // Both sides right after their ramp (a GC forced 500 ms after the last run).
+          ramp_bytes_per_run: atRamp.rss,
+          raw_ramp_bytes_per_run: raw.ramp.rss,
+          ramp_ratio: rampRatio,
+          ramp_heap_bytes_per_run: atRamp.heapUsed,
+          ramp_heap_total_bytes_per_run: atRamp.heapTotal,
+          raw_ramp_heap_total_bytes_per_run: raw.ramp.heapTotal,
+          ramp_heap_spaces_per_run: atRamp.spaces,
           ramp_ms: Math.round(ramp.ms),
           redis_commands_per_run: round(rampCommands.total / runs, 2),
           raw_ramp_ms: Math.round(raw.ms),
@@ -151,9 +179,9 @@ export const capacity: Scenario = {
           streams_open_after_hold: stillHeld,
         },
         row: {
-          longrun: `${ramp.accepted} runs, ${formatBytes(bytesPerRun)}/run, lag p99 ${formatMs(holdLag)} (ramp ${formatMs(rampLag)})`,
-          baseline: `${formatBytes(raw.bytesPerRun)}/stream`,
-          ratio: r === null ? 'n/a' : `${r}x`,
+          longrun: `${ramp.accepted} runs, ${formatBytes(atRest.rss)}/run (${formatBytes(atRamp.rss)} after the ramp), lag p99 ${formatMs(holdLag)} (ramp ${formatMs(rampLag)})`,
+          baseline: `${formatBytes(raw.settled.rss)}/stream (${formatBytes(raw.ramp.rss)})`,
+          ratio: r === null ? 'n/a' : `${r}x (${rampRatio ?? 'n/a'}x)`,
           target: `${runs} runs, <= 2x, lag p99 < 50 ms`,
           // The target is the lag of a process holding its runs; the ramp (a closed loop of
           // 100 executes at a time, as fast as the machine goes) is reported beside it.
