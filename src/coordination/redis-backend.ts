@@ -54,6 +54,7 @@ interface Scripts {
   readStops(routeKey: string, ...keys: string[]): Promise<string[]>;
   requestStop(lock: string, stop: string, value: string, ttlMs: number, channel: string, workflowId: string): Promise<number>;
   actorSlot(actor: string, member: string, max: number, ttlMs: number): Promise<number>;
+  writeRunRecord(key: string, ttlMs: number, ...fields: string[]): Promise<number>;
 }
 
 type ScriptedClient = RedisClient & Scripts;
@@ -165,6 +166,7 @@ export class RedisBackend implements CoordinationBackend {
     redis.defineCommand('readStops', { numberOfKeys: 1, lua: batch('read-stops.lua') });
     redis.defineCommand('requestStop', { numberOfKeys: 2, lua: script('request-stop.lua') });
     redis.defineCommand('actorSlot', { numberOfKeys: 1, lua: script('actor-slot.lua') });
+    redis.defineCommand('writeRunRecord', { numberOfKeys: 1, lua: script('write-run-record.lua') });
     this.redis = redis as ScriptedClient;
     this.cluster = isCluster ? (redis as Cluster) : undefined;
 
@@ -448,9 +450,9 @@ export class RedisBackend implements CoordinationBackend {
 
   writeRunRecord(workflowId: string, record: RunRecord, ttlMs: number): Promise<void> {
     return this.call('write run record', async () => {
-      // Every field is written, so nothing stale survives; auto-pipelining sends both at once.
-      const key = this.keys.run(workflowId);
-      await Promise.all([this.redis.hset(key, { ...record }), this.redis.pexpire(key, ttlMs)]);
+      const fields: string[] = [];
+      for (const [field, value] of Object.entries(record)) if (value !== undefined) fields.push(field, String(value));
+      await this.redis.writeRunRecord(this.keys.run(workflowId), ttlMs, ...fields);
     });
   }
 

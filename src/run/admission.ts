@@ -6,7 +6,7 @@
  * when the store fails (Workhorse parity), logged and counted. Taking the lock clears a
  * stale stop key (it addressed no run in flight).
  */
-import { randomBytes } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { GatewayError } from '../errors';
 import type { Logger } from '../log';
 import type { Metrics } from '../metrics';
@@ -68,7 +68,8 @@ export async function reserve(want: AdmissionRequest, deps: AdmissionDeps): Prom
  */
 async function takeLock(want: AdmissionRequest, mode: 'required' | 'best_effort', deps: AdmissionDeps): Promise<HeldLock | undefined> {
   const { workflowId, actorId } = want;
-  const token = randomBytes(16).toString('hex');
+  // 122 random bits; randomUUID draws from a cached pool, randomBytes calls into OpenSSL each time.
+  const token = randomUUID();
   const acquiredAt = Date.now();
   const actor = mode === 'required' && actorId !== undefined && deps.maxRunsPerActor > 0 ? { actorId, member: token } : undefined;
   // Fire and forget: a stalled store must not delay the refusal; the command runs after
