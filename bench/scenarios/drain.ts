@@ -58,13 +58,14 @@ export const drain: Scenario = {
       // drain_ms is lock release, segment-end callbacks and exit.
       const calls = await stack.workflow.query('calls', { prefix: 'drain-' });
       const lastStopMs = Math.max(...calls.map((c) => (c.stopReceivedAt[0] ?? Number.NaN) - signalledAt));
+      const firstStopMs = Math.min(...calls.map((c) => (c.stopReceivedAt[0] ?? Number.NaN) - signalledAt));
       const lastEndMs = Math.max(...calls.map((c) => (c.endedAt ?? Number.NaN) - signalledAt));
       const callbackTimes = await stack.owner.query('segmentEndTimes', { prefix: 'drain-' });
       const firstCallbackMs = callbackTimes ? callbackTimes.first - signalledAt : null;
       const lastCallbackMs = callbackTimes ? callbackTimes.last - signalledAt : null;
       ctx.log(
         `exit ${exitCode} after ${Math.round(drainMs)} ms; ${stopped} shutdown stops received, ${locksLeft} of ${locksBefore} locks left, callbacks ${JSON.stringify(callbacks)}; ` +
-          `last stop received at ${lastStopMs} ms, last call ended at ${lastEndMs} ms, callbacks from ${firstCallbackMs} to ${lastCallbackMs} ms; CPU ms ${JSON.stringify(cpuMs)}; redis ${JSON.stringify(redisCommands)}`,
+          `stops received from ${firstStopMs} to ${lastStopMs} ms, last call ended at ${lastEndMs} ms, callbacks from ${firstCallbackMs} to ${lastCallbackMs} ms; CPU ms ${JSON.stringify(cpuMs)}; redis ${JSON.stringify(redisCommands)}`,
       );
       return {
         figures: {
@@ -79,6 +80,7 @@ export const drain: Scenario = {
           ramp_ms: round(rampMs, 0),
           cpu_ms_during_drain: cpuMs,
           redis_commands_during_drain: redisCommands,
+          first_stop_received_ms: round(firstStopMs, 0),
           last_stop_received_ms: round(lastStopMs, 0),
           last_call_ended_ms: round(lastEndMs, 0),
           first_callback_ms: firstCallbackMs,
