@@ -44,6 +44,7 @@ import { hashSlot } from './hash-slot';
 import { STOP_CHANNEL, clusterKeys, workhorseKeys, type RedisKeys } from './keys';
 import { closeRedis, createRedis, type RedisClient } from './redis-connection';
 import { describeRedisTarget, type RedisTarget } from './redis-url';
+import { StopReads } from './stop-reads';
 
 type Arg = string | number;
 
@@ -138,6 +139,8 @@ export class RedisBackend implements CoordinationBackend {
   private readonly stopHandlers: Array<(workflowId: string) => void> = [];
   private readonly configureNotifications: boolean;
   private readonly logger: Logger | undefined;
+  /** Stop-key reads (one before each action served) share one MGET per event-loop callback. */
+  private readonly stopReads = new StopReads(this);
   /** The check made on the latest (re)connect; waitReady awaits the first. */
   private notificationCheck: Promise<NotificationState> | undefined;
   private connected = false;
@@ -402,11 +405,20 @@ export class RedisBackend implements CoordinationBackend {
   }
 
   readStop(workflowId: string): Promise<string | null> {
-    return this.call('read stop', () => this.redis.get(this.keys.stop(workflowId)));
+    return this.stopReads.read(workflowId);
   }
 
   readStops(workflowIds: string[]): Promise<Array<string | null>> {
     if (workflowIds.length === 0) return Promise.resolve([]);
+    if (!this.cluster && workflowIds.length <= BATCH_STOP_KEYS) {
+      // One server, one MGET: the path every action's stop check takes (StopReads).
+      return this.redis.mget(workflowIds.map((id) => this.keys.stop(id))).then(
+        (values) => values.map((value) => value ?? null),
+        (err: unknown) => {
+          throw failure('read stops', err);
+        },
+      );
+    }
     return this.call('read stops', async () => {
       const keys = workflowIds.map((id) => this.keys.stop(id));
       const values: Array<string | null> = new Array(keys.length).fill(null);
