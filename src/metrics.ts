@@ -69,6 +69,32 @@ function statusClass(status: number): string {
 /** Milliseconds to the 10 s defaults (accept wait, stop-ack timeout) and a little over. */
 const MS_TO_SECONDS_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15];
 
+/**
+ * Increments of one counter on the action path (one or two per relayed action), tallied
+ * in plain numbers by label values and handed to prom-client when the registry is read
+ * (the counter's `collect`). prom-client's inc() hashes and validates the labels on
+ * every call; a scrape every few seconds pays that once per label set instead.
+ */
+class Tally {
+  private readonly pending = new Map<string, { labels: Record<string, string>; count: number }>();
+
+  /** Adds one for `labels`; `key` names the label values (the same key, the same labels). */
+  add(key: string, labels: () => Record<string, string>): void {
+    const entry = this.pending.get(key);
+    if (entry) entry.count += 1;
+    else this.pending.set(key, { labels: labels(), count: 1 });
+  }
+
+  /** Moves the tallies into `counter` (from its collect(), before it is read). */
+  flushInto(counter: Counter): void {
+    for (const entry of this.pending.values()) {
+      if (entry.count === 0) continue;
+      counter.inc(entry.labels, entry.count);
+      entry.count = 0;
+    }
+  }
+}
+
 export class Metrics {
   readonly registry = new Registry();
 
@@ -103,7 +129,14 @@ export class Metrics {
     registers: [this.registry],
   });
   readonly stopAcks = new Counter({ name: 'longrun_stop_acks_total', help: 'Stop handshakes, by outcome.', labelNames: ['outcome'], registers: [this.registry] });
-  readonly relayActions = new Counter({ name: 'longrun_http_relay_actions_total', help: 'runHTTPRequest actions relayed to the owner, by method and status class.', labelNames: ['method', 'status'], registers: [this.registry] });
+  private readonly relayTally = new Tally();
+  readonly relayActions: Counter = new Counter({
+    name: 'longrun_http_relay_actions_total',
+    help: 'runHTTPRequest actions relayed to the owner, by method and status class.',
+    labelNames: ['method', 'status'],
+    registers: [this.registry],
+    collect: () => this.relayTally.flushInto(this.relayActions),
+  });
   readonly relayDuration = new Histogram({
     name: 'longrun_http_relay_duration_seconds',
     help: 'runHTTPRequest relay duration (successful relays).',
@@ -111,6 +144,8 @@ export class Metrics {
     buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registers: [this.registry],
   });
+  /** relayDuration's one series, its observe() made once (not a closure per call). */
+  private readonly observeRelayDuration = this.relayDuration.labels().observe;
   readonly relayErrors = new Counter({ name: 'longrun_http_relay_errors_total', help: 'runHTTPRequest actions answered with an error, by type.', labelNames: ['type'], registers: [this.registry] });
   readonly mcpCalls = new Counter({
     name: 'longrun_mcp_calls_total',
@@ -139,7 +174,14 @@ export class Metrics {
     buckets: MS_TO_SECONDS_BUCKETS,
     registers: [this.registry],
   });
-  readonly actions = new Counter({ name: 'longrun_actions_total', help: 'Actions received from the workflow service, by type.', labelNames: ['type'], registers: [this.registry] });
+  private readonly actionTally = new Tally();
+  readonly actions: Counter = new Counter({
+    name: 'longrun_actions_total',
+    help: 'Actions received from the workflow service, by type.',
+    labelNames: ['type'],
+    registers: [this.registry],
+    collect: () => this.actionTally.flushInto(this.actions),
+  });
   readonly lockOperations = new Counter({ name: 'longrun_lock_operations_total', help: 'Lock operations, by op and result.', labelNames: ['op', 'result'], registers: [this.registry] });
   readonly leaseBatchDuration = new Histogram({
     name: 'longrun_lease_batch_duration_seconds',
@@ -234,12 +276,12 @@ export class Metrics {
   }
 
   action(kind: string): void {
-    this.actions.inc({ type: oneOf(kind, actionKinds) });
+    this.actionTally.add(kind, () => ({ type: oneOf(kind, actionKinds) }));
   }
 
   relay(method: string, status: number, durationS: number): void {
-    this.relayActions.inc({ method: oneOf(method.toUpperCase(), relayMethods), status: statusClass(status) });
-    this.relayDuration.observe(durationS);
+    this.relayTally.add(`${method} ${status}`, () => ({ method: oneOf(method.toUpperCase(), relayMethods), status: statusClass(status) }));
+    this.observeRelayDuration(durationS);
   }
 
   relayError(type: RelayErrorType): void {

@@ -24,7 +24,7 @@
  * are seen by the poll and the renewals.
  */
 import { readFileSync } from 'node:fs';
-import type { Cluster } from 'ioredis';
+import { Command, type Cluster, type Redis } from 'ioredis';
 import type { Logger } from '../log';
 import { fromRoot } from '../paths';
 import type { RedisConnection, RedisEvent } from '../vocabulary';
@@ -44,6 +44,7 @@ import { hashSlot } from './hash-slot';
 import { STOP_CHANNEL, clusterKeys, workhorseKeys, type RedisKeys } from './keys';
 import { closeRedis, createRedis, type RedisClient } from './redis-connection';
 import { describeRedisTarget, type RedisTarget } from './redis-url';
+import { StopReads } from './stop-reads';
 
 type Arg = string | number;
 
@@ -139,6 +140,8 @@ export class RedisBackend implements CoordinationBackend {
   private readonly stopHandlers: Array<(workflowId: string) => void> = [];
   private readonly configureNotifications: boolean;
   private readonly logger: Logger | undefined;
+  /** Stop-key reads (one before each action served), batched: one MGET for many actions. */
+  private readonly stopReads = new StopReads((ids) => this.readStopsBatched(ids));
   /** The check made on the latest (re)connect; waitReady awaits the first. */
   private notificationCheck: Promise<NotificationState> | undefined;
   private connected = false;
@@ -404,7 +407,24 @@ export class RedisBackend implements CoordinationBackend {
   }
 
   readStop(workflowId: string): Promise<string | null> {
-    return this.call('read stop', () => this.redis.get(this.keys.stop(workflowId)));
+    return this.stopReads.read(workflowId);
+  }
+
+  /**
+   * StopReads' read: on one server, one MGET sent as it is — StopReads already batches,
+   * so ioredis's auto-pipeline (a Pipeline object per turn, one pipeline in flight at a
+   * time) would only add its cost. On a Cluster, readStops (one call per primary).
+   */
+  private readStopsBatched(workflowIds: string[]): Promise<Array<string | null>> {
+    if (this.cluster || workflowIds.length > BATCH_STOP_KEYS) return this.readStops(workflowIds);
+    const command = new Command('mget', workflowIds.map((id) => this.keys.stop(id)), { replyEncoding: 'utf8' });
+    (this.redis as Redis).sendCommand(command);
+    return (command.promise as Promise<Array<string | null>>).then(
+      (values) => values.map((value) => value ?? null),
+      (err: unknown) => {
+        throw failure('read stops', err);
+      },
+    );
   }
 
   readStops(workflowIds: string[]): Promise<Array<string | null>> {

@@ -27,7 +27,11 @@ export interface Deadline {
  */
 const followers = new WeakMap<AbortSignal, Set<() => void>>();
 
-function follow(parent: AbortSignal, onAbort: () => void): () => void {
+/**
+ * Calls `onAbort` once when `parent` aborts; the returned function forgets it. Costs one
+ * Set entry, not a listener, per follower (see above). `parent` must not be aborted yet.
+ */
+export function follow(parent: AbortSignal, onAbort: () => void): () => void {
   let set = followers.get(parent);
   if (!set) {
     const created = new Set<() => void>();

@@ -41,9 +41,8 @@ const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'te', 'trailer', 'transf
 
 const isHopByHop = (name: string): boolean => HOP_BY_HOP.has(name) || name.startsWith('proxy-');
 
-/** Which lower-case names must not be passed on from `headers`. */
-function hopByHop(headers: IncomingHttpHeaders): (name: string) => boolean {
-  const connection = headers['connection'];
+/** Which lower-case names must not be passed on, given the Connection header's value(s). */
+function hopByHopFor(connection: string | string[] | undefined): (name: string) => boolean {
   const tokens = Array.isArray(connection) ? connection.join(',') : connection;
   // Most answers name nothing in Connection beyond keep-alive/close: no set to build.
   if (!tokens || /^\s*(?:keep-alive|close)\s*$/i.test(tokens)) return isHopByHop;
@@ -56,20 +55,40 @@ function hopByHop(headers: IncomingHttpHeaders): (name: string) => boolean {
   return (name) => isHopByHop(name) || named.has(name);
 }
 
+/** Which lower-case names must not be passed on from `headers`. */
+function hopByHop(headers: IncomingHttpHeaders): (name: string) => boolean {
+  return hopByHopFor(headers['connection']);
+}
+
+/** A raw header name or value (undici hands them over as bytes) as text, byte for byte. */
+const text = (raw: Buffer | string): string => (typeof raw === 'string' ? raw : raw.toString('latin1'));
+
 /**
  * An owner answer's headers as `HttpResponse.headers` (SPEC §6): canonical names, repeated
  * values joined with ", " (as Workhorse joins a Go header's values), hop-by-hop removed.
+ * `raw` is the answer's header list as received, name and value alternating (undici's
+ * `onHeaders`): read once, without first building a lower-case header object.
  */
-export function relayedResponseHeaders(headers: IncomingHttpHeaders): Record<string, string> {
-  const skip = hopByHop(headers);
+export function relayedResponseHeaders(raw: ReadonlyArray<Buffer | string>): Record<string, string> {
+  const names: string[] = new Array<string>(raw.length >> 1);
+  let connection: string | undefined;
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const name = text(raw[i] as Buffer | string).toLowerCase();
+    names[i >> 1] = name;
+    if (name === 'connection') {
+      const value = text(raw[i + 1] as Buffer | string);
+      connection = connection === undefined ? value : `${connection},${value}`;
+    }
+  }
+  const skip = hopByHopFor(connection);
   const out: Record<string, string> = {};
-  for (const [name, value] of Object.entries(headers)) {
-    const lower = name.toLowerCase();
-    if (value === undefined || skip(lower)) continue;
-    const key = canonicalHeaderKey(lower);
-    const text = Array.isArray(value) ? value.join(', ') : value;
-    // Two spellings of one name (possible only from a raw header list) merge as Go merges them.
-    out[key] = out[key] === undefined ? text : `${out[key]}, ${text}`;
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const name = names[i >> 1] as string;
+    if (skip(name)) continue;
+    const key = canonicalHeaderKey(name);
+    const value = text(raw[i + 1] as Buffer | string);
+    // Repeated lines, and two spellings of one name, merge as Go merges them.
+    out[key] = out[key] === undefined ? value : `${out[key]}, ${value}`;
   }
   return out;
 }

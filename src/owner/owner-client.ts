@@ -7,13 +7,14 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool, type Dispatcher } from 'undici';
 import { GatewayError } from '../errors';
-import type { CallbackResult, InFlightKind, RelayErrorType, SegmentEndReason } from '../vocabulary';
+import type { CallbackResult, InFlightKind, SegmentEndReason } from '../vocabulary';
 import { version } from '../version';
 import { deadline } from './deadline';
 import { JwtSigner } from './jwt';
-import { passedOnDenialHeaders, relayedResponseHeaders } from './http-headers';
-import { isTimeoutError, networkErrorText } from './network-errors';
+import { passedOnDenialHeaders } from './http-headers';
+import { networkErrorText } from './network-errors';
 import { DENIAL_BODY_LIMIT, PREAUTH_CONTENT_TYPE, forwardedHeaders, preauthSchema, type PreauthAnswer } from './preauth';
+import { RelayCall, type RelayResult } from './relay-call';
 import { checkRelayPath } from './relay-path';
 import { Semaphore } from './semaphore';
 
@@ -27,6 +28,11 @@ export const RELAY_BODY_LIMIT = 4 * 1024 * 1024 - 4 * 1024;
  */
 export const RELAY_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
 const relayMethods: ReadonlySet<string> = new Set(RELAY_METHODS);
+
+const GITLAB_WORKHORSE = `longrun-${version}`;
+const USER_AGENT = `longrun/${version}`;
+
+export type { RelayAnswer, RelayResult } from './relay-call';
 
 export interface OwnerClientOptions {
   ownerUrl: URL;
@@ -74,18 +80,6 @@ export interface RelayRequest {
   forwardedFor?: string;
 }
 
-/** An owner answer as HttpResponse carries it: canonical header names (SPEC §6). */
-export interface RelayAnswer {
-  statusCode: number;
-  headers: Record<string, string>;
-  body: string;
-}
-
-export type RelayResult =
-  | ({ ok: true } & RelayAnswer)
-  /** A body over the cap keeps its answer (status, headers, the body up to the cap) beside the error. */
-  | ({ ok: false; error: string; type: RelayErrorType } & Partial<RelayAnswer>);
-
 /**
  * An action the workflow service sent and got no answer to before the segment ended
  * (SPEC §6 "outcome unknown"): a write among them may or may not have taken effect.
@@ -110,16 +104,6 @@ export interface SegmentEndBody {
 
 function headerValue(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value.join(', ') : value;
-}
-
-/** `buf` without a trailing, incomplete UTF-8 sequence (a body cut at the cap may end mid-character). */
-function wholeCharacters(buf: Buffer): Buffer {
-  let lead = buf.length - 1;
-  while (lead >= 0 && buf.length - lead <= 3 && ((buf[lead] as number) & 0xc0) === 0x80) lead -= 1;
-  if (lead < 0) return buf;
-  const first = buf[lead] as number;
-  const width = first >= 0xf0 ? 4 : first >= 0xe0 ? 3 : first >= 0xc0 ? 2 : 1;
-  return buf.length - lead < width ? buf.subarray(0, lead) : buf;
 }
 
 /**
@@ -230,52 +214,57 @@ export class OwnerClient {
    * carries what Workhorse's relay sends, so Rails' require_gitlab_workhorse!-style
    * guards pass (Gitlab-Workhorse and the Gitlab-Workhorse-Api-Request JWT).
    */
-  async relay(req: RelayRequest): Promise<RelayResult> {
+  relay(req: RelayRequest): Promise<RelayResult> {
     const method = (req.method || 'GET').toUpperCase();
     if (!relayMethods.has(method)) {
-      return { ok: false, type: 'refused_method', error: `invalid method: ${JSON.stringify(req.method.slice(0, 32))} (allowed: ${RELAY_METHODS.join(', ')})` };
+      return Promise.resolve({ ok: false, type: 'refused_method', error: `invalid method: ${JSON.stringify(req.method.slice(0, 32))} (allowed: ${RELAY_METHODS.join(', ')})` });
     }
     const checked = checkRelayPath(req.path);
-    if (!checked.ok) return { ok: false, type: 'refused_path', error: `invalid path: ${checked.reason}` };
-    if (req.signal.aborted) return { ok: false, type: 'aborted', error: 'request aborted' };
-    const limit = deadline(req.signal, req.timeout ? this.options.relayTimeoutMs : undefined);
-    const failure = (err: unknown): RelayResult => {
-      if (req.signal.aborted) return { ok: false, type: 'aborted', error: 'request aborted' };
-      if (limit.timedOut || isTimeoutError(err)) return { ok: false, type: 'timeout', error: 'request timed out' };
-      return { ok: false, type: 'network', error: networkErrorText(err, this.options.ownerUrl.host) };
-    };
-    try {
-      const response = await this.pool.request({
+    if (!checked.ok) return Promise.resolve({ ok: false, type: 'refused_path', error: `invalid path: ${checked.reason}` });
+    if (req.signal.aborted) return Promise.resolve({ ok: false, type: 'aborted', error: 'request aborted' });
+    const token = this.jwt.current();
+    // The signed token is cached (JwtSigner): waited for only when it is being (re)signed.
+    if (token !== undefined) return this.dispatchRelay(req, method, checked.path, token);
+    return this.jwt.get().then(
+      (signed) => this.dispatchRelay(req, method, checked.path, signed),
+      (err: unknown): RelayResult => ({ ok: false, type: 'network', error: networkErrorText(err, this.options.ownerUrl.host) }),
+    );
+  }
+
+  private dispatchRelay(req: RelayRequest, method: string, path: string, jwt: string): Promise<RelayResult> {
+    if (req.signal.aborted) return Promise.resolve({ ok: false, type: 'aborted', error: 'request aborted' });
+    const call = new RelayCall({
+      signal: req.signal,
+      timeoutMs: req.timeout ? this.options.relayTimeoutMs : undefined,
+      bodyLimit: RELAY_BODY_LIMIT,
+      target: this.options.ownerUrl.host,
+    });
+    const headers = [
+      'authorization',
+      `Bearer ${req.token}`,
+      'content-type',
+      'application/json',
+      'gitlab-workhorse',
+      GITLAB_WORKHORSE,
+      'gitlab-workhorse-api-request',
+      jwt,
+      'x-gitlab-duo-workflow-id',
+      req.workflowId,
+      'x-request-id',
+      req.requestId,
+    ];
+    if (req.forwardedFor) headers.push('x-forwarded-for', req.forwardedFor);
+    headers.push('user-agent', USER_AGENT);
+    this.pool.dispatch(
+      {
         method: method as Dispatcher.HttpMethod,
-        path: this.basePath + checked.path,
-        headers: {
-          authorization: `Bearer ${req.token}`,
-          'content-type': 'application/json',
-          'gitlab-workhorse': `longrun-${version}`,
-          'gitlab-workhorse-api-request': await this.jwt.get(),
-          'x-gitlab-duo-workflow-id': req.workflowId,
-          'x-request-id': req.requestId,
-          ...(req.forwardedFor ? { 'x-forwarded-for': req.forwardedFor } : {}),
-          'user-agent': `longrun/${version}`,
-        },
+        path: this.basePath + path,
+        headers,
         body: req.body === undefined || req.body === '' ? undefined : req.body,
-        signal: limit.signal,
-      });
-      const { data, overflow } = await readCapped(response.body, RELAY_BODY_LIMIT);
-      const answer: RelayAnswer = {
-        statusCode: response.statusCode,
-        headers: relayedResponseHeaders(response.headers),
-        body: (overflow ? wholeCharacters(data) : data).toString('utf8'),
-      };
-      if (overflow) {
-        return { ok: false, type: 'too_large', error: `response body exceeded size limit (${RELAY_BODY_LIMIT} bytes)`, ...answer };
-      }
-      return { ok: true, ...answer };
-    } catch (err) {
-      return failure(err);
-    } finally {
-      limit.dispose();
-    }
+      },
+      call,
+    );
+    return call.result;
   }
 
   /**

@@ -22,9 +22,17 @@ function decodeFully(text: string): string | undefined {
   return current;
 }
 
+/**
+ * Paths the checks below always accept, recognised in one test: one leading "/", then only
+ * letters, digits, "_", "-", "/" (no dot, so no dot segment; no "%", "\\", ":" or
+ * whitespace), and an optional query of the same plus "=", "&". Most API paths are like this.
+ */
+const PLAIN_PATH = /^\/(?!\/)[A-Za-z0-9_\-/]*(?:\?[A-Za-z0-9_\-=&]*)?$/;
+
 export function checkRelayPath(path: unknown): PathCheck {
   if (typeof path !== 'string' || path.length === 0) return { ok: false, reason: 'path is empty' };
   if (path.length > 8_192) return { ok: false, reason: 'path is too long' };
+  if (PLAIN_PATH.test(path)) return { ok: true, path };
   if (!path.startsWith('/')) return { ok: false, reason: 'path must be relative and start with /' };
   // eslint-disable-next-line no-control-regex -- refusing control characters is the point
   if (/[\u0000-\u0020\u007f]/.test(path)) return { ok: false, reason: 'path contains whitespace or control characters' };

@@ -9,7 +9,7 @@
 import type { Metrics } from '../metrics';
 import type { McpToolbox } from '../owner/mcp/toolbox';
 import type { OwnerClient } from '../owner/owner-client';
-import type { Action, ActionResponse } from '../workflow/contract';
+import type { Action, ActionResponse, RunHTTPRequest } from '../workflow/contract';
 
 /** Why every scheduleNotification is declined (the service shows or logs it). */
 export const SCHEDULE_NOTIFICATION_DECLINED = 'notifications cannot be scheduled by this client: longrun schedules nothing';
@@ -42,44 +42,49 @@ export interface ActionContext {
 }
 
 /** The answer to an action, or null for actions that take none (newCheckpoint). */
-export async function serveAction(action: Action, ctx: ActionContext): Promise<ActionResponse | null> {
+export function serveAction(action: Action, ctx: ActionContext): Promise<ActionResponse | null> {
   const requestID = action.requestID ?? '';
   const kind = action.action ?? 'unknown';
   ctx.metrics.action(kind);
   switch (kind) {
     case 'newCheckpoint':
-      return null;
-    case 'runHTTPRequest': {
-      const http = action.runHTTPRequest ?? {};
-      const started = performance.now();
-      const result = await ctx.owner.relay({
-        method: http.method ?? 'GET',
-        path: http.path ?? '',
-        body: http.body,
-        token: ctx.token,
-        workflowId: ctx.workflowId,
-        requestId: ctx.requestId,
-        timeout: ctx.timeoutHTTPRequests,
-        signal: ctx.signal,
-        forwardedFor: ctx.forwardedFor,
-      });
-      if (!result.ok) {
-        ctx.metrics.relayError(result.type);
-        // A body over the cap still carries its status, headers and the body up to the cap.
-        const { statusCode, headers, body, error } = result;
-        return { requestID, httpResponse: { statusCode, headers, body, error } };
-      }
-      ctx.metrics.relay(http.method ?? 'GET', result.statusCode, (performance.now() - started) / 1000);
-      return { requestID, httpResponse: { statusCode: result.statusCode, headers: result.headers, body: result.body } };
-    }
+      return Promise.resolve(null);
+    case 'runHTTPRequest':
+      return relayAction(requestID, action.runHTTPRequest ?? {}, ctx);
     case 'runMCPTool': {
       const tool = action.runMCPTool ?? {};
-      return { requestID, plainTextResponse: await ctx.mcp.call(tool.name ?? '', tool.args, ctx.signal) };
+      return ctx.mcp.call(tool.name ?? '', tool.args, ctx.signal).then((plainTextResponse) => ({ requestID, plainTextResponse }));
     }
     case 'scheduleNotification':
       // Answered in the response type the service expects for it (SPEC §4), declined.
-      return { requestID, scheduleNotificationResponse: { accepted: false, reason: SCHEDULE_NOTIFICATION_DECLINED } };
+      return Promise.resolve({ requestID, scheduleNotificationResponse: { accepted: false, reason: SCHEDULE_NOTIFICATION_DECLINED } });
     default:
-      return { requestID, plainTextResponse: { error: `action cannot be executed by this client: ${kind}` } };
+      return Promise.resolve({ requestID, plainTextResponse: { error: `action cannot be executed by this client: ${kind}` } });
   }
+}
+
+function relayAction(requestID: string, http: RunHTTPRequest, ctx: ActionContext): Promise<ActionResponse> {
+  const method = http.method ?? 'GET';
+  const started = performance.now();
+  const relayed = ctx.owner.relay({
+    method,
+    path: http.path ?? '',
+    body: http.body,
+    token: ctx.token,
+    workflowId: ctx.workflowId,
+    requestId: ctx.requestId,
+    timeout: ctx.timeoutHTTPRequests,
+    signal: ctx.signal,
+    forwardedFor: ctx.forwardedFor,
+  });
+  return relayed.then((result): ActionResponse => {
+    if (!result.ok) {
+      ctx.metrics.relayError(result.type);
+      // A body over the cap still carries its status, headers and the body up to the cap.
+      const { statusCode, headers, body, error } = result;
+      return { requestID, httpResponse: { statusCode, headers, body, error } };
+    }
+    ctx.metrics.relay(method, result.statusCode, (performance.now() - started) / 1000);
+    return { requestID, httpResponse: { statusCode: result.statusCode, headers: result.headers, body: result.body } };
+  });
 }

@@ -13,6 +13,12 @@ import { errorAnswer, serveAction, type ActionContext } from './action-server';
 /** The abort reason of a run's in-flight work; one shared instance (no stack trace per run). */
 const RUN_ENDED = Object.freeze(new Error('run ended'));
 
+/** Where answers go: the run's stream (WorkflowStream.respond). */
+export interface Responder {
+  /** Writes an answer to the service; false when the call can no longer take it. */
+  respond(response: ActionResponse): boolean;
+}
+
 export class RunActions {
   private readonly abort = new AbortController();
   private readonly context: ActionContext;
@@ -21,18 +27,26 @@ export class RunActions {
 
   constructor(
     context: Omit<ActionContext, 'signal'>,
-    /** Writes an answer to the service; false when the call can no longer take it. */
-    private readonly respond: (response: ActionResponse) => boolean,
+    private readonly responder: Responder,
     private readonly log: () => Logger,
   ) {
     this.context = { ...context, signal: this.abort.signal };
   }
 
-  /** Serves the action and writes its one answer; an unexpected failure is answered as an internal error. */
-  async serve(action: Action): Promise<void> {
+  /**
+   * Serves the action and writes its one answer; an unexpected failure is answered as an
+   * internal error. Never rejects; resolves once the answer is written (or none is due).
+   */
+  serve(action: Action): Promise<void> {
     const relayed = inFlightEntry(action);
     if (relayed) this.unanswered.set(relayed.request_id, relayed);
-    await serveAction(action, this.context).then(
+    let served: Promise<ActionResponse | null>;
+    try {
+      served = serveAction(action, this.context);
+    } catch (err) {
+      served = Promise.reject(err);
+    }
+    return served.then(
       (response) => {
         if (response) this.answer(response);
       },
@@ -55,7 +69,7 @@ export class RunActions {
 
   /** Writes an answer; the action stays in flight unless the answer reached the stream. */
   private answer(response: ActionResponse): void {
-    if (this.respond(response)) this.unanswered.delete(response.requestID ?? '');
+    if (this.responder.respond(response)) this.unanswered.delete(response.requestID ?? '');
   }
 }
 

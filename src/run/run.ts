@@ -312,7 +312,7 @@ export class Run implements RegisteredRun, LimitedRun, StopListener {
       if (this.init.sink) this.deliver(this.init.sink, action);
       return;
     }
-    void this.serve(action);
+    this.serve(action);
   }
 
   /**
@@ -340,11 +340,22 @@ export class Run implements RegisteredRun, LimitedRun, StopListener {
   }
 
   /** Checks the stop key, then serves the action; the answer is written exactly once. */
-  private async serve(action: Action): Promise<void> {
-    if (this.lease) {
-      const stop = await this.ctx.backend.readStop(this.workflowId).catch(() => null);
-      if (stop !== null) this.stopSignalSeen(stop);
+  private serve(action: Action): void {
+    if (!this.lease) {
+      this.serveChecked(action);
+      return;
     }
+    this.ctx.backend.readStop(this.workflowId).then(
+      (stop) => {
+        if (stop !== null) this.stopSignalSeen(stop);
+        this.serveChecked(action);
+      },
+      () => this.serveChecked(action),
+    );
+  }
+
+  /** Serves an action whose stop check is done: refused once the run is stopping. */
+  private serveChecked(action: Action): void {
     if (this.phase.state !== 'starting' && this.phase.state !== 'running') {
       this.ctx.metrics.action(action.action ?? 'unknown');
       this.stream.respond(errorAnswer(action, 'request aborted: the run is stopping'));
@@ -361,10 +372,10 @@ export class Run implements RegisteredRun, LimitedRun, StopListener {
         mcp: this.init.mcp,
         forwardedFor: this.init.access.forwardedFor,
       },
-      (response) => this.stream.respond(response),
+      this.stream,
       () => this.log,
     );
-    await this.served.serve(action);
+    void this.served.serve(action);
   }
 
   /** Runs once, when the call has ended: gives everything back, then records the end. */

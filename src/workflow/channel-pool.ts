@@ -14,7 +14,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { metadataValue } from '../caller';
 import { version } from '../version';
-import { duoWorkflowService, type Action, type ClientEvent } from './contract';
+import { duoWorkflowClientService, type Action, type ClientEvent } from './contract';
 
 export type WorkflowCall = grpc.ClientDuplexStream<ClientEvent, Action>;
 
@@ -22,7 +22,7 @@ const MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
 /** The longest caller User-Agent passed on (a header, not a payload). */
 const MAX_USER_AGENT_LENGTH = 256;
 
-const ServiceClient = grpc.makeGenericClientConstructor(duoWorkflowService, 'DuoWorkflow');
+const ServiceClient = grpc.makeGenericClientConstructor(duoWorkflowClientService, 'DuoWorkflow');
 
 /**
  * A call that ends with a non-OK status (every acknowledged infrastructure stop ends

@@ -45,6 +45,23 @@ export const messageTypes = {
   ActionResponse: protoRoot.lookupType('ActionResponse'),
 };
 
+/**
+ * The ExecuteWorkflow service definition for longrun's client side: as
+ * duoWorkflowService, except that a ClientEvent carrying an httpResponse (one per relayed
+ * action, all built by longrun with the contract's own types: strings, an int32, a
+ * string map) is encoded as it is, without proto-loader's fromObject copy first. Every
+ * other event takes proto-loader's serializer. The bytes are the same either way (and
+ * in Node protobufjs writes into a Buffer, which grpc-js takes without a copy).
+ */
+export const duoWorkflowClientService: grpc.ServiceDefinition = (() => {
+  const method = duoWorkflowService['ExecuteWorkflow'] as grpc.MethodDefinition<ClientEvent, Action>;
+  const loaded = method.requestSerialize;
+  const clientEvent = messageTypes.ClientEvent;
+  const requestSerialize = (event: ClientEvent): Buffer =>
+    'actionResponse' in event && event.actionResponse.httpResponse !== undefined ? (clientEvent.encode(event).finish() as Buffer) : loaded(event);
+  return { ...duoWorkflowService, ExecuteWorkflow: { ...method, requestSerialize } };
+})();
+
 // The shapes below are what @grpc/proto-loader decodes (and accepts to encode) with the
 // options above. Only the fields longrun or its tests read are spelled out for the action
 // payloads; every other field is still carried through by reflection.
