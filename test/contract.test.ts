@@ -10,6 +10,7 @@ import { describe, expect, it } from 'vitest';
 import type * as grpc from '@grpc/grpc-js';
 import {
   actionKinds,
+  duoWorkflowClientService,
   duoWorkflowService,
   executeWorkflowPath,
   messageTypes,
@@ -18,11 +19,18 @@ import {
   type ClientEvent,
   type DecodedClientEvent,
 } from '../src/workflow/contract';
+import fc from 'fast-check';
 import protobuf from 'protobufjs';
 import { workhorseActionJson } from '../src/workflow/action-line';
 import { decodeProtoJson, encodeProtoJson, fieldJsonName, jsonName, ProtoJsonError } from '../src/workflow/protojson';
 
 const executeWorkflow = duoWorkflowService['ExecuteWorkflow'] as grpc.MethodDefinition<ClientEvent, Action>;
+const clientExecuteWorkflow = duoWorkflowClientService['ExecuteWorkflow'] as grpc.MethodDefinition<ClientEvent, Action>;
+
+/** Hex of what longrun's client (channel-pool.ts) sends for `event`. */
+function viaClientSerializer(event: ClientEvent): string {
+  return Buffer.from(clientExecuteWorkflow.requestSerialize(event)).toString('hex');
+}
 
 /** Hex of a UTF-8 string, for building expected encodings. */
 function utf8(text: string): string {
@@ -146,6 +154,30 @@ describe('contract: ClientEvent bytes', () => {
     const event = { actionResponse: { requestID: '6', httpResponse: { headers: { a: 'b' }, statusCode: 200, body: 'ok' } } };
     expect(viaGrpcRequest(event)).toBe(http);
     expect(viaProtobufjs('ClientEvent', event)).toBe(http);
+    expect(viaClientSerializer(event)).toBe(http);
+  });
+
+  it("longrun's own httpResponse answers: encoded without proto-loader's copy, in the bytes proto-loader writes", () => {
+    const text = fc.string({ unit: 'grapheme', maxLength: 40 });
+    const answer = fc.record(
+      {
+        headers: fc.dictionary(text, text, { maxKeys: 5 }),
+        statusCode: fc.oneof(fc.constantFrom(0, 200, 404, 599), fc.integer({ min: -(2 ** 31), max: 2 ** 31 - 1 })),
+        body: fc.oneof(text, fc.string({ unit: 'grapheme', minLength: 200, maxLength: 3_000 })),
+        error: text,
+      },
+      { requiredKeys: [] },
+    );
+    fc.assert(
+      fc.property(text, answer, (requestID, httpResponse) => {
+        const event = { actionResponse: { requestID, httpResponse } };
+        expect(viaClientSerializer(event)).toBe(viaGrpcRequest(event));
+      }),
+      { numRuns: 2_000 },
+    );
+    // Other answers keep proto-loader's serializer.
+    const plain = { actionResponse: { requestID: '5', plainTextResponse: { error: 'no' } } };
+    expect(viaClientSerializer(plain)).toBe(viaGrpcRequest(plain));
   });
 
   it('StartWorkflowRequest: approval (10), preapproved_tools (13), streaming (16), resume_checkpoint_ts (17)', () => {
