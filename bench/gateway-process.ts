@@ -17,7 +17,8 @@ export interface GatewayProcessOptions {
   env?: Record<string, string>;
 }
 
-export type HeapUsage = MemorySnapshot;
+/** What /debug/gc answers: a build from before the heap spaces were reported (BENCH_GATEWAY_MAIN) has none. */
+export type HeapUsage = NodeJS.MemoryUsage & Partial<Pick<MemorySnapshot, 'spaces'>>;
 
 /**
  * The gateway to run: this build's, or another build's `dist/src/main.js` given in

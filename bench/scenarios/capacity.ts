@@ -41,7 +41,8 @@ async function rampGateway(stack: Stack, prefix: string, count: number): Promise
 
 /** A process's memory after a full GC: the snapshot it reported and its RSS read from /proc. */
 interface Sample {
-  snapshot: MemorySnapshot;
+  /** A build from before the spaces were reported (BENCH_GATEWAY_MAIN) has none. */
+  snapshot: NodeJS.MemoryUsage & Partial<Pick<MemorySnapshot, 'spaces'>>;
   rss: number;
 }
 
@@ -58,8 +59,8 @@ interface PerRun {
 
 function perRun(before: Sample, after: Sample, n: number): PerRun {
   const spaces: PerRun['spaces'] = {};
-  for (const [name, space] of Object.entries(after.snapshot.spaces)) {
-    const was = before.snapshot.spaces[name] ?? { size: 0, used: 0 };
+  for (const [name, space] of Object.entries(after.snapshot.spaces ?? {})) {
+    const was = before.snapshot.spaces?.[name] ?? { size: 0, used: 0 };
     if (space.size === was.size && space.used === was.used) continue;
     spaces[name] = { size: Math.round((space.size - was.size) / n), used: Math.round((space.used - was.used) / n) };
   }
