@@ -229,3 +229,22 @@ describe('the per-process cap', () => {
     expect((await stack.executeText('132', { steps: hold })).status).toBe(202);
   });
 });
+
+describe('a drain in process', () => {
+  it('stops every held run (acknowledged: UNAVAILABLE), calls each back, and leaves stack traces as it found them', async () => {
+    stack = await startStack({ preauth: { detached: true } });
+    const hold: Step[] = [{ op: 'checkpoint', text: 'held' }, { op: 'hang' }];
+    for (const id of ['140', '141', '142']) expect((await stack.executeText(id, { steps: hold })).status).toBe(202);
+    const limit = Error.stackTraceLimit;
+    expect(limit).toBeGreaterThan(0);
+    await stack.gateway.drain();
+    expect(stack.workflow.calls.map((c) => c.ended?.code).sort()).toEqual(['UNAVAILABLE', 'UNAVAILABLE', 'UNAVAILABLE']);
+    expect(stack.owner.segmentEnds.map((e) => [e.workflow_id, e.reason]).sort()).toEqual([
+      ['140', 'drain'],
+      ['141', 'drain'],
+      ['142', 'drain'],
+    ]);
+    expect(Error.stackTraceLimit).toBe(limit);
+    expect(new Error('after the drain').stack).toMatch(/\n\s+at /);
+  });
+});

@@ -154,28 +154,3 @@ describe('connections per caller User-Agent are bounded', () => {
     expect((await open('agent-d')).received).toMatch(/^agent-d longrun\//);
   });
 });
-
-describe('a call that ends with an error status', () => {
-  it('reports the status as sent, its error carries no stack frames, and stack traces stay on for everything else', async () => {
-    const workflow = await WorkflowServiceSimulator.start();
-    const pool = new ChannelPool({ streamsPerConnection: 10 });
-    cleanups.push(async () => {
-      pool.close();
-      await workflow.close();
-    });
-    const limit = Error.stackTraceLimit;
-    const call = pool.open(workflow.address, false, new grpc.Metadata());
-    call.on('data', () => undefined);
-    const error = new Promise<Error & { code?: number; details?: string }>((resolve) => call.once('error', resolve));
-    const status = new Promise<grpc.StatusObject>((resolve) => call.once('status', resolve));
-    call.write({ startRequest: { workflowID: 'err-1', workflowMetadata: scenarioMetadata([{ op: 'fail', code: 'UNAVAILABLE', message: 'going away' }]) } });
-    expect(await status).toMatchObject({ code: grpc.status.UNAVAILABLE, details: 'going away' });
-    const err = await error;
-    expect(err).toMatchObject({ code: grpc.status.UNAVAILABLE, details: 'going away' });
-    expect(err.message).toBe('14 UNAVAILABLE: going away');
-    // What grpc-js would have formatted (frames of this test and of grpc-js) is not there.
-    expect(err.stack ?? '').not.toMatch(/\n\s+at /);
-    expect(Error.stackTraceLimit).toBe(limit);
-    expect(new Error('after').stack).toMatch(/\n\s+at /);
-  });
-});

@@ -24,28 +24,6 @@ const MAX_USER_AGENT_LENGTH = 256;
 
 const ServiceClient = grpc.makeGenericClientConstructor(duoWorkflowClientService, 'DuoWorkflow');
 
-/**
- * A call that ends with a non-OK status (every acknowledged infrastructure stop ends
- * UNAVAILABLE: each drained run, each run-limit segment) makes grpc-js build a
- * ServiceError from two fresh Errors and format their stack traces — a tenth of the
- * gateway's CPU in a 5 000-run drain, for an error nobody reads (WorkflowStream takes the
- * status). Delivering the status with stack traces off makes those Errors cheap; the
- * status itself is untouched.
- */
-const statusWithoutStacks = new grpc.ListenerBuilder()
-  .withOnReceiveStatus((status, next) => {
-    const limit = Error.stackTraceLimit;
-    Error.stackTraceLimit = 0;
-    try {
-      next(status);
-    } finally {
-      Error.stackTraceLimit = limit;
-    }
-  })
-  .build();
-const quietRequester = new grpc.RequesterBuilder().withStart((metadata, _listener, next) => next(metadata, statusWithoutStacks)).build();
-const quietStatus: grpc.Interceptor = (options, nextCall) => new grpc.InterceptingCall(nextCall(options), quietRequester);
-
 interface Connection {
   client: grpc.Client & { ExecuteWorkflow: (metadata: grpc.Metadata, options?: grpc.CallOptions) => WorkflowCall };
   streams: number;
@@ -122,7 +100,7 @@ export class ChannelPool {
     Error.stackTraceLimit = 0;
     let call: WorkflowCall;
     try {
-      call = connection.client.ExecuteWorkflow(metadata, { interceptors: [quietStatus] });
+      call = connection.client.ExecuteWorkflow(metadata);
     } finally {
       Error.stackTraceLimit = stackTraceLimit;
     }
