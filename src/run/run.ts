@@ -22,8 +22,8 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from '../log';
 import type { Metrics } from '../metrics';
 import type { OwnerClient } from '../owner/owner-client';
-import type { CoordinationBackend } from '../coordination/backend';
-import type { Lease } from '../coordination/lease';
+import type { CoordinationBackend, LeaseRefresh } from '../coordination/backend';
+import type { Lease, LeaseHooks } from '../coordination/lease';
 import type { StopListener, StopWatcher } from '../coordination/stop-watcher';
 import type { McpToolbox } from '../owner/mcp/toolbox';
 import type { EndReason, StopOutcome, Transport } from '../vocabulary';
@@ -114,7 +114,7 @@ export interface RunInit {
   sink?: CheckpointSink;
 }
 
-export class Run implements RegisteredRun, LimitedRun, StopListener {
+export class Run implements RegisteredRun, LimitedRun, StopListener, LeaseHooks {
   readonly id = randomUUID();
   readonly workflowId: string;
   readonly transport: Transport;
@@ -148,16 +148,8 @@ export class Run implements RegisteredRun, LimitedRun, StopListener {
     this.workflowId = init.workflowId;
     this.transport = init.transport;
     this.stream = new WorkflowStream(init.call, (action) => this.onAction(action));
-    this.lease = init.reservation.keepAlive({
-      onLost: (why) => {
-        ctx.metrics.lock('renew', 'lost');
-        this.log.warn({ why }, 'lease lost: stopping the run');
-        void this.stop(ctx.stopReasons.infra('lock_lost'), this.lockLostAckTimeoutMs());
-      },
-      onStop: (value) => this.stopSignalSeen(value),
-      onRenew: (result) => ctx.metrics.lock('renew', result),
-      refresh: () => ({ runId: this.id, state: this.phase.state, lastActionAt: this.lastActionIso(), inFlight: this.inFlightJson() }),
-    });
+    // The run is its lease's hooks (methods below): no closures per run for them.
+    this.lease = init.reservation.keepAlive(this);
     if (this.lease) ctx.stopWatcher.watch(init.workflowId, this);
     if (init.limited) this.runLimit = ctx.runLimits.add(this);
     ctx.registry.add(this);
@@ -247,6 +239,28 @@ export class Run implements RegisteredRun, LimitedRun, StopListener {
     this.acceptance?.stopped();
     this.ctx.backend.clearStop(this.workflowId).catch(() => undefined);
     void this.stop(this.ctx.stopReasons.user(value));
+  }
+
+  /** LeaseHooks: the lock is gone (taken over, or not renewed in time): stop with WORKHORSE_LOCK_LOST. */
+  onLost(why: 'taken' | 'expired'): void {
+    this.ctx.metrics.lock('renew', 'lost');
+    this.log.warn({ why }, 'lease lost: stopping the run');
+    void this.stop(this.ctx.stopReasons.infra('lock_lost'), this.lockLostAckTimeoutMs());
+  }
+
+  /** LeaseHooks: a renewal found the owner's stop key. */
+  onStop(value: string): void {
+    this.stopSignalSeen(value);
+  }
+
+  /** LeaseHooks: a renewal's outcome, counted. */
+  onRenew(result: 'ok' | 'error'): void {
+    this.ctx.metrics.lock('renew', result);
+  }
+
+  /** LeaseHooks: what a renewal refreshes in the run record. */
+  refresh(): Omit<LeaseRefresh, 'actor'> {
+    return { runId: this.id, state: this.phase.state, lastActionAt: this.lastActionIso(), inFlight: this.inFlightJson() };
   }
 
   /**
