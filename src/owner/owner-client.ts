@@ -8,7 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool, type Dispatcher } from 'undici';
 import { GatewayError } from '../errors';
 import type { CallbackResult, InFlightKind, SegmentEndReason } from '../vocabulary';
-import { version } from '../version';
+import { gitlabWorkhorseHeader, userAgent } from '../version';
 import { deadline } from './deadline';
 import { JwtSigner } from './jwt';
 import { passedOnDenialHeaders } from './http-headers';
@@ -28,9 +28,6 @@ export const RELAY_BODY_LIMIT = 4 * 1024 * 1024 - 4 * 1024;
  */
 export const RELAY_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
 const relayMethods: ReadonlySet<string> = new Set(RELAY_METHODS);
-
-const GITLAB_WORKHORSE = `longrun-${version}`;
-const USER_AGENT = `longrun/${version}`;
 
 export type { RelayAnswer, RelayResult } from './relay-call';
 
@@ -166,7 +163,7 @@ export class OwnerClient {
           path: this.basePath + originalUrl,
           headers: {
             ...forwardedHeaders(headers),
-            'gitlab-workhorse': `longrun-${version}`,
+            'gitlab-workhorse': gitlabWorkhorseHeader,
             'gitlab-workhorse-api-request': await this.jwt.get(),
             'x-request-id': requestId,
           },
@@ -245,7 +242,7 @@ export class OwnerClient {
       'content-type',
       'application/json',
       'gitlab-workhorse',
-      GITLAB_WORKHORSE,
+      gitlabWorkhorseHeader,
       'gitlab-workhorse-api-request',
       jwt,
       'x-gitlab-duo-workflow-id',
@@ -254,7 +251,7 @@ export class OwnerClient {
       req.requestId,
     ];
     if (req.forwardedFor) headers.push('x-forwarded-for', req.forwardedFor);
-    headers.push('user-agent', USER_AGENT);
+    headers.push('user-agent', userAgent);
     this.pool.dispatch(
       {
         method: method as Dispatcher.HttpMethod,
@@ -298,10 +295,10 @@ export class OwnerClient {
           path,
           headers: {
             'content-type': 'application/json',
-            'gitlab-workhorse': `longrun-${version}`,
+            'gitlab-workhorse': gitlabWorkhorseHeader,
             'gitlab-workhorse-api-request': await this.jwt.get(),
             'x-request-id': requestId,
-            'user-agent': `longrun/${version}`,
+            'user-agent': userAgent,
           },
           body: JSON.stringify(body),
           signal,

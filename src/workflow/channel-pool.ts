@@ -13,7 +13,7 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { metadataValue } from '../caller';
-import { version } from '../version';
+import { userAgent } from '../version';
 import { duoWorkflowClientService, type Action, type ClientEvent } from './contract';
 
 export type WorkflowCall = grpc.ClientDuplexStream<ClientEvent, Action>;
@@ -50,7 +50,7 @@ export interface ChannelPoolOptions {
 
 /** The `user-agent` a channel sends: the caller's, then longrun's (grpc-js appends its own). */
 function channelUserAgent(callerUserAgent: string): string {
-  return callerUserAgent ? `${callerUserAgent} longrun/${version}` : `longrun/${version}`;
+  return callerUserAgent ? `${callerUserAgent} ${userAgent}` : userAgent;
 }
 
 /** The options of every channel the pool opens (the benchmarks' raw client uses them too). */

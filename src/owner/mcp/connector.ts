@@ -11,7 +11,7 @@ import { Agent } from 'undici';
 import type { Logger } from '../../log';
 import type { Metrics } from '../../metrics';
 import type { McpDiscoveryFailure, McpServerKind } from '../../vocabulary';
-import { version } from '../../version';
+import { gitlabWorkhorseHeader, userAgent } from '../../version';
 import { deadline, type Deadline } from '../deadline';
 import { JwtSigner } from '../jwt';
 import type { McpServer } from '../preauth';
@@ -132,7 +132,7 @@ export class McpConnector {
    * server's configured Headers, then longrun's own.
    */
   private headers(endpoint: McpEndpoint, access: McpAccess): () => Promise<Record<string, string>> {
-    const ours: Record<string, string> = { 'user-agent': `longrun/${version}`, 'x-request-id': access.requestId };
+    const ours: Record<string, string> = { 'user-agent': userAgent, 'x-request-id': access.requestId };
     if (access.forwardedFor) ours['x-forwarded-for'] = access.forwardedFor;
     const configured = endpoint.config.Headers ?? {};
     if (endpoint.kind === 'external') {
@@ -141,7 +141,7 @@ export class McpConnector {
     }
     return async () => ({
       ...(access.token ? { authorization: `Bearer ${access.token}` } : {}),
-      'gitlab-workhorse': `longrun-${version}`,
+      'gitlab-workhorse': gitlabWorkhorseHeader,
       'gitlab-workhorse-api-request': await this.jwt.get(),
       'x-gitlab-duo-workflow-id': access.workflowId,
       ...configured,
