@@ -6,6 +6,7 @@
  * WORKHORSE_SERVER_SHUTDOWN, concurrently, within the drain budget; then every part
  * closes, in the reverse of the order it was added.
  */
+import { setMaxListeners } from 'node:events';
 import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -241,6 +242,11 @@ export class Gateway {
       );
       const stopWatcher = own('stop watcher', new StopWatcher(backend, config.stopPollMs), (w) => w.close());
       const callbackBudget = new AbortController();
+      // Every callback in flight (at most callbackConcurrency, each request or retry wait
+      // with one abort listener) and the waiting line (one) listen to this signal: more than
+      // Node's default of 10 is the design, not a leak, and would be warned about on every
+      // drain. Past this bound the warning still means what it says.
+      setMaxListeners(config.callbackConcurrency + 1, callbackBudget.signal);
       const stopReasons = new StopReasons(config.infraStopReasons);
       const runLimits = own('run limits', new RunLimits(config.runLimitMs), (l) => l.close());
       const isDraining = (): boolean => gateway?.state !== 'serving';

@@ -247,4 +247,30 @@ describe('a drain in process', () => {
     expect(Error.stackTraceLimit).toBe(limit);
     expect(new Error('after the drain').stack).toMatch(/\n\s+at /);
   });
+
+  it('sends its callbacks together past Node\'s listener warning threshold without a leak warning (they share the budget signal by design)', async () => {
+    stack = await startStack({ preauth: { detached: true } });
+    const ids = Array.from({ length: 14 }, (_, i) => String(150 + i));
+    const hold: Step[] = [{ op: 'checkpoint', text: 'held' }, { op: 'hang' }];
+    for (const id of ids) expect((await stack.executeText(id, { steps: hold })).status).toBe(202);
+    // The owner answers no callback until all of them are in flight at once.
+    const held: Array<() => void> = [];
+    stack.owner.use((req, _res, next) => {
+      if (!req.path.endsWith('/segment_end')) return next();
+      held.push(next);
+      if (held.length === ids.length) for (const go of held) go();
+    });
+    const warnings: Error[] = [];
+    const onWarning = (warning: Error): void => void warnings.push(warning);
+    process.on('warning', onWarning);
+    try {
+      await stack.gateway.drain();
+      await new Promise((resolve) => setImmediate(resolve));
+    } finally {
+      process.off('warning', onWarning);
+    }
+    expect(held).toHaveLength(ids.length);
+    expect(stack.owner.segmentEnds.map((e) => e.workflow_id).sort()).toEqual(ids);
+    expect(warnings.map((w) => `${w.name}: ${w.message}`)).toEqual([]);
+  });
 });
