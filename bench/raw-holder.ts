@@ -5,7 +5,7 @@
  */
 import { serveIpc } from './ipc';
 import { RawClientPool, type RawCall } from './raw-grpc';
-import { collectAndMeasure, type MemorySnapshot } from '../src/memory-snapshot';
+import { collectAndMeasure, compactAndMeasure, type MemorySnapshot } from '../src/memory-snapshot';
 
 export interface HoldRequest {
   address: string;
@@ -29,7 +29,8 @@ export type RawHolderQueries = {
   hold: { args: HoldRequest; result: HoldResult };
   /** Cancels every held stream and closes the connections. */
   release: { args: Record<string, never>; result: null };
-  gc: { args: Record<string, never>; result: MemorySnapshot };
+  /** A full GC (`compact`: the compacting GC of a low-memory notification), then the figures. */
+  gc: { args: { compact?: boolean }; result: MemorySnapshot };
 };
 
 const held: RawCall[] = [];
@@ -56,7 +57,8 @@ async function hold(req: HoldRequest): Promise<HoldResult> {
   return { held: held.length, failed, elapsedMs: performance.now() - started, connections: clients.connections };
 }
 
-function gc(): MemorySnapshot {
+function gc({ compact }: { compact?: boolean }): MemorySnapshot | Promise<MemorySnapshot> {
+  if (compact) return compactAndMeasure();
   const collect = (globalThis as { gc?: () => void }).gc;
   if (typeof collect !== 'function') throw new Error('raw-holder must run with --expose-gc');
   return collectAndMeasure(collect);

@@ -5,7 +5,7 @@
  */
 import express from 'express';
 import { GatewayError } from '../errors';
-import { collectAndMeasure } from '../memory-snapshot';
+import { collectAndMeasure, compactAndMeasure } from '../memory-snapshot';
 import type { Metrics } from '../metrics';
 import type { RunRegistry } from '../run/registry';
 import { requestIdMiddleware } from './request-id';
@@ -38,12 +38,14 @@ export function createOpsApp(ctx: OpsContext): express.Express {
   app.get('/runs', (_req, res) => {
     res.json({ runs: ctx.registry.list() });
   });
-  // Benchmarks measure memory per run after a full GC; only a process started with
-  // --expose-gc has one to offer, so production processes never mount the route.
+  // Benchmarks measure memory per run after a full GC (`?compact`: a compacting one, as on
+  // a low-memory notification); only a process started with --expose-gc has one to offer,
+  // so production processes never mount the route.
   const gc = (globalThis as { gc?: () => void }).gc;
   if (typeof gc === 'function') {
-    app.post('/debug/gc', (_req, res) => {
-      res.json(collectAndMeasure(gc));
+    app.post('/debug/gc', (req, res, next) => {
+      if (req.query['compact'] === undefined) res.json(collectAndMeasure(gc));
+      else compactAndMeasure().then((snapshot) => res.json(snapshot), next);
     });
   }
   app.use((req, res) => {
