@@ -43,6 +43,12 @@ export interface RedisClusterTopology {
    * primary's port once every node sees it as the primary of those slots.
    */
   failover(primaryPort: number, timeoutMs: number): Promise<number>;
+  /**
+   * SIGKILLs the primary at `primaryPort` (a crash: its replica takes over after the
+   * cluster's node timeout, with whatever it had replicated); resolves with the new
+   * primary's port once every surviving node sees it as the primary of those slots.
+   */
+  killPrimary(primaryPort: number, timeoutMs: number): Promise<number>;
   /** A client straight to one node (not cluster-aware), closed by stop(). */
   node(port: number): Redis;
   /** A cluster-aware client (for keys written as the owner would), closed by stop(). */
@@ -117,6 +123,23 @@ export async function startRedisCluster(): Promise<RedisClusterTopology> {
     }
     await run('redis-cli', ['--cluster', 'create', ...nodes.map((n) => `${HOST}:${n.port}`), '--cluster-replicas', '1', '--cluster-yes']);
     const clusterNodes = async (port = nodes[0]?.port as number): Promise<ClusterNode[]> => parseNodes(String(await node(port).call('CLUSTER', 'NODES')));
+    const replicaOf = async (primaryPort: number): Promise<number> => {
+      const seen = await clusterNodes(nodes.find((n) => n.port !== primaryPort)?.port);
+      const primary = seen.find((n) => n.port === primaryPort && n.role === 'master');
+      const replica = seen.find((n) => n.primaryId === primary?.id && !n.failed);
+      if (!primary || !replica) throw new Error(`no replica of a primary on port ${primaryPort}`);
+      return replica.port;
+    };
+    /** Waits until every node of `asked` sees `replica` as a primary and the old primary as `demoted` says. */
+    const promoted = async (replica: number, primaryPort: number, asked: RedisServer[], timeoutMs: number, demoted: (view: ClusterNode[]) => boolean): Promise<void> => {
+      const deadline = Date.now() + timeoutMs;
+      while (Date.now() < deadline) {
+        const views = await Promise.all(asked.map((n) => clusterNodes(n.port).catch(() => [])));
+        if (views.every((view) => view.find((n) => n.port === replica)?.role === 'master' && demoted(view))) return;
+        await sleep(50);
+      }
+      throw new Error(`the replica on port ${replica} was not every node's primary in place of ${primaryPort} within ${timeoutMs} ms`);
+    };
     const topology: RedisClusterTopology = {
       nodes,
       url: '',
@@ -130,20 +153,18 @@ export async function startRedisCluster(): Promise<RedisClusterTopology> {
         return Number(await node(nodes[0]?.port as number).call('CLUSTER', 'KEYSLOT', key));
       },
       async failover(primaryPort, timeoutMs) {
-        const seen = await clusterNodes();
-        const primary = seen.find((n) => n.port === primaryPort && n.role === 'master');
-        const replica = seen.find((n) => n.primaryId === primary?.id);
-        if (!primary || !replica) throw new Error(`no replica of a primary on port ${primaryPort}`);
-        await node(replica.port).call('CLUSTER', 'FAILOVER');
-        const deadline = Date.now() + timeoutMs;
-        while (Date.now() < deadline) {
-          const views = await Promise.all(nodes.map((n) => clusterNodes(n.port).catch(() => [])));
-          if (views.every((view) => view.find((n) => n.port === replica.port)?.role === 'master' && view.find((n) => n.port === primaryPort)?.role === 'slave')) {
-            return replica.port;
-          }
-          await sleep(50);
-        }
-        throw new Error(`the replica on port ${replica.port} was not every node's primary within ${timeoutMs} ms`);
+        const replica = await replicaOf(primaryPort);
+        await node(replica).call('CLUSTER', 'FAILOVER');
+        await promoted(replica, primaryPort, nodes, timeoutMs, (view) => view.find((n) => n.port === primaryPort)?.role === 'slave');
+        return replica;
+      },
+      async killPrimary(primaryPort, timeoutMs) {
+        const replica = await replicaOf(primaryPort);
+        const killed = nodes.find((n) => n.port === primaryPort);
+        await killed?.kill();
+        const survivors = nodes.filter((n) => n !== killed);
+        await promoted(replica, primaryPort, survivors, timeoutMs, (view) => view.find((n) => n.port === primaryPort)?.failed === true);
+        return replica;
       },
       node,
       client() {

@@ -31,6 +31,8 @@ export interface RedisServer {
   readonly pid: number | undefined;
   /** SIGTERM, then SIGKILL after 2 s; resolves once the process has exited. Idempotent. */
   stop(): Promise<void>;
+  /** SIGKILL at once (a crashed server: nothing flushed, no goodbye to clients or peers); resolves once it has exited. */
+  kill(): Promise<void>;
   /** Stops the server and starts a fresh, empty one on the same port. */
   restart(): Promise<void>;
 }
@@ -130,6 +132,13 @@ class RedisProcess implements RedisServer {
     return this.exited.finally(() => clearTimeout(killer));
   }
 
+  kill(): Promise<void> {
+    const child = this.child;
+    process.off('exit', this.killOnExit);
+    if (child && child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    return this.exited;
+  }
+
   async restart(): Promise<void> {
     await this.stop();
     // The port was ours a moment ago; a client's reconnect attempts cannot hold it, but
@@ -220,6 +229,7 @@ export async function startRedis(options: RedisServerOptions = {}): Promise<Redi
         return server.pid;
       },
       stop: () => server.dispose(),
+      kill: () => server.kill(),
       restart: () => server.restart(),
     };
   }
