@@ -3,9 +3,9 @@
  * and three replicas (test/helpers/redis-cluster.ts): hash slots as the server computes
  * them, the coordination contract (batches spanning every primary included), and three
  * gateway processes — stops across replicas and slots, the actor cap, and a primary
- * failover (CLUSTER FAILOVER) while runs are held and contenders keep trying to start the
- * same workflows: no workflow ever has two calls open at once, and new executes succeed
- * after it.
+ * failover (CLUSTER FAILOVER), then a primary killed (SIGKILL), while runs are held and
+ * contenders keep trying to start the same workflows: no workflow ever has two calls open
+ * at once, and new executes succeed after it.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -122,6 +122,48 @@ describe('gateways on a Redis Cluster', () => {
     return count;
   }
 
+  /**
+   * Three gateways, twelve runs held (four on each primary), and contenders: every gateway
+   * keeps trying to start every held workflow until stop() (which answers their statuses).
+   */
+  async function holdWithContenders() {
+    const gateways = (await startReplicas(3)) as [Replica, Replica, Replica];
+    const byPrimary = await workflowsOnEveryPrimary(4);
+    const held = [...byPrimary.values()].flat();
+    for (const [i, id] of held.entries()) expect((await (gateways[i % 3] as Replica).execute(id, hang)).status).toBe(202);
+    let contending = true;
+    const statuses: Record<string, number> = {};
+    const running = gateways.map(async (gateway) => {
+      while (contending) {
+        for (const id of held) {
+          const { status } = await gateway.execute(id, hang);
+          statuses[status] = (statuses[status] ?? 0) + 1;
+        }
+        await sleep(50);
+      }
+    });
+    await sleep(1_000);
+    const stop = async (): Promise<Record<string, number>> => {
+      contending = false;
+      await Promise.all(running);
+      return statuses;
+    };
+    return { gateways, byPrimary, held, contenders: { stop } };
+  }
+
+  /** New workflows whose keys live on `primary`, one per gateway, each accepted (polled within `timeoutMs`). */
+  async function executesOn(primary: number, gateways: Replica[], timeoutMs: number): Promise<string[]> {
+    const fresh: string[] = [];
+    while (fresh.length < gateways.length) {
+      const id = newWorkflow();
+      if ((await cluster.primaryOf(hashSlot(clusterKeys.lock(id)))) === primary) fresh.push(id);
+    }
+    for (const [i, id] of fresh.entries()) {
+      await expect.poll(async () => (await (gateways[i] as Replica).execute(id, hang)).status, { timeout: timeoutMs, interval: 200 }).toBe(202);
+    }
+    return fresh;
+  }
+
   it('a stop sent to one replica reaches the run on another, whichever primary holds its keys; a stop key set directly is polled', async () => {
     const [a, b] = (await startReplicas(2, { LONGRUN_STOP_POLL_MS: '300' })) as [Replica, Replica];
     const client = cluster.client();
@@ -158,25 +200,7 @@ describe('gateways on a Redis Cluster', () => {
   });
 
   it('a primary fails over (CLUSTER FAILOVER) under held runs and contenders: never two runs of a workflow; new executes succeed after', async () => {
-    const gateways = (await startReplicas(3)) as [Replica, Replica, Replica];
-    const byPrimary = await workflowsOnEveryPrimary(4);
-    const held = [...byPrimary.values()].flat();
-    for (const [i, id] of held.entries()) expect((await (gateways[i % 3] as Replica).execute(id, hang)).status).toBe(202);
-
-    // Contenders: every gateway keeps trying to start every held workflow.
-    let contending = true;
-    const contenderStatuses: Record<string, number> = {};
-    const contenders = gateways.map(async (gateway) => {
-      while (contending) {
-        for (const id of held) {
-          const { status } = await gateway.execute(id, hang);
-          contenderStatuses[status] = (contenderStatuses[status] ?? 0) + 1;
-        }
-        await sleep(50);
-      }
-    });
-
-    await sleep(1_000);
+    const { gateways, byPrimary, held, contenders } = await holdWithContenders();
     const [failedOver] = [...byPrimary.keys()];
     const newPrimary = await cluster.failover(failedOver as number, 15_000);
     const failedOverAt = Date.now();
@@ -185,16 +209,8 @@ describe('gateways on a Redis Cluster', () => {
     await sleep(LEASE_TTL_MS + 1_000);
 
     // New executes for workflows whose slots moved to the new primary succeed on every gateway.
-    const fresh: string[] = [];
-    while (fresh.length < 3) {
-      const id = newWorkflow();
-      if ((await cluster.primaryOf(hashSlot(clusterKeys.lock(id)))) === newPrimary) fresh.push(id);
-    }
-    for (const [i, id] of fresh.entries()) {
-      await expect.poll(async () => (await (gateways[i] as Replica).execute(id, hang)).status, { timeout: 5_000, interval: 200 }).toBe(202);
-    }
-    contending = false;
-    await Promise.all(contenders);
+    const fresh = await executesOn(newPrimary, gateways, 5_000);
+    const contenderStatuses = await contenders.stop();
 
     for (const id of [...held, ...fresh]) expect(overlaps(id), `workflow ${id}: ${JSON.stringify(workflow.callsFor(id).map((c) => [c.startedAt, c.ended?.at]))}`).toBe(0);
     const survived = held.filter((id) => workflow.callsFor(id).length === 1 && workflow.callsFor(id)[0]?.ended === undefined).length;
@@ -208,24 +224,7 @@ describe('gateways on a Redis Cluster', () => {
 
   // Last in this file: the killed node stays down (stop() removes it with the others).
   it('a primary is killed (SIGKILL) under held runs and contenders: never two runs of a workflow; a run on it goes on or is handed back; new executes succeed after', async () => {
-    const gateways = (await startReplicas(3)) as [Replica, Replica, Replica];
-    const byPrimary = await workflowsOnEveryPrimary(4);
-    const held = [...byPrimary.values()].flat();
-    for (const [i, id] of held.entries()) expect((await (gateways[i % 3] as Replica).execute(id, hang)).status).toBe(202);
-
-    let contending = true;
-    const contenderStatuses: Record<string, number> = {};
-    const contenders = gateways.map(async (gateway) => {
-      while (contending) {
-        for (const id of held) {
-          const { status } = await gateway.execute(id, hang);
-          contenderStatuses[status] = (contenderStatuses[status] ?? 0) + 1;
-        }
-        await sleep(50);
-      }
-    });
-
-    await sleep(1_000);
+    const { gateways, byPrimary, held, contenders } = await holdWithContenders();
     // A primary that has a replica (the manual failover above may have left one without).
     let killed: number | undefined;
     let newPrimary: number | undefined;
@@ -241,16 +240,8 @@ describe('gateways on a Redis Cluster', () => {
     expect(killed, 'a primary with a replica to take over').toBeDefined();
     await sleep(LEASE_TTL_MS + 1_000);
 
-    const fresh: string[] = [];
-    while (fresh.length < 3) {
-      const id = newWorkflow();
-      if ((await cluster.primaryOf(hashSlot(clusterKeys.lock(id)))) === newPrimary) fresh.push(id);
-    }
-    for (const [i, id] of fresh.entries()) {
-      await expect.poll(async () => (await (gateways[i] as Replica).execute(id, hang)).status, { timeout: 10_000, interval: 200 }).toBe(202);
-    }
-    contending = false;
-    await Promise.all(contenders);
+    const fresh = await executesOn(newPrimary as number, gateways, 10_000);
+    const contenderStatuses = await contenders.stop();
 
     for (const id of [...held, ...fresh]) expect(overlaps(id), `workflow ${id}: ${JSON.stringify(workflow.callsFor(id).map((c) => [c.startedAt, c.ended?.at]))}`).toBe(0);
     // Every first run of a held workflow either still runs or ended and was handed back to
