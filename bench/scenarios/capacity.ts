@@ -1,19 +1,21 @@
 /**
  * capacity: N detached runs held open at once in one gateway process (each got its first
  * action, then the workflow waits), against one process holding N raw grpc-js streams.
- * Memory is the RSS delta over the N runs after a full GC in each process (read from
- * /proc), above a warm-up of W runs that stays held (so connections, JIT and pools are
- * already paid for; that start is sampled after a compacting GC, so both sides start
- * from a young generation at its minimum), taken twice on each side: right after the ramp (a plain full GC: the
- * peak a memory limit must cover), and after the same quiet hold of HOLD_WINDOW_MS with
- * the compacting GC of a low-memory notification (what a process holding its runs settles
- * to: V8's memory reducer compacts the heap and shrinks the young generation by itself
- * once a process is quiet, but 20 s to over a minute after the burst, so a fixed hold
- * caught it in some runs and not others). Each figure is also given without the young
- * generation (V8's new space), which V8 sizes by allocation rate, not by what is held: a
- * per-process cost of at most three semi-spaces that swings by tens of megabytes between
- * two plain samples. Event-loop lag is the gateway's own p99 while it ramps and while it
- * holds the runs for one full lease-renewal round.
+ * Memory is the RSS delta over the N runs (read from /proc, 2 s after a full GC), above a
+ * warm-up of W runs that stays held (so connections, JIT and pools are already paid for).
+ * That start is sampled after a compacting GC, so both sides start with the young
+ * generation at its minimum. Each side is then sampled twice:
+ * - right after its ramp, after a plain full GC: the peak a memory limit must cover;
+ * - after the same quiet hold of HOLD_WINDOW_MS, after the compacting GC of a low-memory
+ *   notification: what a process holding its runs settles to. V8's memory reducer
+ *   compacts the heap and shrinks the young generation by itself once a process is quiet,
+ *   but 20 s to over a minute after the burst, so a fixed hold caught it in some runs and
+ *   not in others.
+ * Each figure is also given without the young generation (V8's new space), which V8 sizes
+ * by allocation rate, not by what is held: a per-process cost of at most three
+ * semi-spaces that swings by tens of megabytes between two plain samples. Event-loop lag
+ * is the gateway's own p99 while it ramps and while it holds the runs for one full
+ * lease-renewal round.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { MemorySnapshot } from '../../src/memory-snapshot';
