@@ -35,6 +35,36 @@ describe('the sandbox (npm start with no configuration)', () => {
     expect((await request(`${ops}/-/readiness`)).statusCode).toBe(200);
     const runs = (await (await request(`${ops}/runs`)).body.json()) as { runs: unknown[] };
     expect(runs.runs).toHaveLength(1);
+    // The benchmarks' GC route exists only in a process started with --expose-gc.
+    expect((await request(`${ops}/debug/gc`, { method: 'POST' })).statusCode).toBe(404);
+    child.process.kill('SIGTERM');
+    expect(await child.exited(15_000)).toBe(0);
+  });
+
+  it('started with --expose-gc (as the benchmarks start it), POST /debug/gc answers memory after a plain or a compacting GC', async () => {
+    const child = startChild(['--expose-gc', path.join(root, 'dist/src/main.js')], {
+      LONGRUN_LISTEN: '127.0.0.1:0',
+      LONGRUN_OPS_LISTEN: '127.0.0.1:0',
+      LONGRUN_OWNER_URL: '',
+      LONGRUN_REDIS_URL: '',
+      LONGRUN_LOG_LEVEL: 'warn',
+    });
+    children.push(child);
+    const ops = (await child.waitForOutput(/ops (http:\/\/\S+)/, 15_000))[1] as string;
+    type Snapshot = { rss: number; heapUsed: number; spaces: Record<string, { size: number; used: number }> };
+    const gc = async (query: string): Promise<Snapshot> => {
+      const res = await request(`${ops}/debug/gc${query}`, { method: 'POST' });
+      expect(res.statusCode).toBe(200);
+      return (await res.body.json()) as Snapshot;
+    };
+    const plain = await gc('');
+    const compacted = await gc('?compact');
+    for (const snapshot of [plain, compacted]) {
+      expect(snapshot.rss).toBeGreaterThan(snapshot.heapUsed);
+      expect(snapshot.spaces['old_space']?.used).toBeGreaterThan(0);
+    }
+    // The compacting GC leaves the young generation at its minimum (one semi-space of 1 MiB, as V8 reports it).
+    expect(compacted.spaces['new_space']?.size).toBeLessThanOrEqual(2 * 1024 * 1024);
     child.process.kill('SIGTERM');
     expect(await child.exited(15_000)).toBe(0);
   });
