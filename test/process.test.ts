@@ -9,6 +9,14 @@ import { startChild, type Child } from './helpers/child';
 
 const root = path.resolve(__dirname, '..');
 const children: Child[] = [];
+/** No configuration (the sandbox), both listeners on free loopback ports. */
+const SANDBOX_ENV = {
+  LONGRUN_LISTEN: '127.0.0.1:0',
+  LONGRUN_OPS_LISTEN: '127.0.0.1:0',
+  LONGRUN_OWNER_URL: '',
+  LONGRUN_REDIS_URL: '',
+  LONGRUN_LOG_LEVEL: 'warn',
+};
 
 afterEach(async () => {
   for (const child of children.splice(0)) await child.kill();
@@ -16,13 +24,7 @@ afterEach(async () => {
 
 describe('the sandbox (npm start with no configuration)', () => {
   it('prints a curl that starts a detached run; both listeners answer; SIGTERM exits 0', async () => {
-    const child = startChild([path.join(root, 'dist/src/main.js')], {
-      LONGRUN_LISTEN: '127.0.0.1:0',
-      LONGRUN_OPS_LISTEN: '127.0.0.1:0',
-      LONGRUN_OWNER_URL: '',
-      LONGRUN_REDIS_URL: '',
-      LONGRUN_LOG_LEVEL: 'warn',
-    });
+    const child = startChild([path.join(root, 'dist/src/main.js')], SANDBOX_ENV);
     children.push(child);
     const [, curl] = await child.waitForOutput(/^\s*(curl .+)$/m, 15_000);
     const ops = (await child.waitForOutput(/ops (http:\/\/\S+)/, 1_000))[1] as string;
@@ -42,13 +44,7 @@ describe('the sandbox (npm start with no configuration)', () => {
   });
 
   it('started with --expose-gc (as the benchmarks start it), POST /debug/gc answers memory after a plain or a compacting GC', async () => {
-    const child = startChild(['--expose-gc', path.join(root, 'dist/src/main.js')], {
-      LONGRUN_LISTEN: '127.0.0.1:0',
-      LONGRUN_OPS_LISTEN: '127.0.0.1:0',
-      LONGRUN_OWNER_URL: '',
-      LONGRUN_REDIS_URL: '',
-      LONGRUN_LOG_LEVEL: 'warn',
-    });
+    const child = startChild(['--expose-gc', path.join(root, 'dist/src/main.js')], SANDBOX_ENV);
     children.push(child);
     const ops = (await child.waitForOutput(/ops (http:\/\/\S+)/, 15_000))[1] as string;
     type Snapshot = { rss: number; heapUsed: number; spaces: Record<string, { size: number; used: number }> };
