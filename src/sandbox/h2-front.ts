@@ -13,7 +13,8 @@
  *   pings can tell.
  *
  * Server → client bytes are forwarded whole frames at a time, so a GOAWAY can be put
- * between two frames.
+ * between two frames. With `latencyMs`, every chunk is held that long each way (a wire
+ * between zones), so what the two sides send can cross.
  */
 import { EventEmitter } from 'node:events';
 import net from 'node:net';
@@ -109,13 +110,13 @@ export class H2Front {
     readonly port: number,
   ) {}
 
-  /** Listens on `host` (default 127.0.0.1), port 0, in front of `target`. */
-  static async start(target: { host: string; port: number }, options: { host?: string; pingPolicy?: PingPolicy } = {}): Promise<H2Front> {
+  /** Listens on `host` (default 127.0.0.1) and `port` (default 0: any), in front of `target`. */
+  static async start(target: { host: string; port: number }, options: { host?: string; port?: number; pingPolicy?: PingPolicy; latencyMs?: number } = {}): Promise<H2Front> {
     let front: H2Front | undefined;
-    const server = net.createServer((client) => front?.accept(client, target, options.pingPolicy));
+    const server = net.createServer((client) => front?.accept(client, target, options.pingPolicy, options.latencyMs ?? 0));
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
-      server.listen(0, options.host ?? '127.0.0.1', () => resolve());
+      server.listen(options.port ?? 0, options.host ?? '127.0.0.1', () => resolve());
     });
     const { address, port } = server.address() as AddressInfo;
     front = new H2Front(server, address, port);
@@ -151,7 +152,7 @@ export class H2Front {
     return this.closing;
   }
 
-  private accept(client: net.Socket, target: { host: string; port: number }, policy: PingPolicy | undefined): void {
+  private accept(client: net.Socket, target: { host: string; port: number }, policy: PingPolicy | undefined, latencyMs: number): void {
     const upstream = net.connect(target.port, target.host);
     const link: Link = { client, upstream, blackHoled: false };
     this.links.add(link);
@@ -172,9 +173,14 @@ export class H2Front {
     client.on('error', teardown).on('close', teardown);
     upstream.on('error', () => forwarding && teardown()).on('close', () => forwarding && teardown());
 
+    // Equal delays fire in order: the bytes keep theirs.
+    const later = (socket: net.Socket, bytes: Buffer): void => {
+      if (latencyMs === 0) socket.write(bytes);
+      else setTimeout(() => !socket.destroyed && socket.write(bytes), latencyMs);
+    };
     client.on('data', (chunk: Buffer) => {
       if (link.blackHoled || !forwarding) return;
-      upstream.write(chunk);
+      later(upstream, chunk);
       for (const frame of fromClient.push(chunk)) {
         if (frame.type === HEADERS) lastStreamId = Math.max(lastStreamId, frame.streamId);
         if (frame.type !== PING || (frame.flags & ACK) !== 0) continue;
@@ -203,7 +209,7 @@ export class H2Front {
           strikes = 0;
         }
       }
-      if (frames.length > 0) client.write(Buffer.concat(frames.map((f) => f.raw)));
+      if (frames.length > 0) later(client, Buffer.concat(frames.map((f) => f.raw)));
     });
   }
 }

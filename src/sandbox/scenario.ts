@@ -35,7 +35,9 @@
  *                                                         the optional write (body {"step":i}) and awaits its answer,
  *                                                         then emits checkpoint "step i/N" (status FINISHED for the
  *                                                         last). A call that starts with every step done goes straight
- *                                                         to the next step of the scenario (CallRecord.turn: from, to)
+ *                                                         to the next step of the scenario (CallRecord.turn: from, to).
+ *                                                         "finishAtMs":T holds the last step until the call is T ms
+ *                                                         old (a turn that finishes exactly on a run limit)
  */
 import { z } from 'zod';
 
@@ -71,7 +73,7 @@ export type Step =
   | { op: 'end' }
   | { op: 'repeat'; times: number; steps: Step[] }
   | { op: 'paginate'; path: string; perPage?: number; maxPages?: number }
-  | { op: 'turn'; checkpoints: number; intervalMs?: number; id?: string; write?: { method?: string; path: string } };
+  | { op: 'turn'; checkpoints: number; intervalMs?: number; id?: string; write?: { method?: string; path: string }; finishAtMs?: number };
 
 const stepSchema: z.ZodType<Step> = z.lazy(() =>
   z.discriminatedUnion('op', [
@@ -105,6 +107,7 @@ const stepSchema: z.ZodType<Step> = z.lazy(() =>
       intervalMs: z.number().int().min(0).max(3_600_000).optional(),
       id: z.string().max(200).optional(),
       write: z.object({ method: z.string().optional(), path: z.string() }).optional(),
+      finishAtMs: z.number().int().min(0).max(3_600_000).optional(),
     }),
   ]),
 );

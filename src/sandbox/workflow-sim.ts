@@ -62,6 +62,13 @@ export interface CallRecord {
   protocolErrors: string[];
   stopReasons: string[];
   stopReceivedAt: number[];
+  /**
+   * Stops that arrived, with `endsCrossingStops`, as if just after the call had ended by
+   * itself: the call ended OK and the stop was never acted on (not in stopReasons).
+   */
+  crossedStops: string[];
+  /** Stops that arrived after the call had ended by itself (the end and the stop crossed on the wire). */
+  lateStops: string[];
   heartbeats: number;
   paginations: Pagination[];
   /** A `turn` step: the steps done before this call (`from`) and after what it sent (`to`). */
@@ -76,6 +83,12 @@ export interface WorkflowSimulatorOptions {
   infraStopReasons?: readonly string[];
   /** Ignore stopWorkflow entirely (to test the stop-ack timeout). */
   ignoreStops?: boolean;
+  /**
+   * End the call OK when a stopWorkflow arrives, without acting on it: what the client
+   * sees when the service's own end and the stop cross on the wire (the end was on its
+   * way when the stop was written). Deterministic, where the real crossing is a race.
+   */
+  endsCrossingStops?: boolean;
   /** grpc.max_concurrent_streams for the server's HTTP/2 connections. */
   maxConcurrentStreams?: number;
   /** Serve TLS with this PEM key and certificate chain (for Service.Secure). */
@@ -85,7 +98,7 @@ export interface WorkflowSimulatorOptions {
    * real service's ping policy when `pingPolicy` is given (workflowServicePingPolicy is
    * the real one), and allow blackHole().
    */
-  front?: { pingPolicy?: PingPolicy };
+  front?: { pingPolicy?: PingPolicy; latencyMs?: number };
   /**
    * Where `turn` steps keep their progress (steps done, by workflow and turn id). Pass the
    * same map to a simulator started after this one closed to model a service restart
@@ -119,6 +132,7 @@ export class WorkflowServiceSimulator {
   readonly calls: CallRecord[] = [];
   infraStopReasons: Set<string>;
   ignoreStops: boolean;
+  endsCrossingStops: boolean;
   /** Progress of `turn` steps, by `<workflow id>/<turn id>` (see WorkflowSimulatorOptions.progress). */
   readonly progress: Map<string, number>;
   private readonly events = new EventEmitter();
@@ -136,6 +150,7 @@ export class WorkflowServiceSimulator {
   ) {
     this.infraStopReasons = new Set(options.infraStopReasons ?? defaultInfraStopReasons);
     this.ignoreStops = options.ignoreStops ?? false;
+    this.endsCrossingStops = options.endsCrossingStops ?? false;
     this.progress = options.progress ?? new Map();
     this.events.setMaxListeners(0);
     front?.onChange(() => this.changed());
@@ -167,7 +182,7 @@ export class WorkflowServiceSimulator {
       sim = new WorkflowServiceSimulator(server, port, host, options);
       return sim;
     }
-    const front = await H2Front.start({ host, port }, { host, pingPolicy: options.front.pingPolicy });
+    const front = await H2Front.start({ host, port }, { host, port: options.port, pingPolicy: options.front.pingPolicy, latencyMs: options.front.latencyMs });
     sim = new WorkflowServiceSimulator(server, front.port, host, options, front);
     return sim;
   }
@@ -371,6 +386,8 @@ export class WorkflowServiceSimulator {
       if (record) record.turn = progress;
       for (let i = progress.from + 1; i <= step.checkpoints; i++) {
         if (step.intervalMs) await runStep({ op: 'wait', ms: step.intervalMs });
+        const finishIn = step.finishAtMs === undefined || i < step.checkpoints ? 0 : step.finishAtMs - (Date.now() - (record?.startedAt ?? 0));
+        if (finishIn > 0) await runStep({ op: 'wait', ms: Math.ceil(finishIn) });
         if (step.write) {
           await request({ runHTTPRequest: { method: step.write.method ?? 'POST', path: step.write.path, body: JSON.stringify({ step: i }) } }, 'runHTTPRequest');
         }
@@ -425,7 +442,13 @@ export class WorkflowServiceSimulator {
     };
 
     call.on('data', (event: DecodedClientEvent) => {
-      if (ended) return;
+      if (ended) {
+        if (event.stopWorkflow && record) {
+          record.lateStops.push(event.stopWorkflow.reason ?? '');
+          this.changed();
+        }
+        return;
+      }
       if (!record) {
         if (!event.startRequest) {
           finish('status', 'INVALID_ARGUMENT', 'first event must be startRequest');
@@ -444,6 +467,8 @@ export class WorkflowServiceSimulator {
           protocolErrors: [],
           stopReasons: [],
           stopReceivedAt: [],
+          crossedStops: [],
+          lateStops: [],
           heartbeats: 0,
           paginations: [],
         };
@@ -465,6 +490,11 @@ export class WorkflowServiceSimulator {
         resolve?.(event.actionResponse);
       } else if (event.stopWorkflow) {
         const reason = event.stopWorkflow.reason ?? '';
+        if (this.endsCrossingStops) {
+          record.crossedStops.push(reason);
+          finish('ok');
+          return;
+        }
         record.stopReasons.push(reason);
         record.stopReceivedAt.push(Date.now());
         this.changed();
