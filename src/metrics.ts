@@ -112,6 +112,12 @@ export class Metrics {
     registers: [this.registry],
   });
   readonly teardowns = new Counter({ name: 'longrun_teardowns_total', help: 'Runs ended, by transport and reason.', labelNames: ['transport', 'reason'], registers: [this.registry] });
+  readonly endsWhileStopping = new Counter({
+    name: 'longrun_ends_while_stopping_total',
+    help: 'Runs whose infrastructure stop crossed an OK end with no checkpoint saying the turn was over (reported with ended_while_stopping).',
+    labelNames: ['transport'],
+    registers: [this.registry],
+  });
   readonly acceptDuration = new Histogram({
     name: 'longrun_accept_duration_seconds',
     help: 'Detached execute: time from startRequest sent to acceptance (the 202).',
@@ -236,6 +242,7 @@ export class Metrics {
       this.runsInFlight.set({ transport }, 0);
       this.sessionDuration.zero({ transport });
       for (const reason of endReasons) this.teardowns.inc({ transport, reason }, 0);
+      this.endsWhileStopping.inc({ transport }, 0);
       for (const type of connectionErrorTypes) this.connectionErrors.inc({ transport, error_type: type }, 0);
     }
     for (const on of acceptedOn) this.acceptDuration.zero({ accepted_on: on });
@@ -271,8 +278,9 @@ export class Metrics {
     this.sessionDuration.observe({ transport: oneOf(transport, transports) }, durationS);
   }
 
-  teardown(transport: Transport, reason: EndReason): void {
+  teardown(transport: Transport, reason: EndReason, endedWhileStopping: boolean): void {
     this.teardowns.inc({ transport: oneOf(transport, transports), reason: oneOf(reason, endReasons) });
+    if (endedWhileStopping) this.endsWhileStopping.inc({ transport: oneOf(transport, transports) });
   }
 
   action(kind: string): void {

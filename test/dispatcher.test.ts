@@ -35,13 +35,15 @@ const loseNextCallback = new Set<string>();
 const callbacks = new Map<string, Array<{ headers: Record<string, string>; body: string }>>();
 let nextWorkflow = 20_000;
 const newWorkflow = (): string => String(nextWorkflow++);
+/** Workflows the owner's records say are over (what `workflowFinished` answers). */
+const finishedOnService = new Set<string>();
 
 beforeAll(async () => {
   redis = await startRedis();
   redisClient = new Redis(redis.url);
   stack = await startStack({ preauth: { detached: true }, redisUrl: redis.url, env: { LONGRUN_RUN_LIMIT_MS: String(RUN_LIMIT_MS), LONGRUN_LEASE_TTL_MS: '1500' } });
   client = new LongrunClient({ url: stack.url, secret: testSecret });
-  dispatcher = new Dispatcher({ client, redisUrl: redis.url, prefix: PREFIX, runLimitMs: RUN_LIMIT_MS, graceMs: 500, lostConfirmMs: 500, onEvent: (e) => events.push(e) });
+  dispatcher = new Dispatcher({ client, redisUrl: redis.url, prefix: PREFIX, runLimitMs: RUN_LIMIT_MS, graceMs: 500, lostConfirmMs: 500, onEvent: (e) => events.push(e), workflowFinished: async (id) => finishedOnService.has(id) });
   const lossy = express.Router();
   lossy.post('/api/v4/internal/ai/duo_workflows/workflows/:workflow_id/segment_end', (req, res, next) => {
     const id = req.params['workflow_id'] as string;
@@ -66,6 +68,7 @@ afterAll(async () => {
 
 afterEach(() => {
   events.length = 0;
+  stack.workflow.endsCrossingStops = false;
 });
 
 async function ended(id: string, timeoutMs = 20_000): Promise<Turn> {
@@ -191,5 +194,28 @@ describe('the reference dispatcher', () => {
     expect(turn).toMatchObject({ status: 'stopped', endedReason: 'stop_requested', finals: 1, segments: 1, resumes: 0 });
     await new Promise((resolve) => setTimeout(resolve, RUN_LIMIT_MS + 800));
     expect(stack.workflow.callsFor(id)).toHaveLength(1);
+  });
+
+  it('a callback flagged ended_while_stopping: the workflow is checked first — over, the turn ends; not over, it resumes once', async () => {
+    // The run limit's stop crosses the service's OK end, after a checkpoint that did not end the turn.
+    stack.workflow.endsCrossingStops = true;
+    const over = newWorkflow();
+    const notOver = newWorkflow();
+    finishedOnService.add(over);
+    const scenario: Step[] = [{ op: 'checkpoint', text: 'working', status: 'RUNNING' }, { op: 'hang' }];
+    for (const id of [over, notOver]) await dispatcher.startTurn(id, { metadata: { scenario } });
+    const finished = await ended(over);
+    expect(finished).toMatchObject({ status: 'finished', endedReason: 'finished', resumes: 0, segments: 1 });
+    expect(JSON.parse(callbacks.get(over)?.[0]?.body ?? '{}')).toMatchObject({ reason: 'run_limit', ended_while_stopping: true });
+    expect(events).toContainEqual(expect.objectContaining({ type: 'segment_ended', workflowId: over, reason: 'finished', checked: true }));
+    // Not over: resumed, once per such segment; let it end with the next segment.
+    await expect.poll(() => stack.workflow.callsFor(notOver).length, { timeout: 10_000 }).toBeGreaterThanOrEqual(2);
+    finishedOnService.add(notOver);
+    const resumed = await ended(notOver);
+    expect(resumed).toMatchObject({ status: 'finished', endedReason: 'finished' });
+    expect(resumed.resumes).toBeGreaterThanOrEqual(1);
+    expect(resumed.segments).toBe(resumed.resumes + 1);
+    expect(metadataOf(stack.workflow.callsFor(notOver)[1]).resume).toMatchObject({ reason: 'run_limit' });
+    expect(callbacks.get(over)).toHaveLength(1);
   });
 });

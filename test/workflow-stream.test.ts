@@ -3,56 +3,11 @@
  * handshake ends (ack, user stop, error, timeout, already ended), that the call is ended
  * in every case, and that nothing is written to a call that has ended.
  */
-import { EventEmitter } from 'node:events';
 import * as grpc from '@grpc/grpc-js';
 import { describe, expect, it } from 'vitest';
-import type { Action, ClientEvent } from '../src/workflow/contract';
-import { WorkflowStream, type CallHandle } from '../src/workflow/workflow-stream';
-
-/** A call that records what is written and ends when the test (or cancel) says so. */
-class FakeCall extends EventEmitter implements CallHandle {
-  readonly written: ClientEvent[] = [];
-  cancels = 0;
-  paused = false;
-  writableEnded = false;
-  destroyed = false;
-  /** Write callbacks not yet called: the test decides when the HTTP/2 stream takes a write. */
-  readonly pendingWrites: Array<(err?: Error | null) => void> = [];
-
-  write(event: ClientEvent, cb?: (err?: Error | null) => void): boolean {
-    if (this.writableEnded) throw new Error('write after end');
-    this.written.push(event);
-    if (cb) this.pendingWrites.push(cb);
-    return true;
-  }
-
-  pause(): this {
-    this.paused = true;
-    return this;
-  }
-
-  resume(): this {
-    this.paused = false;
-    return this;
-  }
-
-  /** Like grpc-js: a cancel ends the call with CANCELLED. */
-  cancel(): void {
-    this.cancels += 1;
-    this.finish(grpc.status.CANCELLED, 'Cancelled on client');
-  }
-
-  /** Like grpc-js: the status is reported at once; an OK call's readable side ends just after. */
-  finish(code: grpc.status, details = '', readEnds = true): void {
-    this.writableEnded = true;
-    this.emit('status', { code, details, metadata: new grpc.Metadata() });
-    if (code === grpc.status.OK && readEnds) setImmediate(() => this.emit('end'));
-  }
-
-  action(action: Action): void {
-    this.emit('data', action);
-  }
-}
+import type { Action } from '../src/workflow/contract';
+import { WorkflowStream } from '../src/workflow/workflow-stream';
+import { FakeCall } from './helpers/fake-call';
 
 function open(): { call: FakeCall; stream: WorkflowStream; actions: Action[] } {
   const call = new FakeCall();

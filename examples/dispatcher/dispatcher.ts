@@ -23,7 +23,7 @@
  */
 import { Queue, Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
-import { LongrunError, type ExecuteResult, type InFlightEntry, type LongrunClient, type SegmentEnd } from '../../src/client';
+import { LongrunError, isResumable, type ExecuteResult, type InFlightEntry, type LongrunClient, type SegmentEnd } from '../../src/client';
 import { OwnerState, type EndVia, type Turn, type TurnRequest, type TurnStatus } from './owner-state';
 
 export interface DispatcherOptions {
@@ -46,12 +46,20 @@ export interface DispatcherOptions {
   jobAttempts?: number;
   /** Told of everything the dispatcher does. */
   onEvent?: (event: DispatcherEvent) => void;
+  /**
+   * Whether the workflow is over on the owner's side (in Rails: its status, which the
+   * workflow service keeps). Asked only for a callback with `ended_while_stopping`: the
+   * gateway's stop crossed the service's OK end and nothing said whether the turn had
+   * finished. Without it such a segment is resumed, and the service answers a resume of a
+   * finished workflow harmlessly.
+   */
+  workflowFinished?: (workflowId: string) => Promise<boolean>;
 }
 
 export type DispatcherEvent =
   | { type: 'turn_started'; workflowId: string }
   | { type: 'segment_accepted'; workflowId: string; runId: string; segment: number; resumed: boolean; adopted: boolean; endpoint: string; attempts: number }
-  | { type: 'segment_ended'; workflowId: string; runId: string; reason: string; inFlight: InFlightEntry[]; via: EndVia }
+  | { type: 'segment_ended'; workflowId: string; runId: string; reason: string; inFlight: InFlightEntry[]; via: EndVia; checked?: boolean }
   | { type: 'resume_enqueued'; workflowId: string; after: string; reason: string; inFlight: InFlightEntry[] }
   | { type: 'turn_ended'; workflowId: string; status: TurnStatus; reason: string }
   | { type: 'watchdog'; workflowId: string; runId: string; finding: 'alive' | 'absent' | 'lost' | 'unknown' }
@@ -126,10 +134,18 @@ export class Dispatcher {
 
   /** What the segment-end endpoint does with a verified callback; throws (→ 5xx, the gateway retries) when it could not act. */
   async onSegmentEnd(end: SegmentEnd): Promise<void> {
-    if (await this.state.recordEnd(end.run_id, end.reason, end.in_flight, 'callback')) {
-      this.emit({ type: 'segment_ended', workflowId: end.workflow_id, runId: end.run_id, reason: end.reason, inFlight: end.in_flight, via: 'callback' });
+    const reason = await this.checkedReason(end);
+    if (await this.state.recordEnd(end.run_id, reason, end.in_flight, 'callback')) {
+      const checked = end.ended_while_stopping ? { checked: true } : {};
+      this.emit({ type: 'segment_ended', workflowId: end.workflow_id, runId: end.run_id, reason, inFlight: end.in_flight, via: 'callback', ...checked });
     }
     await this.advance(end.workflow_id, end.run_id);
+  }
+
+  /** A segment whose stop crossed the service's end is the turn's end if the workflow is over. */
+  private async checkedReason(end: SegmentEnd): Promise<string> {
+    if (!end.ended_while_stopping || !isResumable(end.reason) || !this.options.workflowFinished) return end.reason;
+    return (await this.options.workflowFinished(end.workflow_id)) ? 'finished' : end.reason;
   }
 
   /** Stops the worker (jobs in hand finish first) and the queue, and closes the connection. Idempotent. */

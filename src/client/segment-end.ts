@@ -20,6 +20,9 @@ export const segmentEndSchema = z.object({
   actions: z.number().int().nonnegative(),
   // Gateways from before SPEC §6 `in_flight` do not send it: nothing known to be in flight.
   in_flight: inFlightSchema.default([]),
+  // Present when the gateway's stop crossed the service's OK end and nothing said the turn
+  // was over: check the workflow's state before dispatching the next segment.
+  ended_while_stopping: z.boolean().default(false),
 });
 
 /** A verified segment-end callback body. */

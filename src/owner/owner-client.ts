@@ -97,6 +97,12 @@ export interface SegmentEndBody {
   actions: number;
   /** Actions still unanswered when the segment ended; empty when none. */
   in_flight: InFlightAction[];
+  /**
+   * Present (true) when longrun's stop and the service's OK end crossed and nothing said
+   * the turn was over: the reason is the stop's, but the turn may have finished. The
+   * owner checks the workflow's state before dispatching the next segment.
+   */
+  ended_while_stopping?: true;
 }
 
 function headerValue(value: string | string[] | undefined): string | undefined {

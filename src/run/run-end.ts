@@ -16,6 +16,8 @@ export interface RunEnd {
   requestId: string;
   transport: Transport;
   reason: EndReason;
+  /** The stop and an OK end crossed (end-decision.ts): said in the log line and the callback. */
+  endedWhileStopping: boolean;
   end: StreamEnd;
   stopOutcome: StopOutcome | undefined;
   durationMs: number;
@@ -45,10 +47,18 @@ export async function recordRunEnd(ctx: RunEndContext, log: () => Logger, run: R
   metrics.connectionsOpen.dec({ transport: run.transport });
   metrics.runsInFlight.set({ transport: run.transport }, ctx.registry.count(run.transport));
   metrics.sessionEnded(run.end.code, run.transport, run.durationMs / 1000);
-  metrics.teardown(run.transport, run.reason);
+  metrics.teardown(run.transport, run.reason, run.endedWhileStopping);
   if (ctx.logger.isLevelEnabled('info')) {
     log().info(
-      { reason: run.reason, duration_ms: run.durationMs, actions: run.actions, in_flight: run.inFlight.length, grpc_code: run.end.code, stop_outcome: run.stopOutcome },
+      {
+        reason: run.reason,
+        duration_ms: run.durationMs,
+        actions: run.actions,
+        in_flight: run.inFlight.length,
+        grpc_code: run.end.code,
+        stop_outcome: run.stopOutcome,
+        ...(run.endedWhileStopping ? { ended_while_stopping: true } : {}),
+      },
       'run ended',
     );
   }
@@ -61,6 +71,7 @@ export async function recordRunEnd(ctx: RunEndContext, log: () => Logger, run: R
       segment_duration_s: Math.round(run.durationMs / 100) / 10,
       actions: run.actions,
       in_flight: run.inFlight,
+      ...(run.endedWhileStopping ? { ended_while_stopping: true as const } : {}),
     },
     run.requestId,
     ctx.callbackSignal,

@@ -36,21 +36,29 @@ import { RunActions } from './run-actions';
 import type { LimitedRun, RunLimitEntry, RunLimits } from './run-limits';
 import type { Reservation } from './reservation';
 import { recordRunEnd } from './run-end';
-import { endReasonForStatus, type StopCause, type StopReasons } from './stop-reasons';
+import { decideEnd, type Ending } from './end-decision';
+import type { StopCause, StopReasons } from './stop-reasons';
 
 export type RunState = 'starting' | 'running' | 'stopping' | 'ended';
 
-/** The state, with what the later states know: why the run ends, and whether it had been accepted. */
+/**
+ * The state, with what the later states know: what longrun started to end the run (a stop
+ * or a cancel, and its reason), and whether it had been accepted. The end reason itself is
+ * decided at teardown (end-decision.ts): a stop may cross the service's own end.
+ */
 type Phase =
   | { readonly state: 'starting' }
   | { readonly state: 'running' }
-  | { readonly state: 'stopping' | 'ended'; readonly reason: EndReason; readonly accepted: boolean };
+  | { readonly state: 'stopping'; readonly ending: NonNullable<Ending>; readonly accepted: boolean }
+  | { readonly state: 'ended'; readonly reason: EndReason; readonly accepted: boolean };
 
 const STARTING: Phase = Object.freeze({ state: 'starting' });
 const RUNNING: Phase = Object.freeze({ state: 'running' });
 
 export interface RunResult {
   reason: EndReason;
+  /** An infrastructure stop and an OK end crossed with no checkpoint saying the turn was over (end-decision.ts). */
+  endedWhileStopping: boolean;
   end: StreamEnd;
   stopOutcome: StopOutcome | undefined;
   durationMs: number;
@@ -123,7 +131,10 @@ export class Run implements RegisteredRun, LimitedRun, StopListener, LeaseHooks 
   private phase: Phase = STARTING;
   private actions = 0;
   private lastActionAt: number | undefined;
+  /** The status of the last checkpoint the service sent: whether it said the turn was over. */
+  private lastCheckpointStatus: string | undefined;
   private stopping: Promise<StopOutcome> | undefined;
+  private stopStartedAt = 0;
   /** The run record write, awaited by teardown so the record is never written after release. */
   private recordWrite: Promise<void> | undefined;
   /** Set when the owner's stop signal is seen (it wins over acceptance). */
@@ -172,9 +183,9 @@ export class Run implements RegisteredRun, LimitedRun, StopListener, LeaseHooks 
     return true;
   }
 
-  /** The end a stop or cancel decides: the reason, and whether the run had been accepted. */
-  private ending(reason: EndReason): Phase {
-    return { state: 'stopping', reason, accepted: this.phase.state === 'running' };
+  /** What a stop or cancel starts: its reason, and whether the run had been accepted. */
+  private ending(by: 'stop' | 'cancel', reason: EndReason): Phase {
+    return { state: 'stopping', ending: { by, reason }, accepted: this.phase.state === 'running' };
   }
 
   /**
@@ -299,10 +310,9 @@ export class Run implements RegisteredRun, LimitedRun, StopListener, LeaseHooks 
    * end. Resolves when teardown is complete.
    */
   stop(cause: StopCause, ackTimeoutMs: number = this.ctx.stopAckTimeoutMs): Promise<RunResult> {
-    if (this.transition(['starting', 'running'], this.ending(cause.end))) {
-      const started = performance.now();
+    if (this.transition(['starting', 'running'], this.ending('stop', cause.end))) {
+      this.stopStartedAt = performance.now();
       this.stopping = this.stream.stop(cause.reason, ackTimeoutMs);
-      void this.stopping.then((outcome) => this.ctx.metrics.stopAck(outcome, (performance.now() - started) / 1000));
     }
     return this.done;
   }
@@ -313,7 +323,7 @@ export class Run implements RegisteredRun, LimitedRun, StopListener, LeaseHooks 
    * the stream (`workflow_unavailable`). A stop or cancel already under way keeps its reason.
    */
   cancel(reason: EndReason = 'client_gone'): void {
-    this.transition(['starting', 'running'], this.ending(reason));
+    this.transition(['starting', 'running'], this.ending('cancel', reason));
     this.stream.cancel();
   }
 
@@ -322,6 +332,7 @@ export class Run implements RegisteredRun, LimitedRun, StopListener, LeaseHooks 
     this.lastActionAt = Date.now();
     if (this.actions === 1) this.acceptance?.firstAction();
     if (action.action === 'newCheckpoint') {
+      this.lastCheckpointStatus = action.newCheckpoint?.status;
       this.ctx.metrics.action('newCheckpoint');
       if (this.init.sink) this.deliver(this.init.sink, action);
       return;
@@ -395,10 +406,13 @@ export class Run implements RegisteredRun, LimitedRun, StopListener, LeaseHooks 
   /** Runs once, when the call has ended: gives everything back, then records the end. */
   private async teardown(end: StreamEnd): Promise<RunResult> {
     const phase = this.phase;
-    const ended =
-      phase.state === 'stopping'
-        ? { reason: phase.reason, accepted: phase.accepted }
-        : { reason: endReasonForStatus(end.code), accepted: phase.state === 'running' };
+    const decision = decideEnd({
+      ending: phase.state === 'stopping' ? phase.ending : undefined,
+      code: end.code,
+      stopReachedService: this.stream.stopReachedService,
+      lastCheckpointStatus: this.lastCheckpointStatus,
+    });
+    const ended = { reason: decision.reason, accepted: phase.state === 'stopping' ? phase.accepted : phase.state === 'running' };
     this.phase = { state: 'ended', ...ended };
     this.endStatus = end;
     this.acceptance?.ended(end);
@@ -410,11 +424,21 @@ export class Run implements RegisteredRun, LimitedRun, StopListener, LeaseHooks 
     this.served?.end();
     // Sessions end (DELETE) while the rest is given back; bounded, never rejects.
     const mcpClosed = this.init.mcp.close();
-    const stopOutcome = this.stopping ? await this.stopping : undefined;
+    // A stop that did not decide the end (the service had ended by itself) counts no outcome.
+    const handshake = this.stopping ? await this.stopping : undefined;
+    const stopOutcome = decision.byStop ? handshake : undefined;
+    if (stopOutcome) this.ctx.metrics.stopAck(stopOutcome, (performance.now() - this.stopStartedAt) / 1000);
     await this.recordWrite;
     await Promise.all([this.init.reservation.release(this.id), mcpClosed]);
     this.ctx.registry.remove(this);
-    const result: RunResult = { reason: ended.reason, end, stopOutcome, durationMs: Date.now() - this.startedAt, actions: this.actions };
+    const result: RunResult = {
+      reason: ended.reason,
+      endedWhileStopping: decision.endedWhileStopping,
+      end,
+      stopOutcome,
+      durationMs: Date.now() - this.startedAt,
+      actions: this.actions,
+    };
     await recordRunEnd(this.ctx, () => this.log, {
       workflowId: this.workflowId,
       runId: this.id,

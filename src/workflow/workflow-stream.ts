@@ -42,6 +42,12 @@ export class WorkflowStream {
   /** The call's final status, once received (an OK one waits for the last message to be read). */
   private status: StreamEnd | undefined;
   private readEnded = false;
+  /**
+   * Whether a stop reached the wire before the service's end was read: 'written' once
+   * stopWorkflow's write completed while the call was still open. A stop still queued, or
+   * whose write failed, when the end came could not have been seen by the service.
+   */
+  private stopDelivery: 'none' | 'queued' | 'written' | 'unsent' = 'none';
   private resolveEnded!: (end: StreamEnd) => void;
   /** The startRequest's outcome, while it is being written (sendStart). */
   private startWaiter: ((outcome: 'written' | 'ended') => void) | undefined;
@@ -58,6 +64,7 @@ export class WorkflowStream {
     });
     call.on('status', (status: grpc.StatusObject) => {
       this.status ??= { code: status.code, details: status.details };
+      if (this.stopDelivery === 'queued') this.stopDelivery = 'unsent';
       if (status.code !== grpc.status.OK || this.readEnded) this.finish(this.status);
     });
     call.on('end', () => {
@@ -116,16 +123,30 @@ export class WorkflowStream {
   }
 
   /**
+   * True when a stopWorkflow was on the wire before the service's end was read, so the
+   * service may have ended because of it; false when the end came first (the stop was
+   * still queued, its write failed, or it was never written because the end was in).
+   */
+  get stopReachedService(): boolean {
+    return this.stopDelivery === 'written';
+  }
+
+  /**
    * The stop handshake. Resolves with how it ended; the call is ended in every case
-   * (cancelled after `ackTimeoutMs` without an answer).
+   * (cancelled after `ackTimeoutMs` without an answer). A call whose final status is
+   * already in is not sent the stop: the service ended before it could see one.
    */
   async stop(reason: string, ackTimeoutMs: number): Promise<StopOutcome> {
-    if (this.state === 'ended') return 'already_ended';
+    if (this.state === 'ended' || this.status) return 'already_ended';
     if (this.state === 'stopping') {
       await this.ended;
       return 'already_ended';
     }
-    this.write({ stopWorkflow: { reason } });
+    this.stopDelivery = 'queued';
+    const sent = this.write({ stopWorkflow: { reason } }, (err) => {
+      if (this.stopDelivery === 'queued') this.stopDelivery = err ? 'unsent' : 'written';
+    });
+    if (!sent) this.stopDelivery = 'unsent';
     this.state = 'stopping';
     let timer: NodeJS.Timeout | undefined;
     const timedOut = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), ackTimeoutMs)));

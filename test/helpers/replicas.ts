@@ -22,6 +22,11 @@ export interface Replica {
 }
 
 const root = path.resolve(__dirname, '../..');
+/**
+ * The gateway the replicas run: this checkout's build, or another build's entry point
+ * (LONGRUN_TEST_GATEWAY_MAIN), to measure a fault test against an older gateway.
+ */
+const gatewayMain = process.env['LONGRUN_TEST_GATEWAY_MAIN'] ?? path.join(root, 'dist/src/main.js');
 
 /** An owner token for the internal routes of `workflowId` (SPEC §6). */
 export async function ownerJwt(workflowId: string): Promise<string> {
@@ -40,7 +45,7 @@ async function json(res: Dispatcher.ResponseData): Promise<Record<string, unknow
 export async function startReplica(name: string, env: Record<string, string>): Promise<Replica> {
   const port = await freePort();
   const opsPort = await freePort();
-  const child = startChild([path.join(root, 'dist/src/main.js')], {
+  const child = startChild([gatewayMain], {
     LONGRUN_LISTEN: `127.0.0.1:${port}`,
     LONGRUN_OPS_LISTEN: `127.0.0.1:${opsPort}`,
     LONGRUN_REPLICA_ID: name,

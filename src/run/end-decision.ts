@@ -1,0 +1,71 @@
+/**
+ * Why a run ended, decided once, at teardown, from what was seen on the wire (SPEC §6
+ * reasons). A stop longrun starts can cross the service's own end: the turn finished on
+ * the service while the stop was being decided or was on its way. Such a turn must be
+ * reported `finished`, or the owner dispatches the next segment of a turn that is over.
+ *
+ *   no stop, or a cancel             → the status's reason (a cancel keeps its own)
+ *   a stop, the call ends non-OK     → the stop's reason (UNAVAILABLE is its acknowledgement)
+ *   a stop, the call ends OK, and
+ *     the end was read before the stop reached the wire   → finished
+ *     the last checkpoint's status ends a turn            → finished (the turn's own end)
+ *     otherwise                                           → the stop's reason; for an
+ *       infrastructure stop also `endedWhileStopping`: an OK end is what a service sends
+ *       when it finished by itself and what one without the reason on its allowlist
+ *       sends for the stop, and nothing on the wire tells them apart
+ *
+ * A user stop ended OK without a terminal checkpoint is the stop's end: both readings end
+ * the turn, so the owner has nothing to re-dispatch either way.
+ */
+import * as grpc from '@grpc/grpc-js';
+import type { EndReason } from '../vocabulary';
+import { endReasonForStatus } from './stop-reasons';
+
+/**
+ * Checkpoint statuses after which the service has nothing more to do in this call: the
+ * turn is over (finished or failed) or waits for the user. STOPPED and CANCELLED are not
+ * here: they are what a stop itself leads to.
+ */
+const TURN_ENDING_STATUSES: ReadonlySet<string> = new Set([
+  'FINISHED',
+  'COMPLETED',
+  'FAILED',
+  'ERROR',
+  'INPUT_REQUIRED',
+  'PLAN_APPROVAL_REQUIRED',
+  'TOOL_CALL_APPROVAL_REQUIRED',
+]);
+
+export function endsTurn(checkpointStatus: string | undefined): boolean {
+  return checkpointStatus !== undefined && TURN_ENDING_STATUSES.has(checkpointStatus.toUpperCase());
+}
+
+/** What longrun had started when the call ended: nothing, a stop handshake, or a cancel. */
+export type Ending = { by: 'stop' | 'cancel'; reason: EndReason } | undefined;
+
+export interface EndFacts {
+  ending: Ending;
+  /** The call's final status code. */
+  code: grpc.status;
+  /** The stop was on the wire before the service's end was read (WorkflowStream.stopReachedService). */
+  stopReachedService: boolean;
+  /** The status of the last newCheckpoint the service sent, if any. */
+  lastCheckpointStatus: string | undefined;
+}
+
+export interface EndDecision {
+  reason: EndReason;
+  /** The stop decided the end: its handshake outcome is counted. */
+  byStop: boolean;
+  /** An infrastructure stop and an OK end crossed, and no checkpoint said the turn was over. */
+  endedWhileStopping: boolean;
+}
+
+export function decideEnd(facts: EndFacts): EndDecision {
+  const { ending, code } = facts;
+  if (!ending) return { reason: endReasonForStatus(code), byStop: false, endedWhileStopping: false };
+  if (ending.by === 'cancel') return { reason: ending.reason, byStop: false, endedWhileStopping: false };
+  if (code !== grpc.status.OK) return { reason: ending.reason, byStop: true, endedWhileStopping: false };
+  if (!facts.stopReachedService || endsTurn(facts.lastCheckpointStatus)) return { reason: 'finished', byStop: false, endedWhileStopping: false };
+  return { reason: ending.reason, byStop: true, endedWhileStopping: ending.reason !== 'stop_requested' };
+}
