@@ -222,26 +222,30 @@ describe('the dispatch loop under faults', () => {
     faults.push({ name: 'Redis restart (empty)', at: Date.now(), hit: (c) => c.stopReasons.includes('WORKHORSE_LOCK_LOST') });
     await faultRedis();
 
-    // Every turn ends.
-    let turns: Turn[] = [];
-    await expect
-      .poll(
-        async () => {
-          turns = (await Promise.all(ids.map((id) => dispatcher.turn(id)))) as Turn[];
-          return turns.filter((t) => t.status === 'dispatching' || t.status === 'running').length;
-        },
-        { timeout: 60_000, interval: 250 },
-      )
-      .toBe(0);
-    const loopMs = Date.now() - t0;
-
-    {
-      // Everything seen, for looking into a failure (test-results/ is not committed).
+    // Everything seen, for looking into a failure (test-results/ is not committed).
+    const dump = async (): Promise<void> => {
       const { mkdirSync, writeFileSync } = await import('node:fs');
       const out = process.env['DISPATCH_LOOP_DUMP'] ?? 'test-results/dispatch-loop.json';
       mkdirSync(path.dirname(out), { recursive: true });
       writeFileSync(out, JSON.stringify({ t0, faults: faults.map((f) => ({ name: f.name, at: f.at })), turns, events, calls: allCalls().map((c) => ({ ...c, startRequest: undefined, metadata: c.metadata['x-request-id'], actionResponses: c.actionResponses.length })) }, null, 1));
+    };
+    // Every turn ends.
+    let turns: Turn[] = [];
+    try {
+      await expect
+        .poll(
+          async () => {
+            turns = (await Promise.all(ids.map((id) => dispatcher.turn(id)))) as Turn[];
+            return turns.filter((t) => t.status === 'dispatching' || t.status === 'running').length;
+          },
+          { timeout: 60_000, interval: 250 },
+        )
+        .toBe(0);
+    } finally {
+      await dump();
     }
+    const loopMs = Date.now() - t0;
+
     // Every turn ended exactly once, finished, with every step sent once, in order.
     let orphans = 0;
     let crossed = 0;

@@ -14,7 +14,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { request } from 'undici';
-import { signOwnerJwt } from '../src/owner/jwt';
+import { signOwnerJwt } from '../src/shared/jwt';
 import type { SegmentEnd } from '../src/sandbox/owner-sim';
 import type { Step } from '../src/sandbox/scenario';
 import type { WorkflowSimulatorOptions } from '../src/sandbox/workflow-sim';

@@ -37,7 +37,9 @@
  *                                                         last). A call that starts with every step done goes straight
  *                                                         to the next step of the scenario (CallRecord.turn: from, to).
  *                                                         "finishAtMs":T holds the last step until the call is T ms
- *                                                         old (a turn that finishes exactly on a run limit)
+ *                                                         old when the call did a step before it (a turn that
+ *                                                         finishes on a run limit; a call that starts at the last
+ *                                                         step does it at once, so the turn always ends)
  */
 import { z } from 'zod';
 

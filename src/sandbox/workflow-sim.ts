@@ -386,7 +386,9 @@ export class WorkflowServiceSimulator {
       if (record) record.turn = progress;
       for (let i = progress.from + 1; i <= step.checkpoints; i++) {
         if (step.intervalMs) await runStep({ op: 'wait', ms: step.intervalMs });
-        const finishIn = step.finishAtMs === undefined || i < step.checkpoints ? 0 : step.finishAtMs - (Date.now() - (record?.startedAt ?? 0));
+        // Held only after a step of this call: a call that starts at the last step does it at once, so a turn always ends.
+        const held = step.finishAtMs !== undefined && i === step.checkpoints && i > progress.from + 1;
+        const finishIn = held ? (step.finishAtMs as number) - (Date.now() - (record?.startedAt ?? 0)) : 0;
         if (finishIn > 0) await runStep({ op: 'wait', ms: Math.ceil(finishIn) });
         if (step.write) {
           await request({ runHTTPRequest: { method: step.write.method ?? 'POST', path: step.write.path, body: JSON.stringify({ step: i }) } }, 'runHTTPRequest');

@@ -5,7 +5,7 @@
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request, type Dispatcher } from 'undici';
-import { signOwnerJwt } from '../../src/owner/jwt';
+import { signOwnerJwt } from '../../src/shared/jwt';
 import { scenarioMetadata, type Step } from '../../src/sandbox/scenario';
 import { startChild, type Child } from './child';
 import { freePort } from './ports';
