@@ -1,5 +1,5 @@
 /**
- * `npm run bench`: the scenarios of SPEC §10, each measuring longrun and its baseline in
+ * `npm run bench`: the scenarios of docs/spec.md §10, each measuring longrun and its baseline in
  * the same run, against a real redis-server and the simulators, each in its own process.
  * Prints a table and writes JSON to $BENCH_OUT (default bench/out/latest.json).
  *

@@ -14,7 +14,7 @@ const method = duoWorkflowService['ExecuteWorkflow'] as grpc.MethodDefinition<Cl
 // The gateway's own per-connection settings (its defaults), from its channel pool.
 const options: grpc.ChannelOptions = channelOptions({});
 
-/** The StartWorkflowRequest as the gateway sends it after the owner's preauth (SPEC §3). */
+/** The StartWorkflowRequest as the gateway sends it after the owner's preauth (docs/spec.md §3). */
 export function startRequestFor(workflowId: string, workflowMetadata: string): StartWorkflowRequest {
   return {
     workflowID: workflowId,

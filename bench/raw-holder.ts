@@ -1,5 +1,5 @@
 /**
- * The capacity baseline (SPEC §10): one process holding N raw grpc-js ExecuteWorkflow
+ * The capacity baseline (docs/spec.md §10): one process holding N raw grpc-js ExecuteWorkflow
  * streams, each of which got its first action, with nothing else in the process. Forked
  * with --expose-gc; the driver reads its RSS from /proc after asking it to collect.
  */

@@ -1,5 +1,5 @@
 /**
- * What a benchmark scenario is (SPEC §10): it measures longrun and its baseline in the
+ * What a benchmark scenario is (docs/spec.md §10): it measures longrun and its baseline in the
  * same run and returns the figures written under `scenarios.NAME` in the JSON, plus one
  * row of the printed table (with the target it is held to).
  */

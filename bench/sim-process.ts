@@ -6,7 +6,7 @@
  * message is the simulator's address; then the driver's questions are answered by id.
  */
 import { Pool } from 'undici';
-import { signJwt, WORKHORSE_ISSUER } from '../src/owner/jwt';
+import { signJwt, WORKHORSE_ISSUER } from '../src/shared/jwt';
 import { OwnerServiceSimulator } from '../src/sandbox/owner-sim';
 import { WorkflowServiceSimulator, type CallRecord } from '../src/sandbox/workflow-sim';
 import { serveIpc, type Handlers } from './ipc';

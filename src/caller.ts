@@ -1,5 +1,5 @@
 /**
- * What longrun passes on about the dispatcher that made an execute request (SPEC §4, §6):
+ * What longrun passes on about the dispatcher that made an execute request (docs/spec.md §4, §6):
  * its address and X-Forwarded-For chain (for the relayed API calls' X-Forwarded-For) and
  * its User-Agent and GitLab client headers (for the workflow service's metadata).
  * Taken once from the request; everything after the HTTP route reads this, never the

@@ -1,5 +1,5 @@
 /**
- * Configuration (SPEC §8): every LONGRUN_* variable parsed once into one typed,
+ * Configuration (docs/spec.md §8): every LONGRUN_* variable parsed once into one typed,
  * fully-defaulted Config. An invalid value throws ConfigError naming the variable and
  * what was expected; main() prints it and exits 1.
  */
@@ -81,14 +81,14 @@ export interface Config {
   redisCommandTimeoutMs: number;
   redisConnectTimeoutMs: number;
   /**
-   * What longrun sends as StopWorkflowRequest.reason for its own stops (SPEC §4): the
+   * What longrun sends as StopWorkflowRequest.reason for its own stops (docs/spec.md §4): the
    * workflow service must hold them in its infrastructure allowlist for the workflow to
    * stay resumable.
    */
   infraStopReasons: Record<InfraStop, string>;
   /** Streams per gRPC connection before another connection to the same target is opened. */
   grpcStreamsPerConnection: number;
-  /** gRPC keepalive ping interval; a ping unanswered for grpcKeepaliveTimeoutMs ends every call on its connection (SPEC §4). */
+  /** gRPC keepalive ping interval; a ping unanswered for grpcKeepaliveTimeoutMs ends every call on its connection (docs/spec.md §4). */
   grpcKeepaliveTimeMs: number;
   grpcKeepaliveTimeoutMs: number;
   /** Ping idle gRPC connections too (the real service permits it; a default gRPC server does not). */
@@ -99,7 +99,7 @@ export interface Config {
 
 /** The environment read: a Config whose owner URL and secret may be left to the sandbox. */
 export type EnvConfig = Omit<Config, 'ownerUrl' | 'secret'> & {
-  /** Unset → the sandbox (SPEC §9) provides the owner and workflow services. */
+  /** Unset → the sandbox (docs/spec.md §9) provides the owner and workflow services. */
   ownerUrl: URL | undefined;
   /** Undefined only in the sandbox (which makes one). */
   secret: Buffer | undefined;

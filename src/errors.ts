@@ -1,54 +1,49 @@
 /**
- * Every error a caller can see, with its stable code and HTTP status (SPEC §3 status
- * table). Routes throw or return a GatewayError; src/http/error-response.ts is the one
- * place that turns it into a response. docs/errors.md lists every code (a test checks).
+ * Every error a caller can see, by its stable code: whether retrying can help, and what
+ * it is counted as. Nothing here knows HTTP: src/http/error-status.ts gives each code its
+ * status (docs/spec.md §3 status table) and src/http/error-response.ts is the one place
+ * that turns an error into a response. docs/errors.md lists every code (a test checks).
  */
 
 import type { ConnectionErrorType } from './vocabulary';
 
 interface ErrorSpec {
-  status: number;
   retryable: boolean;
   /** The `error_type` an execute refused with this code is counted under (connection errors). */
   errorType: ConnectionErrorType;
 }
 
 export const errorCatalog = {
-  INVALID_REQUEST: { status: 400, retryable: false, errorType: 'bad_request' },
-  UNAUTHORIZED: { status: 401, retryable: false, errorType: 'internal' },
-  // The owner's own status is passed through; 403 is only the catalogue's placeholder.
-  PREAUTH_DENIED: { status: 403, retryable: false, errorType: 'preauth' },
-  USAGE_QUOTA_EXCEEDED: { status: 403, retryable: false, errorType: 'rejected' },
-  NOT_FOUND: { status: 404, retryable: false, errorType: 'internal' },
-  WORKFLOW_LOCKED: { status: 409, retryable: true, errorType: 'lock' },
-  STOPPED: { status: 409, retryable: false, errorType: 'rejected' },
-  NOT_CANCELLABLE: { status: 409, retryable: false, errorType: 'internal' },
-  ACTOR_LIMIT: { status: 429, retryable: true, errorType: 'capacity' },
-  // nginx's "client closed request": nobody reads it, but the log line and metrics say what happened.
-  CLIENT_GONE: { status: 499, retryable: true, errorType: 'client_gone' },
-  INTERNAL: { status: 500, retryable: true, errorType: 'internal' },
-  OWNER_UNAVAILABLE: { status: 502, retryable: true, errorType: 'preauth' },
-  PREAUTH_INVALID: { status: 502, retryable: true, errorType: 'preauth' },
-  WORKFLOW_SERVICE_UNAVAILABLE: { status: 502, retryable: true, errorType: 'stream_open' },
-  LOCK_UNAVAILABLE: { status: 503, retryable: true, errorType: 'lock' },
-  DRAINING: { status: 503, retryable: true, errorType: 'capacity' },
-  CAPACITY_EXHAUSTED: { status: 503, retryable: true, errorType: 'capacity' },
+  INVALID_REQUEST: { retryable: false, errorType: 'bad_request' },
+  UNAUTHORIZED: { retryable: false, errorType: 'internal' },
+  PREAUTH_DENIED: { retryable: false, errorType: 'preauth' },
+  USAGE_QUOTA_EXCEEDED: { retryable: false, errorType: 'rejected' },
+  NOT_FOUND: { retryable: false, errorType: 'internal' },
+  WORKFLOW_LOCKED: { retryable: true, errorType: 'lock' },
+  STOPPED: { retryable: false, errorType: 'rejected' },
+  NOT_CANCELLABLE: { retryable: false, errorType: 'internal' },
+  ACTOR_LIMIT: { retryable: true, errorType: 'capacity' },
+  CLIENT_GONE: { retryable: true, errorType: 'client_gone' },
+  INTERNAL: { retryable: true, errorType: 'internal' },
+  OWNER_UNAVAILABLE: { retryable: true, errorType: 'preauth' },
+  PREAUTH_INVALID: { retryable: true, errorType: 'preauth' },
+  WORKFLOW_SERVICE_UNAVAILABLE: { retryable: true, errorType: 'stream_open' },
+  LOCK_UNAVAILABLE: { retryable: true, errorType: 'lock' },
+  DRAINING: { retryable: true, errorType: 'capacity' },
+  CAPACITY_EXHAUSTED: { retryable: true, errorType: 'capacity' },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof errorCatalog;
 
 export interface GatewayErrorOptions {
   cause?: unknown;
-  /** Seconds for Retry-After (always sent with a 503). */
+  /** How long a retry should wait (Retry-After over HTTP). */
   retryAfterS?: number;
-  /** Overrides the catalogue status (PREAUTH_DENIED passes the owner's through). */
-  status?: number;
   /** The run this error ended, when one had been opened (for the request's log line). */
   runId?: string;
 }
 
 export class GatewayError extends Error {
-  readonly status: number;
   readonly retryable: boolean;
   readonly retryAfterS: number | undefined;
   readonly errorType: ConnectionErrorType;
@@ -62,9 +57,8 @@ export class GatewayError extends Error {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'GatewayError';
     const spec: ErrorSpec = errorCatalog[code];
-    this.status = options.status ?? spec.status;
     this.retryable = spec.retryable;
-    this.retryAfterS = options.retryAfterS ?? (this.status === 503 ? 1 : undefined);
+    this.retryAfterS = options.retryAfterS;
     this.errorType = spec.errorType;
     this.runId = options.runId;
   }

@@ -1,16 +1,14 @@
 /**
  * The gateway process's parts, assembled: owner client, channel pool, lock backend,
- * stop watcher, run registry, launcher, metrics, the main and ops listeners — and the
- * drain that takes them down (SPEC §7): readiness 503 at once, new executes 503
- * DRAINING, then after the shutdown delay every run in flight is stopped with
- * WORKHORSE_SERVER_SHUTDOWN, concurrently, within the drain budget; then every part
- * closes, in the reverse of the order it was added.
+ * stop watcher, run registry, launcher, metrics, the main and ops listeners. SIGTERM
+ * turns readiness 503 at once and new executes 503 DRAINING, then drain.ts stops the
+ * runs in flight; then every part closes, in the reverse of the order it was added.
  */
 import { setMaxListeners } from 'node:events';
 import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { Config, ListenAddress } from './config';
+import { drain } from './drain';
 import { createLogger, type Logger } from './log';
 import { Metrics } from './metrics';
 import type { CoordinationBackend } from './coordination/backend';
@@ -20,7 +18,7 @@ import { RedisBackend } from './coordination/redis-backend';
 import { StopWatcher } from './coordination/stop-watcher';
 import { createMainApp } from './http/main-app';
 import { createOpsApp } from './http/ops-app';
-import { McpConnector } from './owner/mcp/connector';
+import { McpConnector } from './mcp/connector';
 import { OwnerClient } from './owner/owner-client';
 import { Launcher } from './run/launcher';
 import { RunRegistry } from './run/registry';
@@ -66,12 +64,8 @@ interface Closable {
 
 /** How long Redis may take to answer at start before the gateway serves without it. */
 const REDIS_STARTUP_WAIT_MS = 5_000;
-/** Callbacks are aborted this long before the drain budget ends, so exit is on time. */
-const CALLBACK_ABORT_MARGIN_MS = 250;
 /** How long close() waits for parts to close gracefully before destroying them. */
 const CLOSE_TIMEOUT_MS = 5_000;
-/** After a drain, closing gets at least this long even when the budget is spent. */
-const MIN_CLOSE_AFTER_DRAIN_MS = 250;
 
 function listen(app: http.RequestListener, address: ListenAddress): Promise<http.Server> {
   return new Promise((resolve, reject) => {
@@ -321,38 +315,8 @@ export class Gateway {
    * callbacks are sent while the budget lasts.
    */
   drain(): Promise<void> {
-    this.draining ??= (async () => {
-      const { config, metrics, logger, registry, callbackBudget, stopReasons } = this.parts;
-      if (this.state === 'serving') this.state = 'draining';
-      metrics.draining.set(1);
-      const started = Date.now();
-      metrics.drainDeadline.set((started + config.shutdownDelayMs + config.drainTimeoutMs) / 1000);
-      logger.info({ runs: registry.size }, 'drain started');
-      if (config.shutdownDelayMs > 0) await sleep(config.shutdownDelayMs);
-      const budgetMs = config.drainTimeoutMs;
-      const budgetEnd = Date.now() + budgetMs;
-      // Leave part of the budget for lock release and segment-end callbacks after the stops.
-      const ackTimeoutMs = Math.min(config.stopAckTimeoutMs, Math.max(Math.floor(budgetMs / 2), budgetMs - config.drainReserveMs));
-      const callbackDeadline = setTimeout(() => callbackBudget.abort(), Math.max(0, budgetMs - CALLBACK_ABORT_MARGIN_MS));
-      // While the runs are stopped, errors carry their message but no stack frames: every
-      // acknowledged stop ends its call UNAVAILABLE, and grpc-js builds an error for each
-      // from two fresh Errors whose stacks it formats — a tenth of a drain's CPU, for
-      // errors nobody reads. (A per-call interceptor would do it for every call, but costs
-      // ~450 bytes per held run.)
-      const stackTraceLimit = Error.stackTraceLimit;
-      Error.stackTraceLimit = 0;
-      const stops = registry.stopAll(stopReasons.infra('drain'), ackTimeoutMs);
-      let budgetTimer: NodeJS.Timeout | undefined;
-      const budget = new Promise<'over'>((resolve) => (budgetTimer = setTimeout(() => resolve('over'), budgetMs)));
-      const outcome = await Promise.race([stops.then(() => 'done' as const), budget]);
-      Error.stackTraceLimit = stackTraceLimit;
-      clearTimeout(budgetTimer);
-      clearTimeout(callbackDeadline);
-      // Whatever is still open (a hung owner, a paused Redis) gets what is left of the
-      // budget to close, then is destroyed: the process exits on time in every case.
-      const closed = await this.close(Math.max(MIN_CLOSE_AFTER_DRAIN_MS, budgetEnd - Date.now()));
-      logger.info({ drain_ms: Date.now() - started, outcome, runs_left: registry.size, close: closed }, 'drain finished');
-    })();
+    if (this.state === 'serving') this.state = 'draining';
+    this.draining ??= drain({ ...this.parts, close: (timeoutMs) => this.close(timeoutMs) });
     return this.draining;
   }
 

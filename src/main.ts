@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * Entry point: config → (sandbox) → gateway → signals. SIGTERM/SIGINT drain (SPEC §7);
+ * Entry point: config → (sandbox) → gateway → signals. SIGTERM/SIGINT drain (docs/spec.md §7);
  * a second signal exits at once.
  */
 import { ConfigError, gatewayConfig, loadConfig, type Config, type EnvConfig } from './config';
@@ -50,7 +50,7 @@ async function main(): Promise<void> {
     }
     logger.info({ signal }, 'draining');
     // The drain closes or destroys every part within its budget; should anything still
-    // hold the process, it exits anyway a moment after the budget (SPEC §7).
+    // hold the process, it exits anyway a moment after the budget (docs/spec.md §7).
     setTimeout(() => {
       logger.warn({ signal }, 'drain overran its budget: exiting');
       logger.flush();

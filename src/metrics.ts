@@ -1,5 +1,5 @@
 /**
- * Prometheus metrics (SPEC §7), on a registry of their own (never prom-client's global
+ * Prometheus metrics (docs/spec.md §7), on a registry of their own (never prom-client's global
  * one, so two gateways in one test process do not collide). Label values come from
  * finite vocabularies: anything else is recorded as `other`; never a workflow id, an
  * actor or a path.
@@ -24,7 +24,8 @@ import {
   redisEvents,
   relayErrorTypes,
   stopOutcomes,
-  transports,
+  transportLabels,
+  transportLabelValues,
   type CallbackResult,
   type CapKind,
   type ConnectionErrorType,
@@ -236,7 +237,7 @@ export class Metrics {
     }
     // Zero-initialise what dashboards divide or alert on, so they see 0 rather than no
     // data, and so rate() counts the first increment of a series.
-    for (const transport of transports) {
+    for (const transport of transportLabelValues) {
       this.connections.inc({ transport }, 0);
       this.connectionsOpen.set({ transport }, 0);
       this.runsInFlight.set({ transport }, 0);
@@ -267,20 +268,35 @@ export class Metrics {
     this.buildInfo.set({ version }, 1);
   }
 
+  /** A run opened a workflow stream; `inFlight` runs of its transport are held now. */
+  runOpened(transport: Transport, inFlight: number): void {
+    const label = { transport: transportLabels[transport] };
+    this.connections.inc(label);
+    this.connectionsOpen.inc(label);
+    this.runsInFlight.set(label, inFlight);
+  }
+
+  /** A run ended; `inFlight` runs of its transport are held now. */
+  runClosed(transport: Transport, inFlight: number): void {
+    const label = { transport: transportLabels[transport] };
+    this.connectionsOpen.dec(label);
+    this.runsInFlight.set(label, inFlight);
+  }
+
   connectionError(transport: Transport, errorType: ConnectionErrorType): void {
-    this.connectionErrors.inc({ transport: oneOf(transport, transports), error_type: oneOf(errorType, connectionErrorTypes) });
+    this.connectionErrors.inc({ transport: transportLabels[transport], error_type: oneOf(errorType, connectionErrorTypes) });
   }
 
   sessionEnded(code: number, transport: Transport, durationS: number): void {
     const name = oneOf(grpcCodeName(code), grpcCodeNames);
     this.sessions.inc({ code: name });
     if (code !== grpc.status.OK) this.sessionErrors.inc({ code: name });
-    this.sessionDuration.observe({ transport: oneOf(transport, transports) }, durationS);
+    this.sessionDuration.observe({ transport: transportLabels[transport] }, durationS);
   }
 
   teardown(transport: Transport, reason: EndReason, endedWhileStopping: boolean): void {
-    this.teardowns.inc({ transport: oneOf(transport, transports), reason: oneOf(reason, endReasons) });
-    if (endedWhileStopping) this.endsWhileStopping.inc({ transport: oneOf(transport, transports) });
+    this.teardowns.inc({ transport: transportLabels[transport], reason: oneOf(reason, endReasons) });
+    if (endedWhileStopping) this.endsWhileStopping.inc({ transport: transportLabels[transport] });
   }
 
   action(kind: string): void {

@@ -6,7 +6,7 @@ export const version: string = (
   JSON.parse(readFileSync(fromRoot('package.json'), 'utf8')) as { version: string }
 ).version;
 
-/** `Gitlab-Workhorse` on every request to the owner (SPEC §6: Rails' require_gitlab_workhorse! checks it). */
+/** `Gitlab-Workhorse` on every request to the owner (docs/spec.md §6: Rails' require_gitlab_workhorse! checks it). */
 export const gitlabWorkhorseHeader = `longrun-${version}`;
 
 /** longrun's own User-Agent (to the owner; appended to the caller's towards the workflow service). */

@@ -5,9 +5,18 @@
  * has the same name everywhere (grpc-js `constants.ts`).
  */
 
-/** How a run reaches its caller: blocking ndjson over HTTP, or detached (202, runs on). */
-export const transports = ['http', 'detached'] as const;
+/** How a run reaches its caller: blocking (ndjson streamed back), or detached (202, runs on). */
+export const transports = ['blocking', 'detached'] as const;
 export type Transport = (typeof transports)[number];
+
+/**
+ * The word each transport is written as in metric labels, log lines, `/runs` and run
+ * records. A blocking run is written `http`, the documented label value dashboards, alert
+ * rules and owners already read; this table is the one place the two names meet.
+ */
+export const transportLabels = { blocking: 'http', detached: 'detached' } as const satisfies Record<Transport, string>;
+export type TransportLabel = (typeof transportLabels)[Transport];
+export const transportLabelValues: readonly TransportLabel[] = transports.map((t) => transportLabels[t]);
 
 /**
  * Segment ends after which the workflow is still `running` on the owner's side: the owner
@@ -17,13 +26,13 @@ export const resumableSegmentEndReasons = ['run_limit', 'drain', 'lock_lost', 's
 /** Segment ends that end the turn: the owner records the end and dispatches nothing. */
 export const finalSegmentEndReasons = ['finished', 'stop_requested'] as const;
 
-/** The reasons a segment-end callback carries (SPEC §6). */
+/** The reasons a segment-end callback carries (docs/spec.md §6). */
 export const segmentEndReasons = [...finalSegmentEndReasons, ...resumableSegmentEndReasons] as const;
 export type SegmentEndReason = (typeof segmentEndReasons)[number];
 
 /**
  * Why a run ended — the teardown reason in metrics and the run-end log line. The
- * segment-end callback (SPEC §6) uses the same words, except that a detached run has no
+ * segment-end callback (docs/spec.md §6) uses the same words, except that a detached run has no
  * caller to lose: `client_gone` there (a cancel while closing) is reported as
  * `stream_error` (see `segmentEndReason`).
  */
@@ -32,7 +41,7 @@ export type EndReason = (typeof endReasons)[number];
 
 /**
  * What an action still unanswered when a segment ended was (the segment-end callback's
- * and run record's `in_flight`, SPEC §6): a relayed runHTTPRequest or a runMCPTool call.
+ * and run record's `in_flight`, docs/spec.md §6): a relayed runHTTPRequest or a runMCPTool call.
  */
 export const inFlightKinds = ['http', 'mcp'] as const;
 export type InFlightKind = (typeof inFlightKinds)[number];
@@ -41,15 +50,15 @@ export function segmentEndReason(reason: EndReason): SegmentEndReason {
   return reason === 'client_gone' ? 'stream_error' : reason;
 }
 
-/** How a run's start was answered once it was accepted (SPEC §3b). */
+/** How a run's start was answered once it was accepted (docs/spec.md §3b). */
 export const acceptedOn = ['first_action', 'accept_wait_elapsed'] as const;
 export type AcceptedOn = (typeof acceptedOn)[number];
 
-/** How a stop handshake ended (SPEC §4). */
+/** How a stop handshake ended (docs/spec.md §4). */
 export const stopOutcomes = ['ack', 'user_stop', 'already_ended', 'timeout', 'error'] as const;
 export type StopOutcome = (typeof stopOutcomes)[number];
 
-/** StopWorkflowRequest.reason values longrun sends for its own stops (SPEC §4). */
+/** StopWorkflowRequest.reason values longrun sends for its own stops (docs/spec.md §4). */
 export const SERVER_SHUTDOWN = 'WORKHORSE_SERVER_SHUTDOWN';
 export const RUN_LIMIT = 'WORKHORSE_RUN_LIMIT';
 export const LOCK_LOST = 'WORKHORSE_LOCK_LOST';
@@ -58,6 +67,22 @@ export const USER_STOP = 'USER_STOP';
 export const infraStopReasons = [SERVER_SHUTDOWN, RUN_LIMIT, LOCK_LOST] as const;
 /** The stops longrun makes itself, each sent with its (configurable) infrastructure reason. */
 export type InfraStop = Extract<EndReason, 'drain' | 'run_limit' | 'lock_lost'>;
+
+/**
+ * Every way a run is stopped, the one argument of `Run.stop` (src/run/run.ts): the
+ * handshake stops (run limit, drain, lost lease, the owner's stop key) and the cancels
+ * without one (the caller gone, the service never took the stream). Whoever decides a
+ * run must end — the run limits, the drain, the lease keeper through the run's
+ * coordination, the stop watcher, the stop check before an action, the caller's
+ * adapter — says so with one of these.
+ */
+export type StopReason =
+  | { readonly kind: 'run_limit' }
+  | { readonly kind: 'drain'; readonly ackTimeoutMs?: number }
+  | { readonly kind: 'lock_lost'; readonly why: 'taken' | 'expired' }
+  | { readonly kind: 'stop_requested'; readonly value: string }
+  | { readonly kind: 'client_gone' }
+  | { readonly kind: 'workflow_unavailable' };
 
 /** What a stop reason token may look like (the stop key's value, the stop endpoint's body). */
 export const STOP_REASON_TOKEN = /^[A-Z][A-Z0-9_]{0,63}$/;

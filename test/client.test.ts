@@ -16,7 +16,7 @@ import express from 'express';
 import { LongrunClient, LongrunError, type Checkpoint, type RetryClock, type SegmentEnd } from '../src/client';
 import { segmentEndMiddleware, segmentEndOf } from '../src/client/express';
 import { errorOf, retryAfterOf } from '../src/client/responses';
-import { signJwt, WORKHORSE_ISSUER } from '../src/owner/jwt';
+import { signJwt, WORKHORSE_ISSUER } from '../src/shared/jwt';
 import { scenarioMetadata, type Step } from '../src/sandbox/scenario';
 import { freePort } from './helpers/ports';
 import { startRedis, type RedisServer } from './helpers/redis';

@@ -9,7 +9,7 @@ import { Redis } from 'ioredis';
 import type { MemoryBackend } from '../src/coordination/memory-backend';
 import { OWNER_OAUTH_TOKEN } from '../src/sandbox/owner-sim';
 import { scenarioMetadata, type Step } from '../src/sandbox/scenario';
-import { verifyJwt, WORKHORSE_ISSUER } from '../src/owner/jwt';
+import { verifyJwt, WORKHORSE_ISSUER } from '../src/shared/jwt';
 import { startRedis, type RedisServer } from './helpers/redis';
 import { testSecret } from './helpers/secret';
 import { metricValue, ndjsonLines, startStack, type Stack } from './helpers/stack';

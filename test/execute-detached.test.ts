@@ -5,7 +5,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { request } from 'undici';
-import { signOwnerJwt } from '../src/owner/jwt';
+import { signOwnerJwt } from '../src/shared/jwt';
 import type { Step } from '../src/sandbox/scenario';
 import { testSecret } from './helpers/secret';
 import { startRedis, type RedisServer } from './helpers/redis';

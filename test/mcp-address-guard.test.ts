@@ -4,8 +4,8 @@
  * wrapped — and the lookup that enforces it where the connection is made.
  */
 import { describe, expect, it } from 'vitest';
-import { PrivateAddressError, isNonPublicAddress, privateAddressCause, publicOnlyLookup } from '../src/owner/mcp/address-guard';
-import { resolveServer } from '../src/owner/mcp/servers';
+import { PrivateAddressError, isNonPublicAddress, privateAddressCause, publicOnlyLookup } from '../src/mcp/address-guard';
+import { resolveServer } from '../src/mcp/servers';
 
 describe('isNonPublicAddress', () => {
   it.each([

@@ -12,7 +12,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import { createLogger } from '../src/log';
 import { Metrics } from '../src/metrics';
-import { McpConnector } from '../src/owner/mcp/connector';
+import { McpConnector } from '../src/mcp/connector';
 import { messageTypes } from '../src/workflow/contract';
 import { startEverythingServer, type EverythingServer } from './helpers/mcp-everything';
 import { startStack, type Stack } from './helpers/stack';

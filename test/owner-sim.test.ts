@@ -6,7 +6,7 @@
 import http from 'node:http';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Agent, request } from 'undici';
-import { signJwt, OWNER_ISSUER, WORKHORSE_ISSUER } from '../src/owner/jwt';
+import { signJwt, OWNER_ISSUER, WORKHORSE_ISSUER } from '../src/shared/jwt';
 import { OWNER_OAUTH_TOKEN, OwnerServiceSimulator, type SegmentEnd } from '../src/sandbox/owner-sim';
 import { testSecret, wrongSecret } from './helpers/secret';
 

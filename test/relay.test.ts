@@ -10,7 +10,7 @@ import dns from 'node:dns';
 import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { version } from '../src/version';
-import { verifyJwt, WORKHORSE_ISSUER } from '../src/owner/jwt';
+import { verifyJwt, WORKHORSE_ISSUER } from '../src/shared/jwt';
 import { networkErrorText } from '../src/owner/network-errors';
 import { OWNER_OAUTH_TOKEN } from '../src/sandbox/owner-sim';
 import type { Step } from '../src/sandbox/scenario';

@@ -4,10 +4,12 @@
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { RunLimits, type LimitedRun } from '../src/run/run-limits';
+import type { StopReason } from '../src/vocabulary';
 
 class FakeRun implements LimitedRun {
   limitedAt: number | undefined;
-  reachedRunLimit(): void {
+  stop(reason: StopReason): void {
+    expect(reason).toEqual({ kind: 'run_limit' });
     this.limitedAt = Date.now();
   }
 }

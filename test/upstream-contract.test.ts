@@ -13,7 +13,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { SCHEDULE_NOTIFICATION_DECLINED } from '../src/run/action-server';
+import { SCHEDULE_NOTIFICATION_DECLINED } from '../src/run/action-answers';
 import { everyActionPayload } from '../src/sandbox/every-action';
 import { scenarioMetadata } from '../src/sandbox/scenario';
 import { actionKinds, messageTypes } from '../src/workflow/contract';

@@ -1,13 +1,13 @@
 /**
  * stop_latency: from the owner setting a run's stop key to the workflow service
  * receiving stopWorkflow for that run. The owner's two ways are measured side by side:
- * SET of `workhorse:duoworkflow:stop:<id>` in Redis directly (the figure of SPEC §10),
+ * SET of `workhorse:duoworkflow:stop:<id>` in Redis directly (the figure of docs/spec.md §10),
  * and POST /internal/workflows/:id/stop on the gateway (reported as endpoint_*).
  * Stops are spread over time so each is observed on its own, not as one batch.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
-import { signOwnerJwt } from '../../src/owner/jwt';
+import { signOwnerJwt } from '../../src/shared/jwt';
 import type { Step } from '../../src/sandbox/scenario';
 import { closedLoop } from '../load';
 import { waitUntil } from '../procs';

@@ -1,5 +1,5 @@
 /**
- * The owner's segment-end endpoint (SPEC §6), as the reference dispatcher serves it:
+ * The owner's segment-end endpoint (docs/spec.md §6), as the reference dispatcher serves it:
  * longrun/client's Express middleware checks the gateway's JWT and parses the body (401 /
  * 400 otherwise, which the gateway does not retry); the dispatcher then acts on it, and
  * only then is the callback answered 204. When it could not act (its Redis is down) the

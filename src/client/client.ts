@@ -1,5 +1,5 @@
 /**
- * The dispatcher's side of longrun (SPEC §3, §5, §6): start turns, stop them, read the run
+ * The dispatcher's side of longrun (docs/spec.md §3, §5, §6): start turns, stop them, read the run
  * in flight. One client per process; it keeps its connections (an undici Agent) until
  * close().
  *
@@ -11,7 +11,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { Agent, request, type Dispatcher } from 'undici';
-import { signOwnerJwt } from '../owner/jwt';
+import { signOwnerJwt } from '../shared/jwt';
 import { version } from '../version';
 import { abortReason, LongrunError } from './errors';
 import { BlockingStream } from './ndjson';
@@ -40,7 +40,7 @@ export interface LongrunClientOptions {
   clock?: RetryClock;
 }
 
-/** A StartWorkflowRequest in protojson (SPEC §3); `workflowMetadata` may be given as an object. */
+/** A StartWorkflowRequest in protojson (docs/spec.md §3); `workflowMetadata` may be given as an object. */
 export type StartWorkflowInput = Record<string, unknown> & {
   goal?: string;
   workflowDefinition?: string;

@@ -1,5 +1,5 @@
 /**
- * The one error type of the client: every refusal the gateway answers (SPEC §3 status
+ * The one error type of the client: every refusal the gateway answers (docs/spec.md §3 status
  * table, docs/errors.md) and every failure on the way to it, with the stable `code`, the
  * HTTP `status`, whether a retry may succeed, the gateway's `Retry-After` and the request
  * id that joins the call to the gateway's and the owner's logs.

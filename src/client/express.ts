@@ -10,6 +10,7 @@
  *     segmentEndMiddleware({ secret }), async (req, res) => { … segmentEndOf(res) … })
  */
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import { readCapped } from '../shared/read-capped';
 import { SegmentEndRejected, verifySegmentEnd, type SegmentEnd } from './segment-end';
 
 export interface SegmentEndMiddlewareOptions {
@@ -26,14 +27,10 @@ export function segmentEndOf(res: Response): SegmentEnd {
 }
 
 async function rawBody(req: Request, limit: number): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req) {
-    size += (chunk as Buffer).length;
-    if (size > limit) throw new SegmentEndRejected(400, 'body too large');
-    chunks.push(chunk as Buffer);
-  }
-  return Buffer.concat(chunks);
+  // Past the limit the rest stays unread (paused), so the 400 can still be answered.
+  const read = await readCapped(req, limit, (body) => body.pause());
+  if (read.overflow) throw new SegmentEndRejected(400, 'body too large');
+  return read.data;
 }
 
 export function segmentEndMiddleware(options: SegmentEndMiddlewareOptions): RequestHandler {

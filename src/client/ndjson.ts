@@ -1,5 +1,5 @@
 /**
- * A blocking execute's answer (SPEC §3a): application/x-ndjson, one protojson Action per
+ * A blocking execute's answer (docs/spec.md §3a): application/x-ndjson, one protojson Action per
  * line (only newCheckpoint actions), an empty line now and then as keepalive. Iterate it
  * for the checkpoints — keepalives are skipped — then read `end` for how it ended.
  *

@@ -1,6 +1,6 @@
 /**
  * What the client's calls resolve with: the outcomes of an execute that are not failures
- * of the turn (SPEC §3) and of the internal routes (§5), as typed results. Failures are
+ * of the turn (docs/spec.md §3) and of the internal routes (§5), as typed results. Failures are
  * LongrunErrors (errors.ts).
  */
 import type { AcceptedOn, InFlightKind } from '../vocabulary';
@@ -52,7 +52,7 @@ export interface Streaming extends Answered {
 
 export type ExecuteResult = Accepted | Finished | Locked | Stopped | Streaming;
 
-/** An action unanswered when a segment ended (SPEC §6 `in_flight`): a write among them has an unknown outcome. */
+/** An action unanswered when a segment ended (docs/spec.md §6 `in_flight`): a write among them has an unknown outcome. */
 export interface InFlightEntry {
   kind: InFlightKind;
   /** The Action's requestID, as the workflow service numbered it. */

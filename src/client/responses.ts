@@ -1,5 +1,5 @@
 /**
- * How the gateway's answers become results and errors (SPEC §3 status table,
+ * How the gateway's answers become results and errors (docs/spec.md §3 status table,
  * docs/errors.md): read here once, so execute, stop and getRun agree.
  */
 import type { IncomingHttpHeaders } from 'node:http';

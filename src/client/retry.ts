@@ -1,5 +1,5 @@
 /**
- * The client's retry policy. A failure the gateway marks retryable (SPEC §3: 503 DRAINING,
+ * The client's retry policy. A failure the gateway marks retryable (docs/spec.md §3: 503 DRAINING,
  * LOCK_UNAVAILABLE, CAPACITY_EXHAUSTED; 502 OWNER_UNAVAILABLE, PREAUTH_INVALID,
  * WORKFLOW_SERVICE_UNAVAILABLE; 429 ACTOR_LIMIT; 500 INTERNAL) and a network failure are
  * tried again, on the next gateway endpoint when there are several, until one answers,

@@ -1,5 +1,5 @@
 /**
- * The owner's side of the segment-end callback (SPEC §6): `POST
+ * The owner's side of the segment-end callback (docs/spec.md §6): `POST
  * /api/v4/internal/ai/duo_workflows/workflows/:id/segment_end`, sent by the gateway at
  * the end of every accepted detached run with `Gitlab-Workhorse-Api-Request: <JWT>` (HS256
  * with the shared secret, iss "gitlab-workhorse"). verifySegmentEnd() checks the JWT and
@@ -8,7 +8,7 @@
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import { z } from 'zod';
-import { verifyJwt, WORKHORSE_ISSUER } from '../owner/jwt';
+import { verifyJwt, WORKHORSE_ISSUER } from '../shared/jwt';
 import { finalSegmentEndReasons, resumableSegmentEndReasons, segmentEndReasons, type SegmentEndReason } from '../vocabulary';
 import { inFlightSchema } from './responses';
 
@@ -18,11 +18,11 @@ export const segmentEndSchema = z.object({
   reason: z.enum(segmentEndReasons),
   segment_duration_s: z.number().nonnegative(),
   actions: z.number().int().nonnegative(),
-  // Gateways from before SPEC §6 `in_flight` do not send it: nothing known to be in flight.
+  // Gateways from before docs/spec.md §6 `in_flight` do not send it: nothing known to be in flight.
   in_flight: inFlightSchema.default([]),
   // Present when the gateway's stop crossed the service's OK end and nothing said the turn
   // was over: check the workflow's state before dispatching the next segment.
-  ended_while_stopping: z.boolean().default(false),
+  ended_while_stopping: z.boolean().optional(),
 });
 
 /** A verified segment-end callback body. */

@@ -1,4 +1,4 @@
--- Takes a workflow's lock for a new run (SPEC §5) and clears a stale stop key, in one
+-- Takes a workflow's lock for a new run (docs/spec.md §5) and clears a stale stop key, in one
 -- round trip.
 -- KEYS[1]  lock key  workhorse:duoworkflow:lock:<workflow_id>
 -- KEYS[2]  stop key  workhorse:duoworkflow:stop:<workflow_id>

@@ -1,4 +1,4 @@
--- Takes one of an actor's run slots, across replicas (SPEC §3b per-actor cap).
+-- Takes one of an actor's run slots, across replicas (docs/spec.md §3b per-actor cap).
 -- KEYS[1]  actor set  longrun:actor:<actor_id> (sorted set: member → expiry, ms since epoch)
 -- ARGV[1]  the member (the run's lock token)
 -- ARGV[2]  the cap (max members)

@@ -1,5 +1,5 @@
 /**
- * What replicas share (SPEC §5): each workflow's lock and lease, its stop signal, its
+ * What replicas share (docs/spec.md §5): each workflow's lock and lease, its stop signal, its
  * run record, and per-actor run slots. Two implementations keep the same semantics:
  * Redis (several replicas) and this process (LONGRUN_REDIS_URL unset).
  *
@@ -29,11 +29,11 @@ export interface RunRecord {
   state: string;
   started_at: string;
   last_action_at: string;
-  /** JSON list of the run's relayed actions still unanswered (SPEC §6), as of the last renewal; absent when written by an older replica. */
+  /** JSON list of the run's relayed actions still unanswered (docs/spec.md §6), as of the last renewal; absent when written by an older replica. */
   in_flight?: string;
 }
 
-/** A per-actor run slot, named by the lock's token (SPEC §3b per-actor cap). */
+/** A per-actor run slot, named by the lock's token (docs/spec.md §3b per-actor cap). */
 export interface ActorSlot {
   actorId: string;
   member: string;

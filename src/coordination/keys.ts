@@ -1,5 +1,5 @@
 /**
- * Redis key names (SPEC §5), in one of two schemes (LONGRUN_REDIS_KEYS):
+ * Redis key names (docs/spec.md §5), in one of two schemes (LONGRUN_REDIS_KEYS):
  *
  * - `workhorse` (default): the lock, stop and run keys are Workhorse's own
  *   (`workhorse:duoworkflow:lock:<id>` …), so a fleet mixing Workhorse and longrun on one

@@ -13,14 +13,14 @@
  *   TTL/3 after the renewal that last confirmed it, at most one tick early, never late
  *   while the event loop keeps time.
  *
- * Per lease the answer means what it always did: token gone → onLost('taken'); stop flag
- * → onStop(value); an error → onRenew('error') and a retry a tenth of the TTL later. The
+ * Per lease the answer means: token gone → onLost('taken'); stop flag → onStop(value); an
+ * error → onRenew('error') and a retry a tenth of the TTL later. The
  * lock is known to live TTL from when the confirming renewal was *sent*, so `remainingMs`
  * never overstates it. A lease added or released while a batch is in flight is simply in
  * the next one, or out of it (a late answer for a released lease fires nothing).
  */
-import { CoordinationError, type ActorSlot, type CoordinationBackend, type LockRelease, type RenewOutcome } from './backend';
-import { Lease, type LeaseHooks, type LeaseOwner } from './lease';
+import { CoordinationError, type CoordinationBackend, type LockRelease, type RenewOutcome } from './backend';
+import { Lease, type HeldLock, type LeaseHooks, type LeaseOwner } from './lease';
 import { LockReleaser, type BatchObserver } from './lock-releaser';
 
 /** What the keeper needs of the coordination store (tests swap it for a fake). */
@@ -36,14 +36,6 @@ export interface LeaseKeeperOptions {
    * previous confirmation): the process or Redis is falling behind.
    */
   onLate?(): void;
-}
-
-/** The lock a lease keeps: what admission took. */
-export interface HeldLockInfo {
-  token: string;
-  /** When the acquire was sent: the lock lives at least one TTL from then. */
-  acquiredAt: number;
-  actor?: ActorSlot;
 }
 
 export class LeaseKeeper implements LeaseOwner {
@@ -84,8 +76,8 @@ export class LeaseKeeper implements LeaseOwner {
   }
 
   /** Starts keeping a lock alive for the run that holds it. */
-  hold(workflowId: string, lock: HeldLockInfo, hooks: LeaseHooks): Lease {
-    const lease = new Lease(this, workflowId, lock.token, this.ttlMs, hooks, lock.acquiredAt, lock.actor);
+  hold(workflowId: string, lock: HeldLock, hooks: LeaseHooks): Lease {
+    const lease = new Lease(this, workflowId, lock, this.ttlMs, hooks, this.intervalMs);
     this.leases.add(lease);
     if (!this.closed && !this.timer) {
       this.timer = setInterval(() => this.tick(), this.tickMs);
@@ -97,9 +89,9 @@ export class LeaseKeeper implements LeaseOwner {
 
   /** Lease.release: out of the renewals, then into the next release batch. */
   release(lease: Lease, runId: string): Promise<boolean> {
-    lease.state = 'released';
     this.forget(lease);
-    return this.releaser.release({ workflowId: lease.workflowId, token: lease.token, runId, ...(lease.actor ? { actor: lease.actor } : {}) });
+    const { token, actor } = lease.lock;
+    return this.releaser.release({ workflowId: lease.workflowId, token, runId, ...(actor ? { actor } : {}) });
   }
 
   /** Releases a lock no lease keeps (a start that failed before its run existed), in the same batches. */
@@ -141,15 +133,11 @@ export class LeaseKeeper implements LeaseOwner {
   }
 
   private async renew(batch: Lease[], sentAt: number): Promise<void> {
-    const attempts = batch.map((lease) => {
-      lease.sentAt = sentAt;
-      lease.attempt += 1;
-      return lease.attempt;
-    });
-    const items = batch.map((lease) => ({
-      workflowId: lease.workflowId,
-      token: lease.token,
-      refresh: lease.actor ? { ...lease.hooks.refresh(), actor: lease.actor } : lease.hooks.refresh(),
+    const attempts = batch.map((lease) => lease.renewalSent(sentAt));
+    const items = batch.map(({ workflowId, lock, hooks }) => ({
+      workflowId,
+      token: lock.token,
+      refresh: lock.actor ? { ...hooks.refresh(), actor: lock.actor } : hooks.refresh(),
     }));
     const started = performance.now();
     let outcomes: RenewOutcome[];
@@ -163,8 +151,7 @@ export class LeaseKeeper implements LeaseOwner {
     this.options.onBatch?.('renew', batch.length, (performance.now() - started) / 1_000, outcomes.some((o) => o instanceof Error) ? 'error' : 'ok');
     batch.forEach((lease, i) => {
       // Released, lost, or given up (and maybe sent again) meanwhile: this answer is stale.
-      if (lease.state !== 'held' || lease.attempt !== attempts[i]) return;
-      lease.sentAt = 0;
+      if (!lease.awaits(attempts[i] as number)) return;
       const outcome = outcomes[i];
       if (outcome === undefined || outcome instanceof Error) {
         this.failed(lease, answeredAt);
@@ -175,8 +162,7 @@ export class LeaseKeeper implements LeaseOwner {
         return;
       }
       if (answeredAt > lease.confirmedAt + this.intervalMs + this.tickMs) this.options.onLate?.();
-      lease.confirmedAt = sentAt;
-      lease.dueAt = sentAt + this.intervalMs;
+      lease.renewed(sentAt);
       lease.hooks.onRenew?.('ok');
       if (outcome.stop !== null) lease.hooks.onStop(outcome.stop);
     });
@@ -184,21 +170,14 @@ export class LeaseKeeper implements LeaseOwner {
 
   /** A renewal that errored or went unanswered: retried a margin later, or the lease is lost. */
   private failed(lease: Lease, now: number): void {
-    lease.sentAt = 0;
     // An answer to the attempt given up, should it still come, is ignored.
-    lease.attempt += 1;
+    lease.renewalFailed(now + this.marginMs);
     lease.hooks.onRenew?.('error');
-    if (now >= lease.confirmedAt + this.ttlMs - this.marginMs) {
-      this.lose(lease, 'expired');
-      return;
-    }
-    lease.dueAt = now + this.marginMs;
+    if (now >= lease.confirmedAt + this.ttlMs - this.marginMs) this.lose(lease, 'expired');
   }
 
   private lose(lease: Lease, why: 'taken' | 'expired'): void {
-    lease.state = 'lost';
-    lease.sentAt = 0;
     this.forget(lease);
-    lease.hooks.onLost(why);
+    lease.lost(why);
   }
 }

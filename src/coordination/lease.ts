@@ -1,8 +1,8 @@
 /**
  * A held lock, kept alive while its run lives. The renewing is done by the process's one
  * LeaseKeeper (lease-keeper.ts), which renews every lease due in one batched call a tick;
- * what a Lease sees is the same as when each renewed itself every TTL/3, each renewal one
- * atomic observation of "I still own it" and "I should stop" (renew-leases.lua):
+ * each renewal is one atomic observation of "I still own it" and "I should stop"
+ * (renew-leases.lua), and the lease tells its hooks (the run's coordination) what it saw:
  *
  * - token gone or taken over → onLost('taken') (the run stops with WORKHORSE_LOCK_LOST);
  * - stop flag set → onStop(value);
@@ -10,13 +10,24 @@
  *   onLost('expired'), a tenth of the TTL before it can: a run never goes on past an
  *   expiry it could not prevent.
  *
- * The lease holds no timer of its own: the keeper's bookkeeping fields below are what it
- * schedules from.
+ * The lease holds no timer of its own. Its schedule (when it was last confirmed, when the
+ * next renewal is due, the attempt in flight) is its own state, moved only by its methods,
+ * which the keeper calls as renewals go out and come back.
  */
 import type { ActorSlot, LeaseRefresh } from './backend';
 
 export type LeaseState = 'held' | 'lost' | 'released';
 
+/** The workflow's lock as admission took it. */
+export interface HeldLock {
+  token: string;
+  /** When the acquire was sent: the lock lives at least one TTL from then. */
+  acquiredAt: number;
+  /** Taken with the lock when the actor is capped; renewed and released with it. */
+  actor?: ActorSlot;
+}
+
+/** Who is told what renewals see, and what they write to the run record. */
 export interface LeaseHooks {
   onLost(why: 'taken' | 'expired'): void;
   onStop(value: string): void;
@@ -25,41 +36,87 @@ export interface LeaseHooks {
   refresh(): Omit<LeaseRefresh, 'actor'>;
 }
 
-/** Who renews and releases leases (the keeper); a Lease hands its release over. */
+/** Who renews and releases leases (the keeper): a released lease is handed over to it. */
 export interface LeaseOwner {
   release(lease: Lease, runId: string): Promise<boolean>;
 }
 
 export class Lease {
-  /** held → lost (renewal found the token gone, or could not renew in time) | released. */
-  state: LeaseState = 'held';
-  /** When the renewal that last confirmed the lock was sent (or the acquire): it lives `ttlMs` from then. */
-  confirmedAt: number;
-  /** When the next renewal is due (TTL/3 after confirmedAt, or a retry's time). */
-  dueAt: number;
-  /** When the renewal in flight was sent; 0 when none is. */
-  sentAt = 0;
-  /** Numbers the renewals sent, so an answer that arrives after its attempt was given up is ignored. */
-  attempt = 0;
+  private currentState: LeaseState = 'held';
+  private confirmed: number;
+  private due: number;
+  private sent = 0;
+  private attempts = 0;
   private releasing: Promise<boolean> | undefined;
 
   constructor(
     private readonly owner: LeaseOwner,
     readonly workflowId: string,
-    readonly token: string,
+    readonly lock: HeldLock,
     readonly ttlMs: number,
     readonly hooks: LeaseHooks,
-    acquiredAt: number,
-    /** The actor slot renewed and released with the lock. */
-    readonly actor: ActorSlot | undefined,
+    /** How long after a confirming renewal the next one is due. */
+    private readonly intervalMs: number,
   ) {
-    this.confirmedAt = acquiredAt;
-    this.dueAt = acquiredAt + Math.max(1, Math.floor(ttlMs / 3));
+    this.confirmed = lock.acquiredAt;
+    this.due = lock.acquiredAt + intervalMs;
+  }
+
+  get state(): LeaseState {
+    return this.currentState;
+  }
+
+  /** When the renewal that last confirmed the lock was sent (or the acquire): it lives `ttlMs` from then. */
+  get confirmedAt(): number {
+    return this.confirmed;
+  }
+
+  /** When the next renewal is due (an interval after confirmedAt, or a retry's time). */
+  get dueAt(): number {
+    return this.due;
+  }
+
+  /** When the renewal in flight was sent; 0 when none is. */
+  get sentAt(): number {
+    return this.sent;
   }
 
   /** How long the lock is sure to live from now (negative once it may have expired). */
   get remainingMs(): number {
-    return this.confirmedAt + this.ttlMs - Date.now();
+    return this.confirmed + this.ttlMs - Date.now();
+  }
+
+  /** A renewal goes out at `at`; returns its attempt number, to recognise its answer. */
+  renewalSent(at: number): number {
+    this.sent = at;
+    this.attempts += 1;
+    return this.attempts;
+  }
+
+  /** Whether an answer to `attempt` still counts: the lease is held and no later attempt went out. */
+  awaits(attempt: number): boolean {
+    return this.currentState === 'held' && this.attempts === attempt;
+  }
+
+  /** The renewal sent at `sentAt` confirmed the lock: it lives a TTL from then. */
+  renewed(sentAt: number): void {
+    this.sent = 0;
+    this.confirmed = sentAt;
+    this.due = sentAt + this.intervalMs;
+  }
+
+  /** The renewal in flight failed or was given up (a late answer is ignored); the next is due at `retryAt`. */
+  renewalFailed(retryAt: number): void {
+    this.sent = 0;
+    this.attempts += 1;
+    this.due = retryAt;
+  }
+
+  /** The keeper found the lock gone or beyond saving: no more renewals, the hooks are told. */
+  lost(why: 'taken' | 'expired'): void {
+    this.currentState = 'lost';
+    this.sent = 0;
+    this.hooks.onLost(why);
   }
 
   /**
@@ -68,7 +125,10 @@ export class Lease {
    * when the store failed, in which case the keys expire within one TTL.
    */
   release(runId: string): Promise<boolean> {
-    this.releasing ??= this.owner.release(this, runId);
+    if (!this.releasing) {
+      this.currentState = 'released';
+      this.releasing = this.owner.release(this, runId);
+    }
     return this.releasing;
   }
 }

@@ -1,5 +1,5 @@
 /**
- * LONGRUN_REDIS_URL (SPEC §5) parsed into where longrun's Redis is and how to reach it.
+ * LONGRUN_REDIS_URL (docs/spec.md §5) parsed into where longrun's Redis is and how to reach it.
  *
  * Accepted forms:
  *

@@ -1,4 +1,4 @@
--- Releases many runs' locks in one round trip (SPEC §5): for each, the compare-and-delete
+-- Releases many runs' locks in one round trip (docs/spec.md §5): for each, the compare-and-delete
 -- of one release — the run record only when it is that run's, the lock and stop key only
 -- when the token still holds the lock (a stop meant for a later holder is left alone) —
 -- then removes the runs' actor slots.

@@ -1,4 +1,4 @@
--- Renews many leases in one round trip (SPEC §5): for each, exactly what one renewal
+-- Renews many leases in one round trip (docs/spec.md §5): for each, exactly what one renewal
 -- does — extend the lock only while the token still holds it, refresh the run record
 -- with it when the record is this run's, and read the stop flag in the same atomic
 -- observation — then refreshes the actor slots of the leases that were still held.

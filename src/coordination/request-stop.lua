@@ -1,4 +1,4 @@
--- The owner's stop request (SPEC §5): sets the stop key only while a run holds the lock.
+-- The owner's stop request (docs/spec.md §5): sets the stop key only while a run holds the lock.
 -- KEYS[1]  lock key  workhorse:duoworkflow:lock:<workflow_id>
 -- KEYS[2]  stop key  workhorse:duoworkflow:stop:<workflow_id>
 -- ARGV[1]  the stop value (a reason token)

@@ -1,5 +1,5 @@
 /**
- * Watches the stop keys of this process's runs (SPEC §5): near-instantly through
+ * Watches the stop keys of this process's runs (docs/spec.md §5): near-instantly through
  * pub/sub notices, and on LONGRUN_STOP_POLL_MS with one batched read for all runs (so
  * ten thousand runs cost one MGET per poll, not ten thousand timers). The poll timer runs
  * only while something is watched.

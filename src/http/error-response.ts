@@ -1,11 +1,13 @@
 /**
- * The one place an error becomes an HTTP response: JSON body with the stable code,
- * Retry-After on every 503 (and 429/409 when the error carries one). An unexpected error
+ * The one place an error becomes an HTTP response: its status (error-status.ts), a JSON
+ * body with the stable code, Retry-After on every 503 (and 429/409 when the error
+ * carries one). An unexpected error
  * is logged with its detail and answered 500 INTERNAL without it.
  */
 import type { Response } from 'express';
 import { toGatewayError, type GatewayError } from '../errors';
 import type { Logger } from '../log';
+import { errorStatus, retryAfterOf } from './error-status';
 
 export function sendError(res: Response, err: unknown, logger: Logger): GatewayError {
   const error = toGatewayError(err);
@@ -14,7 +16,8 @@ export function sendError(res: Response, err: unknown, logger: Logger): GatewayE
     res.end();
     return error;
   }
-  if (error.retryAfterS !== undefined) res.setHeader('Retry-After', String(error.retryAfterS));
-  res.status(error.status).json(error.toBody());
+  const retryAfterS = retryAfterOf(error.code, error.retryAfterS);
+  if (retryAfterS !== undefined) res.setHeader('Retry-After', String(retryAfterS));
+  res.status(errorStatus[error.code]).json(error.toBody());
   return error;
 }

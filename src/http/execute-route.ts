@@ -1,5 +1,5 @@
 /**
- * POST /api/v4/ai/duo_workflows/workflows/:workflow_id/execute (SPEC §3), the HTTP side
+ * POST /api/v4/ai/duo_workflows/workflows/:workflow_id/execute (docs/spec.md §3), the HTTP side
  * of starting a run: ask the owner (preauth), read and decode the body, hand the
  * authorized start to the launcher (src/run/launcher.ts owns the order of §3), and turn
  * its outcome into a response — 202/200 JSON (detached), an ndjson stream (blocking),
@@ -17,7 +17,7 @@ import type { Metrics } from '../metrics';
 import type { OwnerClient, PreauthResult } from '../owner/owner-client';
 import type { AuthorizedStart, Launcher } from '../run/launcher';
 import { decodeStartRequest } from '../run/start-request';
-import type { Transport } from '../vocabulary';
+import { transportLabels, type Transport } from '../vocabulary';
 import { streamEndToError } from '../workflow/grpc-errors';
 import { sendError } from './error-response';
 import { NdjsonResponse } from './ndjson-response';
@@ -53,7 +53,7 @@ async function execute(deps: ExecuteRouteDeps, req: Request, res: Response): Pro
     if (!res.writableFinished) gone.abort();
   });
   const { signal } = gone;
-  let transport: Transport = 'http';
+  let transport: Transport = 'blocking';
   let answer: Answer;
   try {
     deps.launcher.checkServing();
@@ -61,7 +61,7 @@ async function execute(deps: ExecuteRouteDeps, req: Request, res: Response): Pro
     if (preauth.kind === 'denied') {
       answer = sendDenial(deps, res, preauth);
     } else {
-      transport = preauth.answer.Detached === true ? 'detached' : 'http';
+      transport = preauth.answer.Detached === true ? 'detached' : 'blocking';
       const start = { auth: preauth.answer.DuoWorkflow, request: decodeStartRequest(await readBody(req, res)), requestId, caller, signal };
       answer = transport === 'detached' ? await answerDetached(deps, res, start) : await streamBlocking(deps, res, start);
     }
@@ -76,7 +76,7 @@ async function execute(deps: ExecuteRouteDeps, req: Request, res: Response): Pro
       request_id: requestId,
       workflow_id: req.params['workflow_id'],
       run_id: answer.runId,
-      transport,
+      transport: transportLabels[transport],
       reason: answer.reason,
       status: res.statusCode,
       duration_ms: Math.round(performance.now() - started),
@@ -96,11 +96,11 @@ function sendDenial(deps: ExecuteRouteDeps, res: Response, denial: Extract<Preau
   for (const [name, value] of Object.entries(denial.headers)) res.setHeader(name, value);
   res.setHeader('X-Longrun-Error-Code', 'PREAUTH_DENIED');
   res.end(denial.body);
-  deps.metrics.connectionError('http', 'preauth');
+  deps.metrics.connectionError('blocking', 'preauth');
   return { reason: 'PREAUTH_DENIED' };
 }
 
-/** Detached (SPEC §3b): 202 once accepted, 200 when the turn finished before that. */
+/** Detached (docs/spec.md §3b): 202 once accepted, 200 when the turn finished before that. */
 async function answerDetached(deps: ExecuteRouteDeps, res: Response, start: AuthorizedStart): Promise<Answer> {
   const workflowId = start.auth.WorkflowID;
   const outcome = await deps.launcher.launch({ ...start, transport: 'detached' });
@@ -113,14 +113,14 @@ async function answerDetached(deps: ExecuteRouteDeps, res: Response, start: Auth
 }
 
 /**
- * Blocking (SPEC §3a): checkpoints as ndjson lines, 200 committed on the first one. A
+ * Blocking (docs/spec.md §3a): checkpoints as ndjson lines, 200 committed on the first one. A
  * stream that fails before that is a real status; after it, the stream just ends. The
  * caller hanging up cancels the run.
  */
 async function streamBlocking(deps: ExecuteRouteDeps, res: Response, start: AuthorizedStart): Promise<Answer> {
   const out = new NdjsonResponse(res, deps.keepaliveMs);
   // The caller's signal is bound to the run by the launcher: a hang-up cancels it.
-  const streaming = await deps.launcher.launch({ ...start, transport: 'http', sink: out });
+  const streaming = await deps.launcher.launch({ ...start, transport: 'blocking', sink: out });
   out.keepAlive();
   const result = await streaming.done;
   if (!out.committed && result.reason !== 'finished' && result.reason !== 'client_gone') {

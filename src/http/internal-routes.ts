@@ -1,5 +1,5 @@
 /**
- * Owner → longrun routes (SPEC §1, §5, §6), each requiring
+ * Owner → longrun routes (docs/spec.md §1, §5, §6), each requiring
  * `Authorization: Bearer <HS256 JWT>` signed with the shared secret, iss "gitlab", whose
  * `workflow_id` claim is the path's workflow and whose life (exp − iat) is at most five
  * minutes (owner/jwt.ts verifyOwnerJwt); anything else is a 401 without detail, so a
@@ -13,7 +13,7 @@ import express from 'express';
 import { GatewayError } from '../errors';
 import type { Logger } from '../log';
 import type { CoordinationBackend, RunRecord } from '../coordination/backend';
-import { verifyOwnerJwt } from '../owner/jwt';
+import { verifyOwnerJwt } from '../shared/jwt';
 import { STOP_REASON_TOKEN, USER_STOP } from '../vocabulary';
 import { sendError } from './error-response';
 import { readBody } from './read-body';

@@ -1,5 +1,5 @@
 /**
- * The main listener's routes (SPEC §1). Every response carries X-Request-Id; anything
+ * The main listener's routes (docs/spec.md §1). Every response carries X-Request-Id; anything
  * unmatched is a JSON 404. The execute route logs its own line (with the run and the
  * reason); every other request gets the generic one.
  */
@@ -25,7 +25,7 @@ export function createMainApp(deps: MainAppDeps): express.Express {
   app.use(requestIdMiddleware);
   app.use(originFormOnly(deps.logger));
   app.post('/api/v4/ai/duo_workflows/workflows/:workflow_id/execute', executeHandler(deps));
-  // One log line per request (SPEC §7) for everything after the execute route.
+  // One log line per request (docs/spec.md §7) for everything after the execute route.
   app.use((req, res, next) => {
     const started = performance.now();
     res.on('close', () => {

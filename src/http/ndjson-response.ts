@@ -1,5 +1,5 @@
 /**
- * The blocking-mode response (SPEC §3a): application/x-ndjson, status 200 committed
+ * The blocking-mode response (docs/spec.md §3a): application/x-ndjson, status 200 committed
  * lazily on the first line, an empty line every keepaliveMs once the stream is open.
  * Lines are written whole, so a caller never sees half a line. It is the run's
  * checkpoint sink: each checkpoint Action becomes one line as Workhorse writes it (proto

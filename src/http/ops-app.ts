@@ -1,5 +1,5 @@
 /**
- * The ops listener (SPEC §1): /metrics, /-/liveness, /-/readiness (503 while draining),
+ * The ops listener (docs/spec.md §1): /metrics, /-/liveness, /-/readiness (503 while draining),
  * /runs (this process's runs in flight). Like the main listener, every response carries
  * X-Request-Id and anything unmatched is a JSON 404.
  */

@@ -5,6 +5,7 @@
  */
 import type { Request, Response } from 'express';
 import { GatewayError } from '../errors';
+import { readCapped } from '../shared/read-capped';
 
 export const START_REQUEST_LIMIT = 4 * 1024 * 1024;
 
@@ -17,39 +18,19 @@ export function readBody(req: Request, res: Response, limit: number = START_REQU
   if (Number.isFinite(declared) && declared > limit) return Promise.reject(tooLarge());
   if (req.readableEnded) return Promise.resolve(Buffer.alloc(0));
   return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const cleanup = (): void => {
-      req.off('data', onData);
-      req.off('end', onEnd);
-      req.off('error', onError);
-      req.off('aborted', onAborted);
-    };
-    const onData = (chunk: Buffer): void => {
-      size += chunk.length;
-      if (size > limit) {
-        cleanup();
-        req.pause();
-        reject(tooLarge());
-        return;
-      }
-      chunks.push(chunk);
-    };
-    const onEnd = (): void => {
-      cleanup();
-      resolve(Buffer.concat(chunks, size));
-    };
-    const onError = (err: Error): void => {
-      cleanup();
-      reject(new GatewayError('INVALID_REQUEST', 'request body could not be read', { cause: err }));
-    };
-    const onAborted = (): void => {
-      cleanup();
-      reject(new GatewayError('CLIENT_GONE', 'the caller hung up while sending the body'));
-    };
-    req.on('data', onData);
-    req.on('end', onEnd);
-    req.on('error', onError);
-    req.on('aborted', onAborted);
+    const onAborted = (): void => reject(new GatewayError('CLIENT_GONE', 'the caller hung up while sending the body'));
+    req.once('aborted', onAborted);
+    // Past the limit reading stops at once (the stream is paused): the rest is never buffered.
+    readCapped(req, limit, (body) => body.pause()).then(
+      (read) => {
+        req.off('aborted', onAborted);
+        if (read.overflow) reject(tooLarge());
+        else resolve(read.data);
+      },
+      (err: unknown) => {
+        req.off('aborted', onAborted);
+        reject(new GatewayError('INVALID_REQUEST', 'request body could not be read', { cause: err }));
+      },
+    );
   });
 }

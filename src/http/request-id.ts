@@ -1,5 +1,5 @@
 /**
- * X-Request-Id (SPEC §7): kept when it matches ^[A-Za-z0-9_-]{1,64}$, else a new one
+ * X-Request-Id (docs/spec.md §7): kept when it matches ^[A-Za-z0-9_-]{1,64}$, else a new one
  * (a UUID); echoed on every response — errors and 404s included, since this middleware
  * runs first — and passed on to the owner (preauth, relay, segment-end callback) and to
  * the workflow service as gRPC metadata `x-request-id`.

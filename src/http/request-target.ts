@@ -1,6 +1,6 @@
 /**
  * The request target must be a path (RFC 9112 origin-form): preauth forwards the path
- * and query only (SPEC §2), so an absolute-form target (`POST http://host/api/v4/...`)
+ * and query only (docs/spec.md §2), so an absolute-form target (`POST http://host/api/v4/...`)
  * or the asterisk-form (`OPTIONS *`) is refused with 400 before any route sees it, and
  * nothing is forwarded.
  */

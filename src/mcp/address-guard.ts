@@ -1,5 +1,5 @@
 /**
- * Which addresses an external MCP server may have (SPEC §2): not loopback, link-local,
+ * Which addresses an external MCP server may have (docs/spec.md §2): not loopback, link-local,
  * private, shared (CGNAT) or unspecified, unless the operator allows them
  * (LONGRUN_MCP_ALLOW_PRIVATE, for tests and on-premise setups). The check runs where
  * the connection is made — in the DNS lookup the socket uses — so a name that resolves

@@ -1,5 +1,5 @@
 /**
- * Opens a run's MCP tools (SPEC §2, §4): one process-wide object that holds what every
+ * Opens a run's MCP tools (docs/spec.md §2, §4): one process-wide object that holds what every
  * run's sessions share — the HTTP dispatchers (the one for external servers refuses
  * non-public addresses), the JWT signer for the owner's own servers, the deadlines —
  * and, at a run's start, connects to every server the owner configured and lists its
@@ -8,13 +8,13 @@
  * left out and the turn starts without them (Workhorse's behaviour).
  */
 import { Agent } from 'undici';
-import type { Logger } from '../../log';
-import type { Metrics } from '../../metrics';
-import type { McpDiscoveryFailure, McpServerKind } from '../../vocabulary';
-import { gitlabWorkhorseHeader, userAgent } from '../../version';
-import { deadline, type Deadline } from '../deadline';
-import { JwtSigner } from '../jwt';
-import type { McpServer } from '../preauth';
+import type { Logger } from '../log';
+import type { Metrics } from '../metrics';
+import type { McpDiscoveryFailure, McpServerKind } from '../vocabulary';
+import { gitlabWorkhorseHeader, userAgent } from '../version';
+import { deadline, type Deadline } from '../shared/deadline';
+import { JwtSigner } from '../shared/jwt';
+import type { McpServer } from '../owner/preauth';
 import { privateAddressCause, publicOnlyLookup } from './address-guard';
 import { buildCatalog, type ListedServer } from './catalog';
 import { resolveServer, type McpEndpoint } from './servers';

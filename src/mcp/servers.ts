@@ -1,13 +1,13 @@
 /**
- * Where each MCP server of the owner's `McpServers` is reached (SPEC §2, Workhorse
+ * Where each MCP server of the owner's `McpServers` is reached (docs/spec.md §2, Workhorse
  * `mcp.go`): `gitlab` and `orbit` are the owner's own endpoints, `LONGRUN_OWNER_URL` +
  * `/api/v4/mcp` and `/api/v4/orbit/mcp`, reached like the API relay (the user's token,
  * the Workhorse headers), whatever URL the owner gives them; every other server needs
  * an http(s) `URL`, and a literal non-public address is refused here (a name is checked
  * when it is resolved, see address-guard.ts).
  */
-import type { McpServerKind } from '../../vocabulary';
-import type { McpServer } from '../preauth';
+import type { McpServerKind } from '../vocabulary';
+import type { McpServer } from '../owner/preauth';
 import { isNonPublicAddress } from './address-guard';
 
 /** The owner's own MCP servers, by the name the owner configures them under. */

@@ -1,5 +1,5 @@
 /**
- * The two ends of a runMCPTool call (SPEC §4, Workhorse `mcp.go`): the action's `args`
+ * The two ends of a runMCPTool call (docs/spec.md §4, Workhorse `mcp.go`): the action's `args`
  * JSON becomes the tool's arguments, and the tool's result becomes the
  * `PlainTextResponse` the workflow service waits for.
  */

@@ -9,7 +9,7 @@
  * declares them (the encoder carries the fields the proto knows and drops the others).
  */
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
-import type { McpTool } from '../../workflow/contract';
+import type { McpTool } from '../workflow/contract';
 
 export interface McpToolIcon {
   url: string;

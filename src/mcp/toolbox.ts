@@ -1,15 +1,15 @@
 /**
  * A run's MCP tools: the sessions opened at its start, the tools they offer (sent in the
  * StartWorkflowRequest), and the calls the workflow service makes through runMCPTool
- * (SPEC §4). Every call is answered — a result, a tool error, or longrun's error — and
+ * (docs/spec.md §4). Every call is answered — a result, a tool error, or longrun's error — and
  * the run goes on whatever happens. `close()` ends every session (DELETE) when the run
  * ends; no MCP connection outlives its run.
  */
-import type { Logger } from '../../log';
-import type { Metrics } from '../../metrics';
+import type { Logger } from '../log';
+import type { Metrics } from '../metrics';
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
-import type { McpCallResult } from '../../vocabulary';
-import { deadline } from '../deadline';
+import type { McpCallResult } from '../vocabulary';
+import { deadline } from '../shared/deadline';
 import type { Catalog } from './catalog';
 import type { McpSession } from './session';
 import { parseToolArguments, toolAnswer, type PlainTextAnswer } from './tool-answer';

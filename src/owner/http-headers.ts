@@ -1,5 +1,5 @@
 /**
- * Response headers passed on from the owner (SPEC §2, §6), shaped as Workhorse shapes
+ * Response headers passed on from the owner (docs/spec.md §2, §6), shaped as Workhorse shapes
  * them: Go's net/http hands a proxy its upstream's headers under canonical names
  * (`X-Next-Page`, `Www-Authenticate`), without the hop-by-hop ones. The workflow service
  * looks relayed headers up by exact name, so the spelling is part of the contract.
@@ -64,7 +64,7 @@ function hopByHop(headers: IncomingHttpHeaders): (name: string) => boolean {
 const text = (raw: Buffer | string): string => (typeof raw === 'string' ? raw : raw.toString('latin1'));
 
 /**
- * An owner answer's headers as `HttpResponse.headers` (SPEC §6): canonical names, repeated
+ * An owner answer's headers as `HttpResponse.headers` (docs/spec.md §6): canonical names, repeated
  * values joined with ", " (as Workhorse joins a Go header's values), hop-by-hop removed.
  * `raw` is the answer's header list as received, name and value alternating (undici's
  * `onHeaders`): read once, without first building a lower-case header object.
@@ -94,7 +94,7 @@ export function relayedResponseHeaders(raw: ReadonlyArray<Buffer | string>): Rec
 }
 
 /**
- * The end-to-end headers of an owner's refusal, for the caller (SPEC §2): not hop-by-hop,
+ * The end-to-end headers of an owner's refusal, for the caller (docs/spec.md §2): not hop-by-hop,
  * not the framing (Content-Length, Transfer-Encoding: the body is re-framed, and cut at
  * 32 KiB), not X-Request-Id (the caller gets longrun's, which the owner was given).
  * Repeated headers (Set-Cookie, WWW-Authenticate) stay repeated.

@@ -1,5 +1,5 @@
 /**
- * The text of a relayed request's network failure (SPEC §6). The workflow service decides
+ * The text of a relayed request's network failure (docs/spec.md §6). The workflow service decides
  * whether to retry a tool's API call by matching words of the error it is handed —
  * "connection refused", "connection reset", "no such host" — the words Go's net package
  * uses (Workhorse is written in Go). Node names the same failures by errno code

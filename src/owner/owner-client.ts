@@ -1,5 +1,5 @@
 /**
- * Every call longrun makes to the owner service (SPEC §2, §6), over one undici Pool per
+ * Every call longrun makes to the owner service (docs/spec.md §2, §6), over one undici Pool per
  * owner origin: the pre-authorization, the runHTTPRequest relay and the segment-end
  * callback. Each has a deadline; failures are translated to GatewayErrors here.
  */
@@ -7,22 +7,24 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool, type Dispatcher } from 'undici';
 import { GatewayError } from '../errors';
-import type { CallbackResult, InFlightKind, SegmentEndReason } from '../vocabulary';
+import type { InFlightAction } from '../coordination/run-snapshot';
+import type { CallbackResult, SegmentEndReason } from '../vocabulary';
 import { gitlabWorkhorseHeader, userAgent } from '../version';
-import { deadline } from './deadline';
-import { JwtSigner } from './jwt';
+import { deadline } from '../shared/deadline';
+import { readCapped, type CappedRead } from '../shared/read-capped';
+import { JwtSigner } from '../shared/jwt';
 import { passedOnDenialHeaders } from './http-headers';
 import { networkErrorText } from './network-errors';
 import { DENIAL_BODY_LIMIT, PREAUTH_CONTENT_TYPE, forwardedHeaders, preauthSchema, type PreauthAnswer } from './preauth';
 import { RelayCall, type RelayResult } from './relay-call';
 import { checkRelayPath } from './relay-path';
-import { Semaphore } from './semaphore';
+import { Semaphore } from '../shared/semaphore';
 
 /** 4 MiB − 4 KiB: a relayed body must fit, with its envelope, in one 4 MiB gRPC message. */
 export const RELAY_BODY_LIMIT = 4 * 1024 * 1024 - 4 * 1024;
 
 /**
- * The methods a runHTTPRequest may use (SPEC §6). Anything else (CONNECT, TRACE, OPTIONS,
+ * The methods a runHTTPRequest may use (docs/spec.md §6). Anything else (CONNECT, TRACE, OPTIONS,
  * made-up methods) is answered with an error and never sent: the workflow service has no
  * use for them, and CONNECT or TRACE through an authenticated relay is an attack surface.
  */
@@ -77,17 +79,7 @@ export interface RelayRequest {
   forwardedFor?: string;
 }
 
-/**
- * An action the workflow service sent and got no answer to before the segment ended
- * (SPEC §6 "outcome unknown"): a write among them may or may not have taken effect.
- */
-export interface InFlightAction {
-  kind: InFlightKind;
-  /** The Action's requestID, as the workflow service numbered it. */
-  request_id: string;
-  /** The HTTP method (upper case) of a relayed request; the tool name of an MCP call. */
-  method: string;
-}
+export type { InFlightAction };
 
 export interface SegmentEndBody {
   workflow_id: string;
@@ -107,32 +99,6 @@ export interface SegmentEndBody {
 
 function headerValue(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value.join(', ') : value;
-}
-
-/**
- * Reads a body up to `limit` bytes (the rest is not read: the connection is dropped).
- * Data events rather than an async iterator: this runs for every relayed answer.
- */
-function readCapped(body: Dispatcher.ResponseData['body'], limit: number): Promise<{ data: Buffer; overflow: number }> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const onData = (chunk: Buffer): void => {
-      if (size + chunk.length > limit) {
-        chunks.push(chunk.subarray(0, limit - size));
-        const overflow = size + chunk.length;
-        body.off('data', onData);
-        body.destroy();
-        resolve({ data: Buffer.concat(chunks), overflow });
-        return;
-      }
-      size += chunk.length;
-      chunks.push(chunk);
-    };
-    body.on('data', onData);
-    body.once('end', () => resolve({ data: chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size), overflow: 0 }));
-    body.once('error', reject);
-  });
 }
 
 export class OwnerClient {
@@ -161,7 +127,7 @@ export class OwnerClient {
   async preauthorize(method: string, originalUrl: string, headers: IncomingHttpHeaders, requestId: string, signal?: AbortSignal): Promise<PreauthResult> {
     const limit = deadline(signal, this.options.preauthTimeoutMs);
     let response: Dispatcher.ResponseData;
-    let read: { data: Buffer; overflow: number };
+    let read: CappedRead;
     try {
       try {
         response = await this.pool.request({
@@ -182,7 +148,7 @@ export class OwnerClient {
         throw new GatewayError('OWNER_UNAVAILABLE', `owner service ${why}`, { cause: err });
       }
       try {
-        read = await readCapped(response.body, response.statusCode === 200 ? 4 * 1024 * 1024 : DENIAL_BODY_LIMIT);
+        read = await readCapped(response.body, response.statusCode === 200 ? 4 * 1024 * 1024 : DENIAL_BODY_LIMIT, (body) => body.destroy());
       } catch (err) {
         throw new GatewayError('OWNER_UNAVAILABLE', 'owner service answer was cut off', { cause: err });
       }
@@ -213,7 +179,7 @@ export class OwnerClient {
 
   /**
    * Performs a runHTTPRequest against the owner API. Never throws: failures are answered
-   * to the workflow service as an httpResponse error (SPEC §6 wording). The request
+   * to the workflow service as an httpResponse error (docs/spec.md §6 wording). The request
    * carries what Workhorse's relay sends, so Rails' require_gitlab_workhorse!-style
    * guards pass (Gitlab-Workhorse and the Gitlab-Workhorse-Api-Request JWT).
    */
@@ -271,7 +237,7 @@ export class OwnerClient {
   }
 
   /**
-   * Tells the owner a detached run's segment ended (SPEC §6): up to `callbackAttempts`
+   * Tells the owner a detached run's segment ended (docs/spec.md §6): up to `callbackAttempts`
    * tries with short backoff on 5xx, 429 and network errors, all within `signal` (the
    * drain budget). At most `callbackConcurrency` callbacks are in flight at once (over the
    * pool's keep-alive connections); the others wait their turn, and one whose signal
@@ -290,8 +256,8 @@ export class OwnerClient {
     const attempts = this.options.callbackAttempts;
     const path = `${this.basePath}/api/v4/internal/ai/duo_workflows/workflows/${encodeURIComponent(body.workflow_id)}/segment_end`;
     // An attempt's deadline is undici's own header and body timeouts (a 2xx answer has no
-    // body to speak of): a timer and an AbortController per attempt, following the drain's
-    // budget signal, were a twentieth of the gateway's CPU in a 5 000-run drain.
+    // body to speak of): no timer or AbortController per attempt, which a drain of
+    // thousands of runs would pay for each callback.
     const timeoutMs = this.options.callbackTimeoutMs;
     for (let attempt = 1; attempt <= attempts && !signal.aborted; attempt++) {
       let retryable = true;

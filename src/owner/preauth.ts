@@ -1,5 +1,5 @@
 /**
- * The pre-authorization answer (SPEC §2): its schema, and the request headers that are
+ * The pre-authorization answer (docs/spec.md §2): its schema, and the request headers that are
  * copied to the owner.
  */
 import type { IncomingHttpHeaders } from 'node:http';

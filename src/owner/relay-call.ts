@@ -1,5 +1,5 @@
 /**
- * One runHTTPRequest relayed to the owner (SPEC §6), as an undici dispatch handler: the
+ * One runHTTPRequest relayed to the owner (docs/spec.md §6), as an undici dispatch handler: the
  * answer's status, headers (canonical names, relayedResponseHeaders) and body up to the
  * cap are collected as undici reads them, and the call settles once with a RelayResult.
  *
@@ -12,11 +12,11 @@
  */
 import type { Dispatcher } from 'undici';
 import type { RelayErrorType } from '../vocabulary';
-import { follow } from './deadline';
+import { follow } from '../shared/deadline';
 import { relayedResponseHeaders } from './http-headers';
 import { isTimeoutError, networkErrorText } from './network-errors';
 
-/** An owner answer as HttpResponse carries it: canonical header names (SPEC §6). */
+/** An owner answer as HttpResponse carries it: canonical header names (docs/spec.md §6). */
 export interface RelayAnswer {
   statusCode: number;
   headers: Record<string, string>;

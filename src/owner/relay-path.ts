@@ -1,5 +1,5 @@
 /**
- * Which runHTTPRequest paths may be relayed to the owner API (SPEC §6): a relative path
+ * Which runHTTPRequest paths may be relayed to the owner API (docs/spec.md §6): a relative path
  * starting with one "/", no scheme or host, no backslash, no `..` segment, also once
  * percent-decoded (so `%2e%2e` and `%2f` tricks cannot climb out of the API root).
  */

@@ -1,5 +1,5 @@
 /**
- * Detached acceptance (SPEC §3b): after the startRequest is on the stream, wait for the
+ * Detached acceptance (docs/spec.md §3b): after the startRequest is on the stream, wait for the
  * first Action or acceptWaitMs, whichever comes first. A successful send is not
  * acceptance: quota and invalid-argument rejections arrive on receive, and end the
  * stream first. A stop signal seen first wins (the execute answers 409 STOPPED).

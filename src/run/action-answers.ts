@@ -1,5 +1,5 @@
 /**
- * Serves one Action from the workflow service (SPEC §4): runHTTPRequest is relayed to the
+ * Serves one Action from the workflow service (docs/spec.md §4): runHTTPRequest is relayed to the
  * owner API, runMCPTool is called on the MCP server that offered the tool, newCheckpoint
  * needs no answer, scheduleNotification is declined with
  * scheduleNotificationResponse{accepted: false}, everything else is refused with the
@@ -7,7 +7,7 @@
  * is produced here, exactly once.
  */
 import type { Metrics } from '../metrics';
-import type { McpToolbox } from '../owner/mcp/toolbox';
+import type { McpToolbox } from '../mcp/toolbox';
 import type { OwnerClient } from '../owner/owner-client';
 import type { Action, ActionResponse, RunHTTPRequest } from '../workflow/contract';
 
@@ -56,7 +56,7 @@ export function serveAction(action: Action, ctx: ActionContext): Promise<ActionR
       return ctx.mcp.call(tool.name ?? '', tool.args, ctx.signal).then((plainTextResponse) => ({ requestID, plainTextResponse }));
     }
     case 'scheduleNotification':
-      // Answered in the response type the service expects for it (SPEC §4), declined.
+      // Answered in the response type the service expects for it (docs/spec.md §4), declined.
       return Promise.resolve({ requestID, scheduleNotificationResponse: { accepted: false, reason: SCHEDULE_NOTIFICATION_DECLINED } });
     default:
       return Promise.resolve({ requestID, plainTextResponse: { error: `action cannot be executed by this client: ${kind}` } });

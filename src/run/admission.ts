@@ -1,5 +1,5 @@
 /**
- * Admission before a stream opens (SPEC §3b caps, §5 lock), in the order the spec fixes:
+ * Admission before a stream opens (docs/spec.md §3b caps, §5 lock), in the order the spec fixes:
  * the process's detached slot, then the per-actor slot and the workflow's lock. Detached
  * runs always need the lock (store failing → 503 LOCK_UNAVAILABLE, never run without
  * it); blocking runs take it when the owner sets LockConcurrentFlow and run without it
@@ -9,21 +9,17 @@
 import { randomUUID } from 'node:crypto';
 import { GatewayError } from '../errors';
 import type { Logger } from '../log';
-import type { Metrics } from '../metrics';
-import { CoordinationError, type CoordinationBackend } from '../coordination/backend';
-import type { LeaseKeeper } from '../coordination/lease-keeper';
-import type { Transport } from '../vocabulary';
+import { CoordinationError } from '../coordination/backend';
+import type { HeldLock } from '../coordination/lease';
+import { RunCoordination, type CoordinationDeps } from '../coordination/run-coordination';
+import { RunSnapshot } from '../coordination/run-snapshot';
+import { transportLabels, type Transport } from '../vocabulary';
 import type { RunRegistry } from './registry';
-import { Reservation, type HeldLock } from './reservation';
 
-export interface AdmissionDeps {
-  backend: CoordinationBackend;
-  /** Keeps the locks taken here alive, and releases them. */
-  leases: LeaseKeeper;
+export interface AdmissionDeps extends CoordinationDeps {
   registry: RunRegistry;
-  metrics: Metrics;
   logger: Logger;
-  leaseTtlMs: number;
+  replicaId: string;
   maxRunsPerActor: number;
 }
 
@@ -41,11 +37,12 @@ function unavailable(err: unknown): GatewayError {
 }
 
 /**
- * Takes what the run needs and returns it as one Reservation. Throws CAPACITY_EXHAUSTED
- * (process cap), ACTOR_LIMIT (actor cap), WORKFLOW_LOCKED (another run holds the lock)
- * or LOCK_UNAVAILABLE (detached, store failing); nothing stays taken when it throws.
+ * Takes what the run needs and returns it as the run's coordination (its id, lock and
+ * slots). Throws CAPACITY_EXHAUSTED (process cap), ACTOR_LIMIT (actor cap),
+ * WORKFLOW_LOCKED (another run holds the lock) or LOCK_UNAVAILABLE (detached, store
+ * failing); nothing stays taken when it throws.
  */
-export async function reserve(want: AdmissionRequest, deps: AdmissionDeps): Promise<Reservation> {
+export async function reserve(want: AdmissionRequest, deps: AdmissionDeps): Promise<RunCoordination> {
   const detached = want.transport === 'detached';
   const slot = detached && deps.registry.reserveDetached();
   if (detached && !slot) {
@@ -54,7 +51,8 @@ export async function reserve(want: AdmissionRequest, deps: AdmissionDeps): Prom
   }
   try {
     const lock = detached || want.lockConcurrentFlow ? await takeLock(want, detached ? 'required' : 'best_effort', deps) : undefined;
-    return new Reservation(deps, want.workflowId, slot, lock);
+    const snapshot = new RunSnapshot(randomUUID(), deps.replicaId, transportLabels[want.transport]);
+    return new RunCoordination(deps, want.workflowId, snapshot, lock, slot ? deps.registry : undefined);
   } catch (err) {
     if (slot) deps.registry.releaseDetached();
     throw err;

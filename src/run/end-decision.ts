@@ -1,5 +1,5 @@
 /**
- * Why a run ended, decided once, at teardown, from what was seen on the wire (SPEC §6
+ * Why a run ended, decided once, at teardown, from what was seen on the wire (docs/spec.md §6
  * reasons). A stop longrun starts can cross the service's own end: the turn finished on
  * the service while the stop was being decided or was on its way. Such a turn must be
  * reported `finished`, or the owner dispatches the next segment of a turn that is over.

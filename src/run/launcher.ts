@@ -2,7 +2,7 @@
  * Starts runs. An entry point (the HTTP execute route, or any other transport) hands the
  * launcher an authorized start — the owner's preauth answer and the decoded
  * StartWorkflowRequest — and gets a typed outcome back, or a GatewayError. The launcher
- * owns the order SPEC §3 fixes:
+ * owns the order docs/spec.md §3 fixes:
  *
  *   process slot → lock and actor slot → MCP discovery → drain check → open the gRPC
  *     stream → startRequest (with the discovered MCP tools) written to an open HTTP/2
@@ -14,24 +14,24 @@
  * The caller's lifetime is an AbortSignal, checked after every await: a caller gone
  * before the run exists starts nothing; a blocking run is bound to it once open (a
  * detached run is not: it runs on without its caller). What admission took is one
- * Reservation, and the MCP sessions one McpToolbox: both are given back here while no
- * run exists, then by the run at its teardown. Nothing here knows HTTP.
+ * RunCoordination, and the MCP sessions one McpToolbox: both are given back here while no
+ * run exists, then by the run at its teardown. Nothing here knows HTTP: refusals are
+ * GatewayErrors with a code, which each transport's adapter answers in its own terms.
  */
 import { forwardedForOf, type Caller } from '../caller';
 import type { Config } from '../config';
-import type { LeaseKeeper } from '../coordination/lease-keeper';
+import type { RunCoordination } from '../coordination/run-coordination';
 import { GatewayError } from '../errors';
-import type { McpConnector } from '../owner/mcp/connector';
-import type { McpToolbox } from '../owner/mcp/toolbox';
+import type { McpConnector } from '../mcp/connector';
+import type { McpToolbox } from '../mcp/toolbox';
 import type { DuoWorkflowAuth } from '../owner/preauth';
-import type { AcceptedOn } from '../vocabulary';
+import type { AcceptedOn, StopReason } from '../vocabulary';
 import type { ChannelPool } from '../workflow/channel-pool';
 import type { StartWorkflowRequest } from '../workflow/contract';
 import { streamEndToError } from '../workflow/grpc-errors';
 import { awaitAcceptance } from './acceptance';
 import { reserve, type AdmissionDeps } from './admission';
-import type { Reservation } from './reservation';
-import { Run, type CheckpointSink, type RunContext, type RunResult } from './run';
+import { Run, type CheckpointSink, type RunDeps, type RunResult } from './run';
 import { authorizeStartRequest, callMetadata, withMcpTools } from './start-request';
 
 /** What an entry point brings to start a run, whatever the transport. */
@@ -50,7 +50,7 @@ export interface AuthorizedStart {
 /** An authorized detached start (the owner answered `Detached: true`). */
 export type DetachedStart = AuthorizedStart & { transport: 'detached' };
 /** An authorized blocking start: checkpoints stream to `sink`. */
-export type BlockingStart = AuthorizedStart & { transport: 'http'; sink: CheckpointSink };
+export type BlockingStart = AuthorizedStart & { transport: 'blocking'; sink: CheckpointSink };
 export type LaunchRequest = DetachedStart | BlockingStart;
 
 export type DetachedOutcome =
@@ -68,10 +68,9 @@ export interface Streaming {
 
 export type LaunchOutcome = DetachedOutcome | Streaming;
 
-export interface LauncherParts extends RunContext {
+/** What the launcher, admission and every run share: built once per process. */
+export interface LauncherDeps extends RunDeps, Omit<AdmissionDeps, 'maxRunsPerActor'> {
   config: Config;
-  /** The process's lease keeper: renews every run's lock, batched. */
-  leases: LeaseKeeper;
   channels: ChannelPool;
   /** Opens each run's MCP sessions and discovers their tools. */
   mcp: McpConnector;
@@ -89,17 +88,17 @@ export function drainingError(runId?: string): GatewayError {
 export class Launcher {
   private readonly admission: AdmissionDeps;
 
-  constructor(private readonly parts: LauncherParts) {
-    this.admission = { ...parts, leaseTtlMs: parts.config.leaseTtlMs, maxRunsPerActor: parts.config.maxRunsPerActor };
+  constructor(private readonly deps: LauncherDeps) {
+    this.admission = { ...deps, maxRunsPerActor: deps.config.maxRunsPerActor };
   }
 
   /** Throws DRAINING once the process drains (checked before preauth and again after admission). */
   checkServing(): void {
-    if (this.parts.isDraining()) throw drainingError();
+    if (this.deps.isDraining()) throw drainingError();
   }
 
   /**
-   * Starts a run in the order of SPEC §3. Throws a GatewayError for every refusal and for
+   * Starts a run in the order of docs/spec.md §3. Throws a GatewayError for every refusal and for
    * a stream that fails before it was accepted (detached) or before the caller saw
    * anything (blocking, from `done`: see the HTTP adapter); nothing taken stays taken.
    */
@@ -109,7 +108,7 @@ export class Launcher {
     const { auth, requestId, signal, caller } = start;
     const authorized = authorizeStartRequest(start.request, auth);
     if (signal?.aborted) throw clientGone();
-    const reservation = await reserve(
+    const coordination = await reserve(
       { workflowId: auth.WorkflowID, transport: start.transport, lockConcurrentFlow: auth.LockConcurrentFlow ?? false, actorId: auth.ActorID ?? undefined, requestId },
       this.admission,
     );
@@ -118,26 +117,26 @@ export class Launcher {
     let run: Run;
     try {
       if (signal?.aborted) throw clientGone();
-      mcp = await this.parts.mcp.open(
+      mcp = await this.deps.mcp.open(
         { servers: auth.McpServers, token: auth.Service.Headers?.['x-gitlab-oauth-token'] ?? '', workflowId: auth.WorkflowID, requestId, forwardedFor: forwardedForOf(caller) },
         this.discoveryTimeoutMs(start.transport),
       );
       if (signal?.aborted) throw clientGone();
       this.checkServing();
-      run = this.open(start, reservation, mcp);
+      run = this.open(start, coordination, mcp);
     } catch (err) {
-      await Promise.all([reservation.release(), mcp?.close()]);
+      await Promise.all([coordination.release(), mcp?.close()]);
       throw err;
     }
     const request = withMcpTools(authorized, mcp);
-    if (start.transport === 'http') {
+    if (start.transport === 'blocking') {
       bindToCaller(run, signal);
       void run.markRunning();
     }
     await this.send(run, request, start.transport === 'detached' ? undefined : signal);
-    if (start.transport === 'http') return { kind: 'streaming', runId: run.id, done: run.done };
+    if (start.transport === 'blocking') return { kind: 'streaming', runId: run.id, done: run.done };
     // The caller waited through discovery already: it counts against the accept wait.
-    return this.accept(run, Math.max(0, this.parts.config.acceptWaitMs - (performance.now() - discoveryStarted)));
+    return this.accept(run, Math.max(0, this.deps.config.acceptWaitMs - (performance.now() - discoveryStarted)));
   }
 
   /**
@@ -146,7 +145,7 @@ export class Launcher {
    * without MCP servers.
    */
   private discoveryTimeoutMs(transport: LaunchRequest['transport']): number {
-    const { mcpDiscoveryTimeoutMs, acceptWaitMs } = this.parts.config;
+    const { mcpDiscoveryTimeoutMs, acceptWaitMs } = this.deps.config;
     return transport === 'detached' ? Math.min(mcpDiscoveryTimeoutMs, acceptWaitMs) : mcpDiscoveryTimeoutMs;
   }
 
@@ -159,11 +158,11 @@ export class Launcher {
    */
   private async send(run: Run, request: StartWorkflowRequest, signal: AbortSignal | undefined): Promise<void> {
     let timer: NodeJS.Timeout | undefined;
-    const timedOut = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), this.parts.config.streamOpenTimeoutMs)));
+    const timedOut = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), this.deps.config.streamOpenTimeoutMs)));
     const sent = await Promise.race([run.start(request), timedOut]);
     clearTimeout(timer);
     if (sent === 'timeout') {
-      run.cancel('workflow_unavailable');
+      void run.stop(WORKFLOW_UNAVAILABLE);
       await run.done;
       throw new GatewayError('WORKFLOW_SERVICE_UNAVAILABLE', 'workflow service did not open the stream in time', { runId: run.id });
     }
@@ -173,36 +172,35 @@ export class Launcher {
     }
   }
 
-  /** Opens the gRPC stream and the Run that owns it (and, from here on, the reservation). */
-  private open(start: LaunchRequest, reservation: Reservation, mcp: McpToolbox): Run {
+  /** Opens the gRPC stream and the Run that owns it (and, from here on, its coordination). */
+  private open(start: LaunchRequest, coordination: RunCoordination, mcp: McpToolbox): Run {
     const { auth, requestId, transport, caller } = start;
     let call;
     try {
-      call = this.parts.channels.open(auth.Service.URI, auth.Service.Secure ?? false, callMetadata(auth, requestId, caller), caller?.userAgent);
+      call = this.deps.channels.open(auth.Service.URI, auth.Service.Secure ?? false, callMetadata(auth, requestId, caller), caller?.userAgent);
     } catch (err) {
       throw new GatewayError('WORKFLOW_SERVICE_UNAVAILABLE', 'workflow service could not be reached', { cause: err });
     }
     return new Run(
       {
-        workflowId: auth.WorkflowID,
         requestId,
         transport,
         call,
-        reservation,
+        coordination,
         mcp,
         access: {
           token: auth.Service.Headers?.['x-gitlab-oauth-token'] ?? '',
           timeoutHTTPRequests: auth.TimeoutHTTPRequests ?? false,
           forwardedFor: forwardedForOf(caller),
         },
-        ...(start.transport === 'http' ? { sink: start.sink } : { limited: true }),
+        ...(start.transport === 'blocking' ? { sink: start.sink } : { limited: true }),
       },
-      this.parts,
+      this.deps,
     );
   }
 
   /**
-   * Detached acceptance (SPEC §3b): the first action or the accept wait makes the run
+   * Detached acceptance (docs/spec.md §3b): the first action or the accept wait makes the run
    * accepted (its record is written before the 202); a stream that ends or is stopped
    * first is answered from its end, after its teardown has given everything back.
    */
@@ -210,7 +208,7 @@ export class Launcher {
     const sentAt = performance.now();
     const acceptance = await awaitAcceptance(run, acceptWaitMs);
     if (acceptance.kind === 'accepted' && (await run.markRunning())) {
-      this.parts.metrics.acceptDuration.observe({ accepted_on: acceptance.on }, (performance.now() - sentAt) / 1000);
+      this.deps.metrics.acceptDuration.observe({ accepted_on: acceptance.on }, (performance.now() - sentAt) / 1000);
       return { kind: 'accepted', runId: run.id, acceptedOn: acceptance.on };
     }
     const result = await run.done;
@@ -224,14 +222,17 @@ export class Launcher {
   }
 }
 
-/** A blocking run ends when its caller does: the signal cancels it (client_gone) until the run is over. */
+const WORKFLOW_UNAVAILABLE: StopReason = Object.freeze({ kind: 'workflow_unavailable' });
+const CLIENT_GONE: StopReason = Object.freeze({ kind: 'client_gone' });
+
+/** A blocking run ends when its caller does: the signal stops it (client_gone) until the run is over. */
 function bindToCaller(run: Run, signal: AbortSignal | undefined): void {
   if (!signal) return;
   if (signal.aborted) {
-    run.cancel('client_gone');
+    void run.stop(CLIENT_GONE);
     return;
   }
-  const onAbort = (): void => run.cancel('client_gone');
+  const onAbort = (): void => void run.stop(CLIENT_GONE);
   signal.addEventListener('abort', onAbort, { once: true });
   void run.done.then(() => signal.removeEventListener('abort', onAbort));
 }

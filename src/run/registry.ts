@@ -2,13 +2,12 @@
  * The runs in flight in this process: what /runs lists, what the detached cap counts
  * (pending admissions included) and what a drain stops.
  */
-import type { Transport } from '../vocabulary';
-import type { StopCause } from './stop-reasons';
+import type { StopReason, Transport, TransportLabel } from '../vocabulary';
 
 export interface RunInfo {
   workflow_id: string;
   run_id: string;
-  transport: Transport;
+  transport: TransportLabel;
   state: string;
   started_at: string;
   last_action_at: string | null;
@@ -21,16 +20,17 @@ export interface RegisteredRun {
   readonly workflowId: string;
   readonly transport: Transport;
   info(): RunInfo;
-  /** Stops the run for `cause`; resolves when it has ended and cleaned up. */
-  stop(cause: StopCause, ackTimeoutMs?: number): Promise<unknown>;
-  /** Cancels the stream at once, without the handshake. */
-  cancel(): void;
+  /** Stops the run; resolves when it has ended and cleaned up. */
+  stop(reason: StopReason): Promise<unknown>;
 }
+
+/** The process is closing: what is still in flight is cancelled, as if its caller were gone. */
+const CLOSING: StopReason = Object.freeze({ kind: 'client_gone' });
 
 export class RunRegistry {
   private readonly runs = new Map<string, RegisteredRun>();
-  // Kept as runs come and go: count() is read on every run's start and end, and a scan
-  // of ten thousand runs each time made a ramp to the cap quadratic.
+  // Kept as runs come and go: count() is read on every run's start and end, where a scan
+  // of ten thousand runs each time would make a ramp to the cap quadratic.
   private readonly byTransport = new Map<Transport, number>();
   private detachedSlots = 0;
 
@@ -72,13 +72,13 @@ export class RunRegistry {
     return [...this.runs.values()].map((run) => run.info());
   }
 
-  /** Stops every run in flight concurrently; resolves when all have ended. */
-  async stopAll(cause: StopCause, ackTimeoutMs?: number): Promise<void> {
-    await Promise.allSettled([...this.runs.values()].map((run) => run.stop(cause, ackTimeoutMs)));
+  /** Stops every run in flight concurrently (the drain); resolves when all have ended. */
+  async stopAll(reason: StopReason): Promise<void> {
+    await Promise.allSettled([...this.runs.values()].map((run) => run.stop(reason)));
   }
 
-  /** Cancels every run in flight at once (last resort when closing). */
+  /** Cancels every run in flight at once (last resort when closing: no handshake). */
   cancelAll(): void {
-    for (const run of this.runs.values()) run.cancel();
+    for (const run of this.runs.values()) void run.stop(CLOSING);
   }
 }

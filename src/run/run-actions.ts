@@ -1,14 +1,15 @@
 /**
- * One run's served actions (SPEC §4, §6): the context relays and tool calls share, the
- * abort that ends what is in flight when the run ends, and which relayed actions (HTTP,
- * MCP) are still unanswered — the segment-end callback's `in_flight`, whose outcome is
- * unknown. Made with the run's first action that needs an answer; a run that only
- * streams checkpoints never makes one.
+ * One run's served actions (docs/spec.md §4, §6): the context relays and tool calls
+ * share, the abort that ends what is in flight when the run ends, and which relayed
+ * actions (HTTP, MCP) are still unanswered — noted in the run's snapshot, for the run
+ * record and the segment-end callback's `in_flight`, whose outcome is unknown. Made with
+ * the run's first action that needs an answer; a run that only streams checkpoints never
+ * makes one.
  */
 import type { Logger } from '../log';
-import type { InFlightAction } from '../owner/owner-client';
+import type { InFlightAction, RunSnapshot } from '../coordination/run-snapshot';
 import type { Action, ActionResponse } from '../workflow/contract';
-import { errorAnswer, serveAction, type ActionContext } from './action-server';
+import { errorAnswer, serveAction, type ActionContext } from './action-answers';
 
 /** The abort reason of a run's in-flight work; one shared instance (no stack trace per run). */
 const RUN_ENDED = Object.freeze(new Error('run ended'));
@@ -22,12 +23,12 @@ export interface Responder {
 export class RunActions {
   private readonly abort = new AbortController();
   private readonly context: ActionContext;
-  /** Relayed actions whose answer has not reached the service yet, by requestID. */
-  private readonly unanswered = new Map<string, InFlightAction>();
 
   constructor(
     context: Omit<ActionContext, 'signal'>,
     private readonly responder: Responder,
+    /** Where relayed actions are noted in flight until their answer reaches the service. */
+    private readonly snapshot: RunSnapshot,
     private readonly log: () => Logger,
   ) {
     this.context = { ...context, signal: this.abort.signal };
@@ -39,7 +40,7 @@ export class RunActions {
    */
   serve(action: Action): Promise<void> {
     const relayed = inFlightEntry(action);
-    if (relayed) this.unanswered.set(relayed.request_id, relayed);
+    if (relayed) this.snapshot.relayed(relayed);
     let served: Promise<ActionResponse | null>;
     try {
       served = serveAction(action, this.context);
@@ -57,11 +58,6 @@ export class RunActions {
     );
   }
 
-  /** The relayed actions unanswered now. */
-  inFlight(): InFlightAction[] {
-    return [...this.unanswered.values()];
-  }
-
   /** The run has ended: what is in flight answers "request aborted" (if the call can still take it). */
   end(): void {
     this.abort.abort(RUN_ENDED);
@@ -69,7 +65,7 @@ export class RunActions {
 
   /** Writes an answer; the action stays in flight unless the answer reached the stream. */
   private answer(response: ActionResponse): void {
-    if (this.responder.respond(response)) this.unanswered.delete(response.requestID ?? '');
+    if (this.responder.respond(response)) this.snapshot.answered(response.requestID ?? '');
   }
 }
 

@@ -1,5 +1,5 @@
 /**
- * What follows a run's end, once its reservation is given back (SPEC §6, §7): the run's
+ * What follows a run's end, once its reservation is given back (docs/spec.md §6, §7): the run's
  * metrics, its one log line, and — for an accepted detached run — the segment-end
  * callback that lets the owner dispatch the next segment.
  */
@@ -22,7 +22,7 @@ export interface RunEnd {
   stopOutcome: StopOutcome | undefined;
   durationMs: number;
   actions: number;
-  /** Actions relayed and still unanswered when the segment ended (SPEC §6 `in_flight`). */
+  /** Actions relayed and still unanswered when the segment ended (docs/spec.md §6 `in_flight`). */
   inFlight: InFlightAction[];
   /** Send the segment-end callback (accepted detached runs). */
   callback: boolean;
@@ -44,8 +44,7 @@ export interface RunEndContext {
  */
 export async function recordRunEnd(ctx: RunEndContext, log: () => Logger, run: RunEnd): Promise<void> {
   const { metrics } = ctx;
-  metrics.connectionsOpen.dec({ transport: run.transport });
-  metrics.runsInFlight.set({ transport: run.transport }, ctx.registry.count(run.transport));
+  metrics.runClosed(run.transport, ctx.registry.count(run.transport));
   metrics.sessionEnded(run.end.code, run.transport, run.durationMs / 1000);
   metrics.teardown(run.transport, run.reason, run.endedWhileStopping);
   if (ctx.logger.isLevelEnabled('info')) {

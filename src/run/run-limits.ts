@@ -1,15 +1,19 @@
 /**
- * The run limit of every detached run in this process (SPEC §3b), kept with one timer.
+ * The run limit of every detached run in this process (docs/spec.md §3b), kept with one timer.
  * Every run gets the same LONGRUN_RUN_LIMIT_MS from its start, so deadlines arrive in the
  * order runs were added: a FIFO whose head is the next to fire. A timer per run would
  * cost each of ten thousand held runs a Timeout and its closure; this costs one small
  * entry each. A run that ends first is struck off (its entry emptied), not searched for.
  */
 
-/** What the limiter needs of a run: the stop it sends at the limit. */
+import type { StopReason } from '../vocabulary';
+
+/** What the limiter needs of a run: its stop, called with `run_limit` at the limit. */
 export interface LimitedRun {
-  reachedRunLimit(): void;
+  stop(reason: StopReason): unknown;
 }
+
+const RUN_LIMIT: StopReason = Object.freeze({ kind: 'run_limit' });
 
 /** A run's place in the queue; emptied when its limit fires or the run ends first. */
 export interface RunLimitEntry {
@@ -70,7 +74,7 @@ export class RunLimits {
       this.head += 1;
       const run = entry.run;
       entry.run = undefined;
-      run?.reachedRunLimit();
+      void run?.stop(RUN_LIMIT);
     }
     this.arm();
   }

@@ -1,42 +1,41 @@
 /**
- * A Run is one turn in flight: its workflow stream, its reservation (lock, lease, slots),
- * its timers and its teardown. Its life is one state field with guarded transitions:
+ * A Run is one turn in flight: its workflow stream, its state, its timers and its
+ * teardown; what it holds in Redis (lock, lease, stop watch, record) is its coordination
+ * (coordination/run-coordination.ts). Its life is one state field with guarded transitions:
  *
  *   starting ──markRunning()──► running          (detached: accepted; blocking: streaming)
- *   starting | running ──stop(cause) / cancel()──► stopping   (the end reason is decided here)
- *   any ──the call ends──► ended                 (teardown, once)
+ *   starting | running ──stop(reason)──► stopping
+ *   any ──the call ends──► ended                 (teardown, once; the end reason decided there)
  *
- * Every way a run can end goes through here:
+ * Every stop enters through `stop(reason)` (the StopReason union, vocabulary.ts), whoever
+ * decides it: the run limits, the drain, the coordination (lock lost; the owner's stop
+ * key seen by a renewal, the stop watcher or the check before an action), the caller's
+ * adapter (gone or stalled), the launcher (the service never took the stream). A stop of
+ * run limit, drain, lost lock or the owner's is the handshake (workflow-stream.ts); the
+ * others cancel the call at once. A call that ends by itself is finished,
+ * workflow_unavailable or stream_error; end-decision.ts decides when a stop crossed it.
  *
- *   the stream ends by itself      → finished / workflow_unavailable / stream_error
- *   stop(cause): run limit, drain,   → stop handshake (workflow/workflow-stream.ts), then teardown
- *     lock lost, the owner's stop
- *   cancel(): the caller hung up   → client_gone
- *
- * Teardown notes the actions still unanswered (SPEC §6 `in_flight`), clears timers,
- * aborts in-flight relays and MCP calls, ends the run's MCP sessions, gives the
- * reservation back (lock, run record, actor slot, detached slot), leaves the registry,
- * then hands over to run-end.ts (metrics, the run's log line, the segment-end callback).
+ * Teardown notes the actions still unanswered (docs/spec.md §6 `in_flight`), clears
+ * timers, aborts in-flight relays and MCP calls, ends the run's MCP sessions, gives the
+ * coordination back (stop watch, lock, run record, actor and process slots), leaves the
+ * registry, then hands over to run-end.ts (metrics, the run's log line, the segment-end
+ * callback).
  */
-import { randomUUID } from 'node:crypto';
 import type { Logger } from '../log';
 import type { Metrics } from '../metrics';
 import type { OwnerClient } from '../owner/owner-client';
-import type { CoordinationBackend, LeaseRefresh } from '../coordination/backend';
-import type { Lease, LeaseHooks } from '../coordination/lease';
-import type { StopListener, StopWatcher } from '../coordination/stop-watcher';
-import type { McpToolbox } from '../owner/mcp/toolbox';
-import type { EndReason, StopOutcome, Transport } from '../vocabulary';
+import type { RunCoordination } from '../coordination/run-coordination';
+import type { McpToolbox } from '../mcp/toolbox';
+import { transportLabels, type EndReason, type StopOutcome, type StopReason, type Transport } from '../vocabulary';
 import type { Action, StartWorkflowRequest } from '../workflow/contract';
 import { WorkflowStream, type CallHandle, type StreamEnd } from '../workflow/workflow-stream';
 import type { AcceptanceListener } from './acceptance';
-import { errorAnswer } from './action-server';
+import { errorAnswer } from './action-answers';
+import { decideEnd, type Ending } from './end-decision';
 import type { RegisteredRun, RunInfo, RunRegistry } from './registry';
 import { RunActions } from './run-actions';
-import type { LimitedRun, RunLimitEntry, RunLimits } from './run-limits';
-import type { Reservation } from './reservation';
 import { recordRunEnd } from './run-end';
-import { decideEnd, type Ending } from './end-decision';
+import type { LimitedRun, RunLimitEntry, RunLimits } from './run-limits';
 import type { StopCause, StopReasons } from './stop-reasons';
 
 export type RunState = 'starting' | 'running' | 'stopping' | 'ended';
@@ -53,6 +52,7 @@ type Phase =
   | { readonly state: 'ended'; readonly reason: EndReason; readonly accepted: boolean };
 
 const STARTING: Phase = Object.freeze({ state: 'starting' });
+const CLIENT_GONE: StopReason = Object.freeze({ kind: 'client_gone' });
 const RUNNING: Phase = Object.freeze({ state: 'running' });
 
 export interface RunResult {
@@ -77,21 +77,17 @@ export interface CheckpointSink {
 }
 
 /** What every run of this process shares: one object, built once by the launcher. */
-export interface RunContext {
+export interface RunDeps {
   owner: OwnerClient;
   metrics: Metrics;
   logger: Logger;
   registry: RunRegistry;
-  backend: CoordinationBackend;
-  stopWatcher: StopWatcher;
-  replicaId: string;
   stopAckTimeoutMs: number;
-  leaseTtlMs: number;
   /** A blocking caller that takes nothing for this long is treated as gone. */
   callerStallMs: number;
   /** Detached runs' run limits (one timer for the process). */
   runLimits: RunLimits;
-  /** The words stops are sent with (SPEC §4; infrastructure ones configurable). */
+  /** The words stops are sent with (docs/spec.md §4; infrastructure ones configurable). */
   stopReasons: StopReasons;
   /** Bounds segment-end callbacks (aborted when a drain's budget runs out). */
   callbackSignal: AbortSignal;
@@ -106,37 +102,33 @@ export interface RunAccess {
   forwardedFor: string | undefined;
 }
 
-export interface RunInit {
-  workflowId: string;
+/** One run's own: what it was started with. */
+export interface RunSpec {
   requestId: string;
   transport: Transport;
   call: CallHandle;
-  /** What admission took; the run gives it back at teardown. */
-  reservation: Reservation;
+  /** What admission took (id, lock, slots) and what the run holds in Redis; given back at teardown. */
+  coordination: RunCoordination;
   /** The run's MCP sessions and tools (opened by the launcher); the run closes them at teardown. */
   mcp: McpToolbox;
   access: RunAccess;
-  /** Detached runs: stopped with WORKHORSE_RUN_LIMIT at the run limit (RunContext.runLimits). */
+  /** Detached runs: stopped with WORKHORSE_RUN_LIMIT at the run limit (RunDeps.runLimits). */
   limited?: boolean;
   /** Blocking runs write each checkpoint to the caller. */
   sink?: CheckpointSink;
 }
 
-export class Run implements RegisteredRun, LimitedRun, StopListener, LeaseHooks {
-  readonly id = randomUUID();
+export class Run implements RegisteredRun, LimitedRun {
+  readonly id: string;
   readonly workflowId: string;
   readonly transport: Transport;
-  readonly startedAt = Date.now();
   readonly done: Promise<RunResult>;
   private phase: Phase = STARTING;
   private actions = 0;
-  private lastActionAt: number | undefined;
   /** The status of the last checkpoint the service sent: whether it said the turn was over. */
   private lastCheckpointStatus: string | undefined;
   private stopping: Promise<StopOutcome> | undefined;
   private stopStartedAt = 0;
-  /** The run record write, awaited by teardown so the record is never written after release. */
-  private recordWrite: Promise<void> | undefined;
   /** Set when the owner's stop signal is seen (it wins over acceptance). */
   private stopSeen = false;
   /** Told what decides acceptance, while a detached start waits for it. */
@@ -150,29 +142,31 @@ export class Run implements RegisteredRun, LimitedRun, StopListener, LeaseHooks 
   private served: RunActions | undefined;
   private logger: Logger | undefined;
   private readonly stream: WorkflowStream;
-  private readonly lease: Lease | undefined;
+  private readonly coordination: RunCoordination;
 
   constructor(
-    private readonly init: RunInit,
-    private readonly ctx: RunContext,
+    private readonly spec: RunSpec,
+    private readonly deps: RunDeps,
   ) {
-    this.workflowId = init.workflowId;
-    this.transport = init.transport;
-    this.stream = new WorkflowStream(init.call, (action) => this.onAction(action));
-    // The run is its lease's hooks (methods below): no closures per run for them.
-    this.lease = init.reservation.keepAlive(this);
-    if (this.lease) ctx.stopWatcher.watch(init.workflowId, this);
-    if (init.limited) this.runLimit = ctx.runLimits.add(this);
-    ctx.registry.add(this);
-    ctx.metrics.connections.inc({ transport: this.transport });
-    ctx.metrics.connectionsOpen.inc({ transport: this.transport });
-    ctx.metrics.runsInFlight.set({ transport: this.transport }, ctx.registry.count(this.transport));
+    this.coordination = spec.coordination;
+    this.id = spec.coordination.snapshot.runId;
+    this.workflowId = spec.coordination.workflowId;
+    this.transport = spec.transport;
+    this.stream = new WorkflowStream(spec.call, (action) => this.onAction(action));
+    this.coordination.attach(this);
+    if (spec.limited) this.runLimit = deps.runLimits.add(this);
+    deps.registry.add(this);
+    deps.metrics.runOpened(this.transport, deps.registry.count(this.transport));
     this.done = this.stream.ended.then((end) => this.teardown(end));
+  }
+
+  get startedAt(): number {
+    return this.coordination.snapshot.startedAt;
   }
 
   /** One child logger per run, made when first needed: workflow_id, run_id, request_id on every line. */
   private get log(): Logger {
-    this.logger ??= this.ctx.logger.child({ request_id: this.init.requestId, workflow_id: this.workflowId, run_id: this.id, transport: this.transport });
+    this.logger ??= this.deps.logger.child({ request_id: this.spec.requestId, workflow_id: this.workflowId, run_id: this.id, transport: transportLabels[this.transport] });
     return this.logger;
   }
 
@@ -180,6 +174,7 @@ export class Run implements RegisteredRun, LimitedRun, StopListener, LeaseHooks 
   private transition(from: readonly RunState[], to: Phase): boolean {
     if (!from.includes(this.phase.state)) return false;
     this.phase = to;
+    this.coordination.snapshot.noteState(to.state);
     return true;
   }
 
@@ -203,12 +198,6 @@ export class Run implements RegisteredRun, LimitedRun, StopListener, LeaseHooks 
     };
   }
 
-  /** The run limit was reached (RunLimits): the workflow is handed back to be resumed. */
-  reachedRunLimit(): void {
-    this.runLimit = undefined;
-    void this.stop(this.ctx.stopReasons.infra('run_limit'));
-  }
-
   /** Sends the startRequest; resolves 'written' once it is on an open HTTP/2 stream, 'ended' if the call ended first. */
   start(request: StartWorkflowRequest): Promise<'written' | 'ended'> {
     return this.stream.sendStart(request);
@@ -222,94 +211,62 @@ export class Run implements RegisteredRun, LimitedRun, StopListener, LeaseHooks 
    */
   async markRunning(): Promise<boolean> {
     if (!this.transition(['starting'], RUNNING)) return false;
-    if (this.lease) {
-      const record = {
-        run_id: this.id,
-        replica: this.ctx.replicaId,
-        transport: this.transport,
-        state: 'running',
-        started_at: new Date(this.startedAt).toISOString(),
-        last_action_at: this.lastActionIso(),
-        in_flight: this.inFlightJson(),
-      };
-      this.recordWrite = this.ctx.backend.writeRunRecord(this.workflowId, record, this.ctx.leaseTtlMs).catch((err: unknown) => {
-        this.log.warn({ err }, 'run record not written');
-      });
-      await this.recordWrite;
-    }
+    await this.coordination.writeRecord((err) => this.log.warn({ err }, 'run record not written'));
     return true;
   }
 
-  /**
-   * The owner's stop signal: the run acting on it deletes the key, then stops with the
-   * key's value as the user reason.
-   */
-  stopSignalSeen(value: string): void {
-    if (this.phase.state !== 'starting' && this.phase.state !== 'running') return;
-    this.stopSeen = true;
-    this.acceptance?.stopped();
-    this.ctx.backend.clearStop(this.workflowId).catch(() => undefined);
-    void this.stop(this.ctx.stopReasons.user(value));
-  }
-
-  /** LeaseHooks: the lock is gone (taken over, or not renewed in time): stop with WORKHORSE_LOCK_LOST. */
-  onLost(why: 'taken' | 'expired'): void {
-    this.ctx.metrics.lock('renew', 'lost');
-    this.log.warn({ why }, 'lease lost: stopping the run');
-    void this.stop(this.ctx.stopReasons.infra('lock_lost'), this.lockLostAckTimeoutMs());
-  }
-
-  /** LeaseHooks: a renewal found the owner's stop key. */
-  onStop(value: string): void {
-    this.stopSignalSeen(value);
-  }
-
-  /** LeaseHooks: a renewal's outcome, counted. */
-  onRenew(result: 'ok' | 'error'): void {
-    this.ctx.metrics.lock('renew', result);
-  }
-
-  /** LeaseHooks: what a renewal refreshes in the run record. */
-  refresh(): Omit<LeaseRefresh, 'actor'> {
-    return { runId: this.id, state: this.phase.state, lastActionAt: this.lastActionIso(), inFlight: this.inFlightJson() };
-  }
-
-  /**
-   * A lost lease may be taken by another run once it expires: the handshake must end
-   * before that, so it gets what is left of the lease, not the full ack timeout.
-   */
-  private lockLostAckTimeoutMs(): number {
-    const left = this.lease ? this.lease.remainingMs - 50 : 0;
-    return Math.max(1, Math.min(this.ctx.stopAckTimeoutMs, left));
-  }
-
-  /** The run record's `in_flight` (JSON text): as of the record write or the last lease renewal. */
-  private inFlightJson(): string {
-    return JSON.stringify(this.served?.inFlight() ?? []);
-  }
-
-  private lastActionIso(): string {
-    return this.lastActionAt === undefined ? '' : new Date(this.lastActionAt).toISOString();
-  }
-
   info(): RunInfo {
+    const lastActionAt = this.coordination.snapshot.lastActionAt;
     return {
       workflow_id: this.workflowId,
       run_id: this.id,
-      transport: this.transport,
+      transport: transportLabels[this.transport],
       state: this.phase.state,
       started_at: new Date(this.startedAt).toISOString(),
-      last_action_at: this.lastActionAt === undefined ? null : new Date(this.lastActionAt).toISOString(),
+      last_action_at: lastActionAt === undefined ? null : new Date(lastActionAt).toISOString(),
       actions: this.actions,
     };
   }
 
   /**
-   * Stops the run for `cause` (its reason sent as StopWorkflowRequest.reason) through the stop
-   * handshake. The first stop or cancel decides the end; later calls wait for the same
-   * end. Resolves when teardown is complete.
+   * The one entry for every stop. The first stop decides how the run ends (later ones
+   * wait for the same end); resolves when teardown is complete.
+   *
+   * - run_limit, drain, lock_lost, stop_requested: the stop handshake, with the word
+   *   StopReasons gives for it as StopWorkflowRequest.reason;
+   * - client_gone (the caller hung up or stalled, or the process is closing) and
+   *   workflow_unavailable (the service never took the stream): the call is cancelled
+   *   at once, no handshake. A stop already under way keeps its reason; its call is
+   *   cancelled all the same.
    */
-  stop(cause: StopCause, ackTimeoutMs: number = this.ctx.stopAckTimeoutMs): Promise<RunResult> {
+  stop(reason: StopReason): Promise<RunResult> {
+    const live = this.phase.state === 'starting' || this.phase.state === 'running';
+    switch (reason.kind) {
+      case 'client_gone':
+      case 'workflow_unavailable':
+        this.transition(['starting', 'running'], this.ending('cancel', reason.kind));
+        this.stream.cancel();
+        return this.done;
+      case 'stop_requested':
+        // The run acting on the owner's stop key deletes it; the stop wins over acceptance.
+        if (!live) return this.done;
+        this.stopSeen = true;
+        this.acceptance?.stopped();
+        this.coordination.stopKeyActedOn();
+        return this.handshake(this.deps.stopReasons.user(reason.value), this.deps.stopAckTimeoutMs);
+      case 'lock_lost':
+        this.log.warn({ why: reason.why }, 'lease lost: stopping the run');
+        return this.handshake(this.deps.stopReasons.infra('lock_lost'), this.lockLostAckTimeoutMs());
+      case 'run_limit':
+        this.runLimit = undefined;
+        return this.handshake(this.deps.stopReasons.infra('run_limit'), this.deps.stopAckTimeoutMs);
+      case 'drain':
+        return this.handshake(this.deps.stopReasons.infra('drain'), reason.ackTimeoutMs ?? this.deps.stopAckTimeoutMs);
+    }
+  }
+
+  /** The stop handshake (workflow-stream.ts), sending `cause.reason`, for a run still starting or running. */
+  private handshake(cause: StopCause, ackTimeoutMs: number): Promise<RunResult> {
     if (this.transition(['starting', 'running'], this.ending('stop', cause.end))) {
       this.stopStartedAt = performance.now();
       this.stopping = this.stream.stop(cause.reason, ackTimeoutMs);
@@ -318,23 +275,22 @@ export class Run implements RegisteredRun, LimitedRun, StopListener, LeaseHooks 
   }
 
   /**
-   * Cancels the stream at once, without the handshake: the caller hung up or stalled
-   * (`client_gone`, the default; also the process closing), or the service never took
-   * the stream (`workflow_unavailable`). A stop or cancel already under way keeps its reason.
+   * A lost lease may be taken by another run once it expires: the handshake must end
+   * before that, so it gets what is left of the lease, not the full ack timeout.
    */
-  cancel(reason: EndReason = 'client_gone'): void {
-    this.transition(['starting', 'running'], this.ending('cancel', reason));
-    this.stream.cancel();
+  private lockLostAckTimeoutMs(): number {
+    const left = this.coordination.leaseRemainingMs - 50;
+    return Math.max(1, Math.min(this.deps.stopAckTimeoutMs, left));
   }
 
   private onAction(action: Action): void {
     this.actions += 1;
-    this.lastActionAt = Date.now();
+    this.coordination.snapshot.noteAction(Date.now());
     if (this.actions === 1) this.acceptance?.firstAction();
     if (action.action === 'newCheckpoint') {
       this.lastCheckpointStatus = action.newCheckpoint?.status;
-      this.ctx.metrics.action('newCheckpoint');
-      if (this.init.sink) this.deliver(this.init.sink, action);
+      this.deps.metrics.action('newCheckpoint');
+      if (this.spec.sink) this.deliver(this.spec.sink, action);
       return;
     }
     this.serve(action);
@@ -348,15 +304,15 @@ export class Run implements RegisteredRun, LimitedRun, StopListener, LeaseHooks 
   private deliver(sink: CheckpointSink, action: Action): void {
     const taken = sink.write(action);
     if (taken === 'gone') {
-      this.cancel('client_gone');
+      void this.stop(CLIENT_GONE);
       return;
     }
     if (taken === 'ok' || this.stallTimer) return;
     this.stream.pause();
     this.stallTimer = setTimeout(() => {
-      this.log.warn({ stall_ms: this.ctx.callerStallMs }, 'blocking caller took nothing: ending the run');
-      this.cancel('client_gone');
-    }, this.ctx.callerStallMs);
+      this.log.warn({ stall_ms: this.deps.callerStallMs }, 'blocking caller took nothing: ending the run');
+      void this.stop(CLIENT_GONE);
+    }, this.deps.callerStallMs);
     void sink.drained().then(() => {
       clearTimeout(this.stallTimer);
       this.stallTimer = undefined;
@@ -364,40 +320,35 @@ export class Run implements RegisteredRun, LimitedRun, StopListener, LeaseHooks 
     });
   }
 
-  /** Checks the stop key, then serves the action; the answer is written exactly once. */
+  /** Checks the stop key (a locked run), then serves the action; the answer is written exactly once. */
   private serve(action: Action): void {
-    if (!this.lease) {
+    if (!this.coordination.locked) {
       this.serveChecked(action);
       return;
     }
-    this.ctx.backend.readStop(this.workflowId).then(
-      (stop) => {
-        if (stop !== null) this.stopSignalSeen(stop);
-        this.serveChecked(action);
-      },
-      () => this.serveChecked(action),
-    );
+    void this.coordination.checkStop().then(() => this.serveChecked(action));
   }
 
   /** Serves an action whose stop check is done: refused once the run is stopping. */
   private serveChecked(action: Action): void {
     if (this.phase.state !== 'starting' && this.phase.state !== 'running') {
-      this.ctx.metrics.action(action.action ?? 'unknown');
+      this.deps.metrics.action(action.action ?? 'unknown');
       this.stream.respond(errorAnswer(action, 'request aborted: the run is stopping'));
       return;
     }
     this.served ??= new RunActions(
       {
-        owner: this.ctx.owner,
-        metrics: this.ctx.metrics,
+        owner: this.deps.owner,
+        metrics: this.deps.metrics,
         workflowId: this.workflowId,
-        requestId: this.init.requestId,
-        token: this.init.access.token,
-        timeoutHTTPRequests: this.init.access.timeoutHTTPRequests,
-        mcp: this.init.mcp,
-        forwardedFor: this.init.access.forwardedFor,
+        requestId: this.spec.requestId,
+        token: this.spec.access.token,
+        timeoutHTTPRequests: this.spec.access.timeoutHTTPRequests,
+        mcp: this.spec.mcp,
+        forwardedFor: this.spec.access.forwardedFor,
       },
       this.stream,
+      this.coordination.snapshot,
       () => this.log,
     );
     void this.served.serve(action);
@@ -417,20 +368,18 @@ export class Run implements RegisteredRun, LimitedRun, StopListener, LeaseHooks 
     this.endStatus = end;
     this.acceptance?.ended(end);
     // Before the abort below answers them "request aborted": their outcome is unknown.
-    const inFlight = this.served?.inFlight() ?? [];
-    if (this.runLimit) this.ctx.runLimits.remove(this.runLimit);
+    const inFlight = this.coordination.snapshot.inFlight();
+    if (this.runLimit) this.deps.runLimits.remove(this.runLimit);
     clearTimeout(this.stallTimer);
-    if (this.lease) this.ctx.stopWatcher.unwatch(this.workflowId, this);
     this.served?.end();
     // Sessions end (DELETE) while the rest is given back; bounded, never rejects.
-    const mcpClosed = this.init.mcp.close();
+    const mcpClosed = this.spec.mcp.close();
     // A stop that did not decide the end (the service had ended by itself) counts no outcome.
     const handshake = this.stopping ? await this.stopping : undefined;
     const stopOutcome = decision.byStop ? handshake : undefined;
-    if (stopOutcome) this.ctx.metrics.stopAck(stopOutcome, (performance.now() - this.stopStartedAt) / 1000);
-    await this.recordWrite;
-    await Promise.all([this.init.reservation.release(this.id), mcpClosed]);
-    this.ctx.registry.remove(this);
+    if (stopOutcome) this.deps.metrics.stopAck(stopOutcome, (performance.now() - this.stopStartedAt) / 1000);
+    await Promise.all([this.coordination.release(), mcpClosed]);
+    this.deps.registry.remove(this);
     const result: RunResult = {
       reason: ended.reason,
       endedWhileStopping: decision.endedWhileStopping,
@@ -439,10 +388,10 @@ export class Run implements RegisteredRun, LimitedRun, StopListener, LeaseHooks 
       durationMs: Date.now() - this.startedAt,
       actions: this.actions,
     };
-    await recordRunEnd(this.ctx, () => this.log, {
+    await recordRunEnd(this.deps, () => this.log, {
       workflowId: this.workflowId,
       runId: this.id,
-      requestId: this.init.requestId,
+      requestId: this.spec.requestId,
       transport: this.transport,
       // Only accepted runs are called back: an end before the 202 was answered to the dispatcher itself.
       callback: this.transport === 'detached' && ended.accepted,

@@ -1,5 +1,5 @@
 /**
- * The StartWorkflowRequest that is sent (SPEC §3): the caller's protojson body, decoded
+ * The StartWorkflowRequest that is sent (docs/spec.md §3): the caller's protojson body, decoded
  * and bounded, with the owner's authorization applied — the authorized WorkflowID, the
  * owner's capabilities, and the tools of its MCP servers, in place of the caller's; the
  * approval is forwarded (it resumes a turn paused for tool approval).
@@ -9,8 +9,8 @@ import { metadataValue, type Caller } from '../caller';
 import { GatewayError } from '../errors';
 import type { DuoWorkflowAuth } from '../owner/preauth';
 import { messageTypes, type McpTool, type StartWorkflowRequest } from '../workflow/contract';
-import { JsonBodyError, parseJsonBody } from '../workflow/json-body';
-import { ProtoJsonError, decodeProtoJson } from '../workflow/protojson';
+import { JsonBodyError, parseJsonBody } from '../shared/json-body';
+import { MAX_JSON_DEPTH, ProtoJsonError, decodeProtoJson } from '../workflow/protojson';
 
 /**
  * Decodes the execute body as Workhorse does (protojson, unknown fields discarded); throws
@@ -20,7 +20,7 @@ import { ProtoJsonError, decodeProtoJson } from '../workflow/protojson';
 export function decodeStartRequest(body: Buffer): StartWorkflowRequest {
   let json: unknown;
   try {
-    json = parseJsonBody(body);
+    json = parseJsonBody(body, MAX_JSON_DEPTH);
   } catch (err) {
     if (err instanceof JsonBodyError) throw new GatewayError('INVALID_REQUEST', err.message);
     throw err;

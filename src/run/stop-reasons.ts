@@ -1,5 +1,5 @@
 /**
- * What a run sends as StopWorkflowRequest.reason (SPEC §4) for each way longrun stops it,
+ * What a run sends as StopWorkflowRequest.reason (docs/spec.md §4) for each way longrun stops it,
  * and how that stop is named in teardown metrics, logs and callbacks (§6).
  *
  * The infrastructure reasons are configurable (LONGRUN_STOP_REASON_*): a workflow service

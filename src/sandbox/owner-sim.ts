@@ -1,6 +1,6 @@
 /**
  * The simulated owner service (a Rails stand-in): a real express server that answers
- * the pre-authorization of SPEC §2 (per-workflow configurable), verifies the
+ * the pre-authorization of docs/spec.md §2 (per-workflow configurable), verifies the
  * Gitlab-Workhorse-Api-Request JWT, serves a few API endpoints for runHTTPRequest to
  * hit, serves its own MCP servers (`gitlab` at /api/v4/mcp, `orbit` at
  * /api/v4/orbit/mcp, for the user's token only), receives segment-end callbacks (§6) and
@@ -18,7 +18,7 @@ import { waitForChange } from './wait-for';
 import type { AddressInfo } from 'node:net';
 import type http from 'node:http';
 import express from 'express';
-import { verifyJwt, WORKHORSE_ISSUER } from '../owner/jwt';
+import { verifyJwt, WORKHORSE_ISSUER } from '../shared/jwt';
 import { McpEndpointSimulator } from './mcp-sim';
 
 export interface PreauthConfig {
@@ -60,7 +60,7 @@ export interface SegmentEnd {
   reason: string;
   segment_duration_s: number;
   actions: number;
-  /** Actions unanswered when the segment ended (absent from gateways older than SPEC §6 `in_flight`). */
+  /** Actions unanswered when the segment ended (absent from gateways older than docs/spec.md §6 `in_flight`). */
   in_flight?: Array<{ kind: string; request_id: string; method: string }>;
 }
 

@@ -1,5 +1,5 @@
 /**
- * The sandbox (SPEC §9): with no LONGRUN_OWNER_URL, `npm start` runs a simulated owner
+ * The sandbox (docs/spec.md §9): with no LONGRUN_OWNER_URL, `npm start` runs a simulated owner
  * and a simulated workflow service on loopback in the same process, and points the
  * gateway at them. Runs are detached by default, so the printed curl returns a 202.
  */

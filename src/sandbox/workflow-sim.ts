@@ -526,7 +526,7 @@ function countItems(body: string | undefined): number {
   }
 }
 
-/** The answer type the real service reads for an action of `kind` (SPEC §4). */
+/** The answer type the real service reads for an action of `kind` (docs/spec.md §4). */
 function expectedResponseType(kind: string): NonNullable<ActionResponse['response_type']> {
   if (kind === 'runHTTPRequest') return 'httpResponse';
   if (kind === 'scheduleNotification') return 'scheduleNotificationResponse';

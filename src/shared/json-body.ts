@@ -1,12 +1,12 @@
 /**
  * Parses a JSON request body as Go's protojson reads one (what Workhorse uses): the bytes
  * must be UTF-8, every \u escape a whole code point (no unpaired surrogate), and the
- * nesting at most MAX_JSON_DEPTH levels anywhere in the document, unknown fields included.
- * The nesting is measured on the raw bytes before JSON.parse runs, so a body of a million
- * opening brackets is refused after the first MAX_JSON_DEPTH + 1 of them, not parsed.
+ * nesting at most `maxDepth` levels anywhere in the document, unknown fields included
+ * (protojson's MAX_JSON_DEPTH for a StartWorkflowRequest). The nesting is measured on the
+ * raw bytes before JSON.parse runs, so a body of a million opening brackets is refused
+ * after the first maxDepth + 1 of them, not parsed.
  */
 import { isUtf8 } from 'node:buffer';
-import { MAX_JSON_DEPTH } from './protojson';
 
 /** A body that is not acceptable JSON; the message says why, in words fit for a caller. */
 export class JsonBodyError extends Error {
@@ -17,11 +17,11 @@ export class JsonBodyError extends Error {
 }
 
 /** Parses `body` (empty = `{}`); throws JsonBodyError. */
-export function parseJsonBody(body: Uint8Array): unknown {
+export function parseJsonBody(body: Uint8Array, maxDepth: number): unknown {
   if (body.length === 0) return {};
   if (!isUtf8(body)) throw new JsonBodyError('request body is not valid UTF-8');
-  const problem = scanJson(body, MAX_JSON_DEPTH);
-  if (problem === 'too_deep') throw new JsonBodyError(`request body is nested deeper than ${MAX_JSON_DEPTH} levels`);
+  const problem = scanJson(body, maxDepth);
+  if (problem === 'too_deep') throw new JsonBodyError(`request body is nested deeper than ${maxDepth} levels`);
   if (problem === 'unpaired_surrogate') throw new JsonBodyError('request body has a \\u escape of an unpaired UTF-16 surrogate');
   try {
     return JSON.parse(Buffer.from(body.buffer, body.byteOffset, body.length).toString('utf8'));

@@ -1,5 +1,5 @@
 /**
- * The HS256 JWTs shared with the owner service (SPEC §2, §6): longrun signs
+ * The HS256 JWTs shared with the owner service (docs/spec.md §2, §6): longrun signs
  * `Gitlab-Workhorse-Api-Request` with iss "gitlab-workhorse"; the owner signs calls to
  * the internal routes with iss "gitlab", for one workflow and for at most five minutes.
  */
@@ -33,7 +33,7 @@ export interface OwnerTokenClaims {
 }
 
 /**
- * Signs an owner → longrun token (what the owner sends to the internal routes, SPEC §6):
+ * Signs an owner → longrun token (what the owner sends to the internal routes, docs/spec.md §6):
  * iss "gitlab", `workflow_id`, iat now, exp one minute later. Used by tests, benchmarks
  * and the sandbox's owner.
  */
@@ -47,7 +47,7 @@ export async function signOwnerJwt(secret: Uint8Array, workflowId: string, claim
 }
 
 /**
- * True when `token` lets the owner act on `workflowId` (SPEC §6): HS256 with `secret`,
+ * True when `token` lets the owner act on `workflowId` (docs/spec.md §6): HS256 with `secret`,
  * iss "gitlab", a string `workflow_id` equal to `workflowId`, `iat` and `exp` both
  * present, exp − iat at most five minutes, and now within [iat, exp] (60 s of skew
  * tolerated). A token for one workflow never acts on another.

@@ -1,5 +1,5 @@
 /**
- * An Action as the JSON of one ndjson line, written the way Workhorse writes it (SPEC §3a).
+ * An Action as the JSON of one ndjson line, written the way Workhorse writes it (docs/spec.md §3a).
  *
  * Workhorse marshals every Action it forwards with one protojson.MarshalOptions
  * {UseProtoNames: true, EmitUnpopulated: true} (workhorse/internal/ai_assist/duoworkflow/

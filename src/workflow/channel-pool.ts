@@ -7,7 +7,7 @@
  *
  * Why the User-Agent splits connections: gRPC sends `user-agent` once per connection
  * (grpc-js writes its own over any `user-agent` metadata), and Workhorse passes the
- * caller's User-Agent on to the service (SPEC §4). Callers are dispatcher jobs with a
+ * caller's User-Agent on to the service (docs/spec.md §4). Callers are dispatcher jobs with a
  * handful of User-Agents; past `maxUserAgentsPerTarget` distinct ones, an idle group is
  * closed to make room, or the stream goes on the plain `longrun/<version>` connections.
  */

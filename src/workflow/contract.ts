@@ -1,5 +1,5 @@
 /**
- * The DuoWorkflow gRPC contract (SPEC §4, ../shared/CONTRACT.md): the service definition
+ * The DuoWorkflow gRPC contract (docs/spec.md §4, ../shared/CONTRACT.md): the service definition
  * loaded from proto/contract.proto, the protobufjs reflection used for protojson, and the
  * TypeScript shapes of the messages as @grpc/proto-loader decodes them (proto field
  * names, int64 as string, enums by name, the chosen oneof member named by its oneof, and

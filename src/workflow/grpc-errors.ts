@@ -1,6 +1,6 @@
 /**
- * How a workflow stream that failed before the response was committed becomes a status
- * for the caller (SPEC §3 status table): translated here, at the boundary.
+ * How a workflow stream that failed before the response was committed becomes the
+ * caller's error code (docs/spec.md §3 status table; the status is http/error-status.ts's).
  */
 import * as grpc from '@grpc/grpc-js';
 import { GatewayError } from '../errors';

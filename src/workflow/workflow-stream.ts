@@ -1,6 +1,6 @@
 /**
  * One ExecuteWorkflow call seen from the client side: sends events, hands each Action to
- * the run, and performs the stop handshake (SPEC §4): send stopWorkflow, wait until the
+ * the run, and performs the stop handshake (docs/spec.md §4): send stopWorkflow, wait until the
  * call ends — UNAVAILABLE (ack) or OK (user stop) — or the ack timeout, then cancel.
  *
  * Reading can be paused (a slow blocking caller): grpc-js then stops asking the HTTP/2

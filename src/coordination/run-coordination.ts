@@ -1,0 +1,163 @@
+/**
+ * Everything one run holds outside its stream, in one object (docs/spec.md §5): the
+ * workflow's lock and its lease, the stop watching and the stop check before each
+ * action, the run record, the per-actor and process slots — and their release, once.
+ *
+ * Admission makes it (lock and slots taken); the Run attaches to it when it opens, and
+ * from then on the coordination tells the run of every stop it observes through the
+ * run's one entry, `stop(reason)`:
+ *
+ *   the lease keeper: lock taken or expired   → { kind: 'lock_lost' }
+ *   a renewal, the stop watcher, the check    → { kind: 'stop_requested', value }
+ *     before an action: the owner's stop key
+ *
+ * What renewals write to the run record comes from the run's snapshot (run-snapshot.ts),
+ * which the run keeps up to date; nothing here reads the run itself.
+ */
+import type { Metrics } from '../metrics';
+import type { StopReason } from '../vocabulary';
+import type { CoordinationBackend } from './backend';
+import type { HeldLock, Lease, LeaseHooks } from './lease';
+import type { LeaseKeeper } from './lease-keeper';
+import type { RunSnapshot } from './run-snapshot';
+import type { StopListener, StopWatcher } from './stop-watcher';
+
+export interface CoordinationDeps {
+  backend: CoordinationBackend;
+  /** The process's lease keeper renews the lock and releases it (batched with other runs'). */
+  leases: LeaseKeeper;
+  stopWatcher: StopWatcher;
+  metrics: Metrics;
+  leaseTtlMs: number;
+}
+
+/** The run the coordination stops. */
+export interface StoppableRun {
+  stop(reason: StopReason): unknown;
+}
+
+/** The process's detached-run slots (the run registry), given back at release. */
+export interface ProcessSlots {
+  releaseDetached(): void;
+}
+
+export class RunCoordination implements LeaseHooks, StopListener {
+  private lease: Lease | undefined;
+  private run: StoppableRun | undefined;
+  private recordWrite: Promise<void> | undefined;
+  private releasing: Promise<void> | undefined;
+
+  constructor(
+    private readonly deps: CoordinationDeps,
+    readonly workflowId: string,
+    /** What the run record says; the run keeps it current. */
+    readonly snapshot: RunSnapshot,
+    /** Absent: a blocking run without LockConcurrentFlow, or one going on without Redis. */
+    private readonly lock: HeldLock | undefined,
+    /** Set when a detached slot of this process was taken (blocking runs take none). */
+    private readonly slots: ProcessSlots | undefined,
+  ) {}
+
+  /** Whether the run holds the workflow's lock (and so is renewed, watched and checked for stops). */
+  get locked(): boolean {
+    return this.lock !== undefined;
+  }
+
+  /** How long the lock is sure to live from now; 0 without one. */
+  get leaseRemainingMs(): number {
+    return this.lease ? this.lease.remainingMs : 0;
+  }
+
+  /**
+   * The run that now holds what admission took: its lock is renewed from now on (every
+   * TTL/3, batched with every other lease) and its stop key watched. Once.
+   */
+  attach(run: StoppableRun): void {
+    if (this.run || this.releasing) return;
+    this.run = run;
+    if (!this.lock) return;
+    this.lease = this.deps.leases.hold(this.workflowId, this.lock, this);
+    this.deps.stopWatcher.watch(this.workflowId, this);
+  }
+
+  /**
+   * The stop check before an action is served: one read of the stop key (batched with
+   * other runs' reads of the same turn); a key found set stops the run before the action
+   * is served. Never rejects: a read that fails lets the action through.
+   */
+  checkStop(): Promise<void> {
+    return this.deps.backend.readStop(this.workflowId).then(
+      (value) => {
+        if (value !== null) this.stopSignalSeen(value);
+      },
+      () => undefined,
+    );
+  }
+
+  /** The run acted on the owner's stop key: the run acting on it deletes it. */
+  stopKeyActedOn(): void {
+    this.deps.backend.clearStop(this.workflowId).catch(() => undefined);
+  }
+
+  /**
+   * Writes the run record (a locked run only), awaited by release so the record is never
+   * written after it. Resolves once stored; a failure goes to `onError`, never thrown.
+   */
+  writeRecord(onError: (err: unknown) => void): Promise<void> {
+    if (!this.lock) return Promise.resolve();
+    this.recordWrite = this.deps.backend.writeRunRecord(this.workflowId, this.snapshot.fields(), this.deps.leaseTtlMs).catch(onError);
+    return this.recordWrite;
+  }
+
+  /**
+   * Gives everything back: the stop watch, the lock (compare-and-delete, with the run
+   * record when it is this run's and the stop key when the lock was ours), the actor
+   * slot, the process slot. Idempotent and never rejects; what Redis could not take back
+   * expires with the lease.
+   */
+  release(): Promise<void> {
+    this.releasing ??= (async () => {
+      const lock = this.lock;
+      try {
+        if (this.lease) this.deps.stopWatcher.unwatch(this.workflowId, this);
+        await this.recordWrite;
+        if (lock) {
+          const runId = this.snapshot.runId;
+          const released = this.lease
+            ? await this.lease.release(runId)
+            : await this.deps.leases.releaseLock({ workflowId: this.workflowId, token: lock.token, runId, ...(lock.actor ? { actor: lock.actor } : {}) });
+          this.deps.metrics.lock('release', released ? 'ok' : 'error');
+        }
+      } finally {
+        this.slots?.releaseDetached();
+      }
+    })();
+    return this.releasing;
+  }
+
+  /** LeaseHooks: the lock is gone (taken over, or not renewed in time). */
+  onLost(why: 'taken' | 'expired'): void {
+    this.deps.metrics.lock('renew', 'lost');
+    this.run?.stop({ kind: 'lock_lost', why });
+  }
+
+  /** LeaseHooks: a renewal found the owner's stop key. */
+  onStop(value: string): void {
+    this.stopSignalSeen(value);
+  }
+
+  /** LeaseHooks: a renewal's outcome, counted. */
+  onRenew(result: 'ok' | 'error'): void {
+    this.deps.metrics.lock('renew', result);
+  }
+
+  /** LeaseHooks: what the renewal refreshes in the run record. */
+  refresh(): ReturnType<RunSnapshot['refresh']> {
+    return this.snapshot.refresh();
+  }
+
+  /** StopListener (and the checks above): the owner's stop key is set. */
+  stopSignalSeen(value: string): void {
+    this.run?.stop({ kind: 'stop_requested', value });
+  }
+}

@@ -1,0 +1,85 @@
+/**
+ * What a run's record in Redis says of it (docs/spec.md §5 run record, §6 `in_flight`),
+ * kept in memory as the run goes: its state, its last action, the relayed actions still
+ * unanswered. The run tells it each change as it happens; the record write and every
+ * lease renewal read it from here, so nothing reaches into the run to learn them.
+ */
+import type { RunRecord } from './backend';
+import type { InFlightKind, TransportLabel } from '../vocabulary';
+
+/**
+ * An action the workflow service sent and got no answer to before the segment ended
+ * (docs/spec.md §6 "outcome unknown"): a write among them may or may not have taken effect.
+ */
+export interface InFlightAction {
+  kind: InFlightKind;
+  /** The Action's requestID, as the workflow service numbered it. */
+  request_id: string;
+  /** The HTTP method (upper case) of a relayed request; the tool name of an MCP call. */
+  method: string;
+}
+
+export class RunSnapshot {
+  private state = 'starting';
+  private lastAction: number | undefined;
+  /** Relayed actions whose answer has not reached the service yet, by requestID; made with the first. */
+  private unanswered: Map<string, InFlightAction> | undefined;
+
+  constructor(
+    readonly runId: string,
+    private readonly replica: string,
+    private readonly transport: TransportLabel,
+    readonly startedAt: number = Date.now(),
+  ) {}
+
+  /** The run moved to `state` (starting, running, stopping, ended). */
+  noteState(state: string): void {
+    this.state = state;
+  }
+
+  /** An action arrived from the service at `at`. */
+  noteAction(at: number): void {
+    this.lastAction = at;
+  }
+
+  get lastActionAt(): number | undefined {
+    return this.lastAction;
+  }
+
+  /** A relayed action went out; it is in flight until answered(). */
+  relayed(entry: InFlightAction): void {
+    (this.unanswered ??= new Map()).set(entry.request_id, entry);
+  }
+
+  /** The answer to `requestId` reached the service. */
+  answered(requestId: string): void {
+    this.unanswered?.delete(requestId);
+  }
+
+  /** The relayed actions unanswered now. */
+  inFlight(): InFlightAction[] {
+    return this.unanswered ? [...this.unanswered.values()] : [];
+  }
+
+  /** The whole record, as written when the run is accepted (or starts streaming). */
+  fields(): RunRecord {
+    return {
+      run_id: this.runId,
+      replica: this.replica,
+      transport: this.transport,
+      state: this.state,
+      started_at: new Date(this.startedAt).toISOString(),
+      last_action_at: this.lastActionIso(),
+      in_flight: JSON.stringify(this.inFlight()),
+    };
+  }
+
+  /** What a lease renewal refreshes in the record. */
+  refresh(): { runId: string; state: string; lastActionAt: string; inFlight: string } {
+    return { runId: this.runId, state: this.state, lastActionAt: this.lastActionIso(), inFlight: JSON.stringify(this.inFlight()) };
+  }
+
+  private lastActionIso(): string {
+    return this.lastAction === undefined ? '' : new Date(this.lastAction).toISOString();
+  }
+}
