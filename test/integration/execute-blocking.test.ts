@@ -5,24 +5,21 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Redis } from 'ioredis';
+import { lockKey } from '../../src/coordination/keys';
 import type { MemoryBackend } from '../../src/coordination/memory-backend';
 import { OWNER_OAUTH_TOKEN } from '../../src/sandbox/owner-sim';
 import { scenarioMetadata, type Step } from '../../src/sandbox/scenario';
 import { verifyJwt, WORKHORSE_ISSUER } from '../../src/owner/jwt';
-import { startRedis, type RedisServer } from '../helpers/redis';
 import { testSecret } from '../helpers/secret';
 import { metricValue, ndjsonLines, startStack, type Stack } from '../helpers/stack';
 
 let stack: Stack | undefined;
-let redis: RedisServer | undefined;
 const cleanups: Array<() => Promise<void> | void> = [];
 
 afterEach(async () => {
+  // A stack started with `redis: true` also closes its client and stops its redis-server.
   await stack?.close();
   stack = undefined;
-  await redis?.stop();
-  redis = undefined;
   for (const cleanup of cleanups.splice(0)) await cleanup();
 });
 
@@ -263,8 +260,7 @@ describe('the status table, each row from its real cause', () => {
 
 describe('the lock (LockConcurrentFlow)', () => {
   it('two concurrent executes for one workflow: exactly one 200 stream and one 409', async () => {
-    redis = await startRedis();
-    stack = await startStack({ preauth: blocking, redisUrl: redis.url });
+    stack = await startStack({ redis: true, preauth: blocking });
     const steps: Step[] = [{ op: 'checkpoint', text: 'a' }, { op: 'wait', ms: 500 }, { op: 'end' }];
     const results = await Promise.all([stack.executeText('40', { steps }), stack.executeText('40', { steps })]);
     const statuses = results.map((r) => r.status).sort();
@@ -272,34 +268,26 @@ describe('the lock (LockConcurrentFlow)', () => {
     const conflict = results.find((r) => r.status === 409);
     expect(JSON.parse(conflict?.text ?? '{}').error.code).toBe('WORKFLOW_LOCKED');
     expect(stack.workflow.callsFor('40')).toHaveLength(1);
-    const client = new Redis(redis.url);
-    client.on('error', () => undefined);
-    cleanups.push(() => void client.disconnect());
-    expect(await client.exists('workhorse:duoworkflow:lock:40')).toBe(0);
+    expect(await stack.client!.exists(lockKey('40'))).toBe(0);
   });
 
   it('the caller hanging up cancels the stream and releases the lock', async () => {
-    redis = await startRedis();
-    stack = await startStack({ preauth: blocking, redisUrl: redis.url });
+    stack = await startStack({ redis: true, preauth: blocking });
     const abort = new AbortController();
     const res = await stack.execute('41', { steps: [{ op: 'checkpoint', text: 'a' }, { op: 'hang' }], signal: abort.signal });
     expect(res.statusCode).toBe(200);
-    const client = new Redis(redis.url);
-    client.on('error', () => undefined);
-    cleanups.push(() => void client.disconnect());
-    expect(await client.exists('workhorse:duoworkflow:lock:41')).toBe(1);
+    expect(await stack.client!.exists(lockKey('41'))).toBe(1);
     abort.abort();
     await res.body.text().catch(() => undefined);
     await stack.workflow.waitFor(() => stack?.workflow.callsFor('41')[0]?.ended !== undefined, 5_000, 'call end');
     expect(stack.workflow.callsFor('41')[0]?.ended?.how).toBe('cancelled');
-    await expect.poll(() => client.exists('workhorse:duoworkflow:lock:41'), { timeout: 5_000 }).toBe(0);
+    await expect.poll(() => stack!.client!.exists(lockKey('41')), { timeout: 5_000 }).toBe(0);
     await expect.poll(async () => metricValue(await stack!.metrics(), 'longrun_teardowns_total', { transport: 'http', reason: 'client_gone' })).toBe(1);
   });
 
   it('Redis stopped: a blocking execute still runs without the lock, logged and counted', async () => {
-    redis = await startRedis();
-    stack = await startStack({ preauth: blocking, redisUrl: redis.url });
-    await redis.stop();
+    stack = await startStack({ redis: true, preauth: blocking });
+    await stack.redis!.stop();
     const res = await stack.executeText('42');
     expect(res.status).toBe(200);
     expect(res.text).toContain('newCheckpoint');

@@ -3,37 +3,22 @@
  * its caller, the run limit, failures before acceptance, exclusivity and the cap.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { Redis } from 'ioredis';
 import { request } from 'undici';
+import { lockKey } from '../../src/coordination/keys';
 import { signOwnerJwt } from '../../src/owner/jwt';
 import type { Step } from '../../src/sandbox/scenario';
 import { testSecret } from '../helpers/secret';
-import { startRedis, type RedisServer } from '../helpers/redis';
 import { metricValue, startStack, type Stack } from '../helpers/stack';
 
 let stack: Stack | undefined;
-let redis: RedisServer | undefined;
-let client: Redis | undefined;
 
 afterEach(async () => {
+  // A stack started with `redis: true` also stops its redis-server and client.
   await stack?.close();
   stack = undefined;
-  client?.disconnect();
-  client = undefined;
-  await redis?.stop();
-  redis = undefined;
 });
 
 const detached = { detached: true, lockConcurrentFlow: true };
-
-async function redisStack(env: Record<string, string> = {}, preauth = detached): Promise<Stack> {
-  redis = await startRedis();
-  client = new Redis(redis.url);
-  client.on('error', () => undefined);
-  return startStack({ preauth, redisUrl: redis.url, env });
-}
-
-const lockKey = (id: string): string => `workhorse:duoworkflow:lock:${id}`;
 
 describe('detached mode is the owner’s decision', () => {
   it('?detached=true alone changes nothing: the owner says no, the caller gets a blocking stream', async () => {
@@ -47,7 +32,7 @@ describe('detached mode is the owner’s decision', () => {
 
 describe('acceptance', () => {
   it('answers 202 on the first action, well before the accept wait, and the turn completes after the caller left', async () => {
-    stack = await redisStack({ LONGRUN_ACCEPT_WAIT_MS: '5000' });
+    stack = await startStack({ redis: true, preauth: detached, env: { LONGRUN_ACCEPT_WAIT_MS: '5000' } });
     const steps: Step[] = [
       { op: 'wait', ms: 150 },
       { op: 'checkpoint', text: 'first' },
@@ -66,13 +51,13 @@ describe('acceptance', () => {
     expect(timeTo202).toBeGreaterThanOrEqual(150);
     expect(timeTo202).toBeLessThan(3_000);
     // The caller is gone (its response is complete); the run goes on.
-    expect(await client!.get(lockKey('101'))).toBeTruthy();
+    expect(await stack.client!.get(lockKey('101'))).toBeTruthy();
     await stack.workflow.waitFor(() => stack?.workflow.callsFor('101')[0]?.ended !== undefined, 5_000, 'turn end');
     const call = stack.workflow.callsFor('101')[0];
     expect(call?.ended?.how).toBe('ok');
     expect(call?.actionResponses.map((a) => a.kind)).toEqual(['runHTTPRequest', 'runGitCommand']);
     expect(call?.actionResponses[0]?.response.httpResponse?.statusCode).toBe(200);
-    await expect.poll(() => client!.exists(lockKey('101')), { timeout: 5_000 }).toBe(0);
+    await expect.poll(() => stack!.client!.exists(lockKey('101')), { timeout: 5_000 }).toBe(0);
     await stack.owner.waitFor(() => stack!.owner.segmentEnds.length === 1, 5_000, 'segment end');
     expect(stack.owner.segmentEnds[0]).toMatchObject({ workflow_id: '101', run_id: body.run_id, reason: 'finished', actions: 3 });
     const metrics = await stack.metrics();
@@ -81,7 +66,7 @@ describe('acceptance', () => {
   });
 
   it('answers 202 after the accept wait when the service stays silent, and the first action is still served', async () => {
-    stack = await redisStack({ LONGRUN_ACCEPT_WAIT_MS: '200' });
+    stack = await startStack({ redis: true, preauth: detached, env: { LONGRUN_ACCEPT_WAIT_MS: '200' } });
     const steps: Step[] = [{ op: 'wait', ms: 1_500 }, { op: 'http', path: '/api/v4/projects/3' }, { op: 'end' }];
     const started = performance.now();
     const res = await stack.executeText('102', { steps });
@@ -95,15 +80,15 @@ describe('acceptance', () => {
   });
 
   it('a stream that ends cleanly before acceptance answers 200 finished and releases the lock', async () => {
-    stack = await redisStack();
+    stack = await startStack({ redis: true, preauth: detached });
     const res = await stack.executeText('103', { steps: [{ op: 'end' }] });
     expect(res.status).toBe(200);
     expect(JSON.parse(res.text)).toMatchObject({ status: 'finished', workflow_id: '103' });
-    expect(await client!.exists(lockKey('103'))).toBe(0);
+    expect(await stack.client!.exists(lockKey('103'))).toBe(0);
   });
 
   it('quota and invalid-argument rejections after a successful send are 403 and 400, never 202, and release the lock', async () => {
-    stack = await redisStack();
+    stack = await startStack({ redis: true, preauth: detached });
     const quota = await stack.executeText('104', { steps: [{ op: 'wait', ms: 50 }, { op: 'fail', code: 'RESOURCE_EXHAUSTED', message: 'USAGE_QUOTA_EXCEEDED' }] });
     expect(quota.status).toBe(403);
     expect(JSON.parse(quota.text).error.code).toBe('USAGE_QUOTA_EXCEEDED');
@@ -113,7 +98,7 @@ describe('acceptance', () => {
     const unavailable = await stack.executeText('106', { steps: [{ op: 'fail', code: 'UNAVAILABLE' }] });
     expect(unavailable.status).toBe(502);
     expect(JSON.parse(unavailable.text).error.code).toBe('WORKFLOW_SERVICE_UNAVAILABLE');
-    for (const id of ['104', '105', '106']) expect(await client!.exists(lockKey(id))).toBe(0);
+    for (const id of ['104', '105', '106']) expect(await stack.client!.exists(lockKey(id))).toBe(0);
     // Nothing was accepted, so the owner gets no segment-end callbacks for them.
     expect(stack.owner.segmentEnds).toHaveLength(0);
     const runs = await request(`${stack.opsUrl}/runs`).then((r) => r.body.json());
@@ -123,7 +108,7 @@ describe('acceptance', () => {
 
 describe('the lock is always taken for detached runs', () => {
   it('100 concurrent executes for one workflow start exactly one run', async () => {
-    stack = await redisStack();
+    stack = await startStack({ redis: true, preauth: detached });
     // The run outlives the burst, so no execute can legitimately start a second one.
     const steps: Step[] = [{ op: 'checkpoint', text: 'go' }, { op: 'hang' }];
     const results = await Promise.all(Array.from({ length: 100 }, () => stack!.executeText('110', { steps })));
@@ -133,8 +118,8 @@ describe('the lock is always taken for detached runs', () => {
   });
 
   it('Redis unreachable: 503 LOCK_UNAVAILABLE with Retry-After and no stream opened', async () => {
-    stack = await redisStack();
-    await redis!.stop();
+    stack = await startStack({ redis: true, preauth: detached });
+    await stack.redis!.stop();
     const res = await stack.executeText('111');
     expect(res.status).toBe(503);
     expect(res.headers['retry-after']).toBeTruthy();
@@ -144,12 +129,12 @@ describe('the lock is always taken for detached runs', () => {
   });
 
   it('taken: 409 WORKFLOW_LOCKED', async () => {
-    stack = await redisStack();
-    await client!.set(lockKey('112'), 'someone-else', 'PX', 60_000);
+    stack = await startStack({ redis: true, preauth: detached });
+    await stack.client!.set(lockKey('112'), 'someone-else', 'PX', 60_000);
     const res = await stack.executeText('112');
     expect(res.status).toBe(409);
     expect(JSON.parse(res.text).error.code).toBe('WORKFLOW_LOCKED');
-    expect(await client!.get(lockKey('112'))).toBe('someone-else');
+    expect(await stack.client!.get(lockKey('112'))).toBe('someone-else');
   });
 });
 
@@ -157,7 +142,7 @@ describe('the run limit and the stop handshake', () => {
   const hang: Step[] = [{ op: 'checkpoint', text: 'working' }, { op: 'hang' }];
 
   it('a service that acks (UNAVAILABLE): WORKHORSE_RUN_LIMIT recorded, lock released, run_limit callback', async () => {
-    stack = await redisStack({ LONGRUN_RUN_LIMIT_MS: '500' });
+    stack = await startStack({ redis: true, preauth: detached, env: { LONGRUN_RUN_LIMIT_MS: '500' } });
     const res = await stack.executeText('120', { steps: hang });
     expect(res.status).toBe(202);
     await stack.owner.waitFor(() => stack!.owner.segmentEnds.length === 1, 5_000, 'segment end');
@@ -165,25 +150,25 @@ describe('the run limit and the stop handshake', () => {
     expect(call?.stopReasons).toEqual(['WORKHORSE_RUN_LIMIT']);
     expect(call?.ended).toMatchObject({ how: 'status', code: 'UNAVAILABLE' });
     expect(stack.owner.segmentEnds[0]?.reason).toBe('run_limit');
-    expect(await client!.exists(lockKey('120'))).toBe(0);
+    expect(await stack.client!.exists(lockKey('120'))).toBe(0);
     const metrics = await stack.metrics();
     expect(metricValue(metrics, 'longrun_stop_acks_total', { outcome: 'ack' })).toBe(1);
     expect(metricValue(metrics, 'longrun_teardowns_total', { transport: 'detached', reason: 'run_limit' })).toBe(1);
   });
 
   it('a service not yet updated ends the call OK (it took a user stop): still released', async () => {
-    stack = await redisStack({ LONGRUN_RUN_LIMIT_MS: '500' });
+    stack = await startStack({ redis: true, preauth: detached, env: { LONGRUN_RUN_LIMIT_MS: '500' } });
     stack.workflow.infraStopReasons = new Set(['WORKHORSE_SERVER_SHUTDOWN']);
     expect((await stack.executeText('121', { steps: hang })).status).toBe(202);
     await stack.owner.waitFor(() => stack!.owner.segmentEnds.length === 1, 5_000, 'segment end');
     expect(stack.workflow.callsFor('121')[0]?.ended?.how).toBe('ok');
     expect(stack.workflow.callsFor('121')[0]?.stopReasons).toEqual(['WORKHORSE_RUN_LIMIT']);
-    expect(await client!.exists(lockKey('121'))).toBe(0);
+    expect(await stack.client!.exists(lockKey('121'))).toBe(0);
     expect(metricValue(await stack.metrics(), 'longrun_stop_acks_total', { outcome: 'user_stop' })).toBe(1);
   });
 
   it('a service that ignores stops: cancelled after the ack timeout, still released', async () => {
-    stack = await redisStack({ LONGRUN_RUN_LIMIT_MS: '500', LONGRUN_STOP_ACK_TIMEOUT_MS: '300' });
+    stack = await startStack({ redis: true, preauth: detached, env: { LONGRUN_RUN_LIMIT_MS: '500', LONGRUN_STOP_ACK_TIMEOUT_MS: '300' } });
     stack.workflow.ignoreStops = true;
     const started = performance.now();
     expect((await stack.executeText('122', { steps: hang })).status).toBe(202);
@@ -192,12 +177,12 @@ describe('the run limit and the stop handshake', () => {
     expect(elapsed).toBeGreaterThanOrEqual(780);
     expect(stack.workflow.callsFor('122')[0]?.stopReasons).toEqual(['WORKHORSE_RUN_LIMIT']);
     expect(stack.workflow.callsFor('122')[0]?.ended?.how).toBe('cancelled');
-    expect(await client!.exists(lockKey('122'))).toBe(0);
+    expect(await stack.client!.exists(lockKey('122'))).toBe(0);
     expect(metricValue(await stack.metrics(), 'longrun_stop_acks_total', { outcome: 'timeout' })).toBe(1);
   });
 
   it('does not wait out the ack timeout when the call ends at once', async () => {
-    stack = await redisStack({ LONGRUN_RUN_LIMIT_MS: '500', LONGRUN_STOP_ACK_TIMEOUT_MS: '10000' });
+    stack = await startStack({ redis: true, preauth: detached, env: { LONGRUN_RUN_LIMIT_MS: '500', LONGRUN_STOP_ACK_TIMEOUT_MS: '10000' } });
     const started = performance.now();
     expect((await stack.executeText('123', { steps: hang })).status).toBe(202);
     await stack.owner.waitFor(() => stack!.owner.segmentEnds.length === 1, 5_000, 'segment end');
@@ -207,7 +192,7 @@ describe('the run limit and the stop handshake', () => {
 
 describe('the per-process cap', () => {
   it('over LONGRUN_MAX_DETACHED_RUNS → 503 CAPACITY_EXHAUSTED with Retry-After; slots come back when runs end', async () => {
-    stack = await redisStack({ LONGRUN_MAX_DETACHED_RUNS: '2' });
+    stack = await startStack({ redis: true, preauth: detached, env: { LONGRUN_MAX_DETACHED_RUNS: '2' } });
     const hold: Step[] = [{ op: 'checkpoint', text: 'x' }, { op: 'hang' }];
     expect((await stack.executeText('130', { steps: hold })).status).toBe(202);
     expect((await stack.executeText('131', { steps: hold })).status).toBe(202);
@@ -216,7 +201,7 @@ describe('the per-process cap', () => {
     expect(over.headers['retry-after']).toBeTruthy();
     expect(JSON.parse(over.text).error.code).toBe('CAPACITY_EXHAUSTED');
     expect(stack.workflow.callsFor('132')).toHaveLength(0);
-    expect(await client!.exists(lockKey('132'))).toBe(0);
+    expect(await stack.client!.exists(lockKey('132'))).toBe(0);
     const runs = (await request(`${stack.opsUrl}/runs`).then((r) => r.body.json())) as { runs: Array<Record<string, unknown>> };
     expect(runs.runs.map((r) => r['workflow_id']).sort()).toEqual(['130', '131']);
     expect(runs.runs[0]).toMatchObject({ transport: 'detached', state: 'running', actions: 1 });

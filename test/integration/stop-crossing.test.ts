@@ -12,34 +12,25 @@
  * is never called back as stopped.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { Redis } from 'ioredis';
 import { request } from 'undici';
 import { signOwnerJwt } from '../../src/owner/jwt';
 import type { SegmentEnd } from '../../src/sandbox/owner-sim';
 import type { Step } from '../../src/sandbox/scenario';
 import type { WorkflowSimulatorOptions } from '../../src/sandbox/workflow-sim';
-import { startRedis, type RedisServer } from '../helpers/redis';
 import { testSecret } from '../helpers/secret';
 import { metricValue, startStack, type Stack } from '../helpers/stack';
 
 let stack: Stack | undefined;
-let redis: RedisServer | undefined;
-let client: Redis | undefined;
 
 afterEach(async () => {
+  // A stack started with `redis: true` also closes its client and stops its redis-server.
   await stack?.close();
   stack = undefined;
-  client?.disconnect();
-  client = undefined;
-  await redis?.stop();
-  redis = undefined;
 });
 
-async function crossingStack(env: Record<string, string> = {}, workflow: WorkflowSimulatorOptions = { endsCrossingStops: true }): Promise<Stack> {
-  redis = await startRedis();
-  client = new Redis(redis.url);
-  client.on('error', () => undefined);
-  return startStack({ preauth: { detached: true, lockConcurrentFlow: true }, redisUrl: redis.url, env, workflow });
+/** A stack on its own redis-server whose workflow service ends the call OK when a stop arrives. */
+function crossingStack(env: Record<string, string> = {}, workflow: WorkflowSimulatorOptions = { endsCrossingStops: true }): Promise<Stack> {
+  return startStack({ redis: true, preauth: { detached: true, lockConcurrentFlow: true }, env, workflow });
 }
 
 /** A turn that sent its last checkpoint (with `status`) and waits to be stopped. */
@@ -88,7 +79,7 @@ describe('a stop crossing the end of a finished turn is reported finished', () =
     expect(metricValue(metrics, 'longrun_teardowns_total', { transport: 'detached', reason: 'run_limit' })).toBe(0);
     expect(metricValue(metrics, 'longrun_ends_while_stopping_total', { transport: 'detached' })).toBe(0);
     expect(await stopAcks(stack)).toBe(0);
-    expect(await client?.keys('workhorse:duoworkflow:*')).toEqual([]);
+    expect(await stack.client?.keys('workhorse:duoworkflow:*')).toEqual([]);
   });
 
   it('the run limit after a checkpoint that did not end the turn: run_limit, flagged ended_while_stopping, counted', async () => {
@@ -99,7 +90,7 @@ describe('a stop crossing the end of a finished turn is reported finished', () =
     const metrics = await stack.metrics();
     expect(metricValue(metrics, 'longrun_ends_while_stopping_total', { transport: 'detached' })).toBe(1);
     expect(metricValue(metrics, 'longrun_stop_acks_total', { outcome: 'user_stop' })).toBe(1);
-    expect(await client?.keys('workhorse:duoworkflow:*')).toEqual([]);
+    expect(await stack.client?.keys('workhorse:duoworkflow:*')).toEqual([]);
   });
 
   it('the drain: a turn that finished is called back finished, one that did not is the drain, flagged', async () => {
@@ -113,7 +104,7 @@ describe('a stop crossing the end of a finished turn is reported finished', () =
     const metrics = await stack.gateway.metrics.registry.metrics();
     expect(metricValue(metrics, 'longrun_teardowns_total', { transport: 'detached', reason: 'finished' })).toBe(1);
     expect(metricValue(metrics, 'longrun_teardowns_total', { transport: 'detached', reason: 'drain' })).toBe(1);
-    expect(await client?.keys('workhorse:duoworkflow:*')).toEqual([]);
+    expect(await stack.client?.keys('workhorse:duoworkflow:*')).toEqual([]);
   });
 
   it("the owner's stop: a turn that finished as the stop was sent is finished, not stop_requested", async () => {
@@ -126,7 +117,7 @@ describe('a stop crossing the end of a finished turn is reported finished', () =
     expect(end).toMatchObject({ reason: 'finished' });
     expect(end).not.toHaveProperty('ended_while_stopping');
     expect(stack.workflow.callsFor('1905')[0]?.crossedStops).toEqual(['USER_STOP']);
-    expect(await client?.keys('workhorse:duoworkflow:*')).toEqual([]);
+    expect(await stack.client?.keys('workhorse:duoworkflow:*')).toEqual([]);
   });
 });
 
@@ -159,6 +150,6 @@ describe('turns whose last step lands on the run limit (the race, undriven)', ()
     console.log(`turns finishing on the run limit: ${ids.length}; finished ${seen.finished} (the stop crossed their end: ${seen.crossed}), stopped first ${seen.stopped}`);
     expect(seen.finished).toBeGreaterThan(0);
     expect(seen.stopped).toBeGreaterThan(0);
-    expect(await client?.keys('workhorse:duoworkflow:*')).toEqual([]);
+    expect(await stack.client?.keys('workhorse:duoworkflow:*')).toEqual([]);
   });
 });

@@ -13,41 +13,26 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Redis } from 'ioredis';
 import { request } from 'undici';
+import { lockKey } from '../../src/coordination/keys';
 import { OwnerServiceSimulator } from '../../src/sandbox/owner-sim';
 import { scenarioMetadata, type Step } from '../../src/sandbox/scenario';
 import { WorkflowServiceSimulator } from '../../src/sandbox/workflow-sim';
-import { resume, startRedis, type RedisServer } from '../helpers/redis';
 import { startReplica, type Replica } from '../helpers/replicas';
 import { removeSecretFile, testSecret, writeSecretFile } from '../helpers/secret';
 import { metricValue, startStack, type Stack } from '../helpers/stack';
 
 let stack: Stack | undefined;
-let redis: RedisServer | undefined;
-let client: Redis | undefined;
 const cleanups: Array<() => Promise<unknown> | unknown> = [];
 
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  // A stack started with `redis: true` also stops its redis-server (resumed first) and client.
   await stack?.close();
   stack = undefined;
-  client?.disconnect();
-  client = undefined;
-  resume(redis);
-  await redis?.stop();
-  redis = undefined;
 });
 
 const blocking = { detached: false, lockConcurrentFlow: true };
-const lockKey = (id: string): string => `workhorse:duoworkflow:lock:${id}`;
-
-async function redisStack(env: Record<string, string> = {}): Promise<Stack> {
-  redis = await startRedis();
-  client = new Redis(redis.url);
-  client.on('error', () => undefined);
-  return startStack({ preauth: blocking, redisUrl: redis.url, env });
-}
 
 /** Starts an execute and hangs up after `ms`; resolves once the socket is gone. */
 async function hangUpAfter(s: Stack, workflowId: string, ms: number, steps: Step[]): Promise<void> {
@@ -85,7 +70,7 @@ async function rawHangUpAfter(s: Stack, workflowId: string, ms: number, steps: S
 /** Nothing of a run is left: no open call, no lock, nothing in /runs, no run in flight. */
 async function expectNothingLeft(s: Stack, ids: string[]): Promise<void> {
   await s.workflow.waitFor(() => s.workflow.openCalls === 0, 5_000, 'no open call');
-  for (const id of ids) await expect.poll(() => client!.exists(lockKey(id)), { timeout: 5_000 }).toBe(0);
+  for (const id of ids) await expect.poll(() => s.client!.exists(lockKey(id)), { timeout: 5_000 }).toBe(0);
   await expect.poll(async () => (await (await request(`${s.opsUrl}/runs`)).body.json()) as unknown, { timeout: 5_000 }).toEqual({ runs: [] });
   const metrics = await s.metrics();
   expect(metricValue(metrics, 'longrun_runs_in_flight', { transport: 'http' })).toBe(0);
@@ -102,7 +87,7 @@ function executeLines(s: Stack): Array<Record<string, unknown>> {
 
 describe('a blocking caller that hangs up', () => {
   it('during preauth: nothing is opened, nothing is taken, one CLIENT_GONE line', async () => {
-    stack = await redisStack();
+    stack = await startStack({ redis: true, preauth: blocking });
     stack.owner.configure('61', { ...blocking, delayMs: 800 });
     await hangUpAfter(stack, '61', 150, [{ op: 'checkpoint' }, { op: 'hang' }]);
     // Well past the moment the owner would have answered.
@@ -115,11 +100,11 @@ describe('a blocking caller that hangs up', () => {
   });
 
   it('while the lock is being taken (Redis paused): the late lock is given back, no stream is opened', async () => {
-    stack = await redisStack({ LONGRUN_REDIS_COMMAND_TIMEOUT_MS: '3000' });
-    process.kill(redis!.pid as number, 'SIGSTOP');
+    stack = await startStack({ redis: true, preauth: blocking, env: { LONGRUN_REDIS_COMMAND_TIMEOUT_MS: '3000' } });
+    process.kill(stack.redis!.pid as number, 'SIGSTOP');
     const hungUp = hangUpAfter(stack, '62', 300, [{ op: 'checkpoint' }, { op: 'hang' }]);
     await sleep(800);
-    process.kill(redis!.pid as number, 'SIGCONT');
+    process.kill(stack.redis!.pid as number, 'SIGCONT');
     await hungUp;
     await sleep(500);
     expect(stack.workflow.callsFor('62')).toEqual([]);
@@ -128,7 +113,7 @@ describe('a blocking caller that hangs up', () => {
   });
 
   it('after the stream opened, before the first line: the call is cancelled and the lock released', async () => {
-    stack = await redisStack();
+    stack = await startStack({ redis: true, preauth: blocking });
     const abort = new AbortController();
     const pending = stack.execute('63', { steps: [{ op: 'wait', ms: 10_000 }, { op: 'checkpoint' }, { op: 'end' }], signal: abort.signal }).catch(() => undefined);
     await stack.workflow.waitFor(() => stack!.workflow.callsFor('63').length === 1, 5_000, 'call opened');
@@ -139,7 +124,7 @@ describe('a blocking caller that hangs up', () => {
   });
 
   it('20 hang-ups at scattered moments leave no run, lock or stream behind', async () => {
-    stack = await redisStack();
+    stack = await startStack({ redis: true, preauth: blocking });
     const ids = Array.from({ length: 20 }, (_, i) => `64${String(i).padStart(2, '0')}`);
     ids.forEach((id, i) => stack!.owner.configure(id, { ...blocking, delayMs: (i * 37) % 120 }));
     const steps: Step[] = [{ op: 'wait', ms: 100 }, { op: 'checkpoint', text: 'one' }, { op: 'wait', ms: 100 }, { op: 'checkpoint', text: 'two' }, { op: 'hang' }];

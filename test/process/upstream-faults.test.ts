@@ -9,39 +9,23 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import net from 'node:net';
-import { Redis } from 'ioredis';
 import { request } from 'undici';
-import { resume, startRedis, type RedisServer } from '../helpers/redis';
+import { lockKey } from '../../src/coordination/keys';
 import { startStack, type Stack } from '../helpers/stack';
 
 let stack: Stack | undefined;
-let redis: RedisServer | undefined;
-let client: Redis | undefined;
 let blackHole: net.Server | undefined;
 const sockets = new Set<net.Socket>();
 
 afterEach(async () => {
+  // The stack's own redis-server (redis: true) and its client go with it, resumed first.
   await stack?.close();
   stack = undefined;
-  client?.disconnect();
-  client = undefined;
-  resume(redis);
-  await redis?.stop();
-  redis = undefined;
   for (const socket of sockets) socket.destroy();
   sockets.clear();
   await new Promise<void>((resolve) => (blackHole ? blackHole.close(() => resolve()) : resolve()));
   blackHole = undefined;
 });
-
-const lockKey = (id: string): string => `workhorse:duoworkflow:lock:${id}`;
-
-async function redisStack(env: Record<string, string>, preauth: { detached: boolean; lockConcurrentFlow?: boolean }): Promise<Stack> {
-  redis = await startRedis();
-  client = new Redis(redis.url);
-  client.on('error', () => undefined);
-  return startStack({ preauth, redisUrl: redis.url, env });
-}
 
 /** A "workflow service" that accepts connections and never sends a byte. */
 async function startBlackHole(): Promise<string> {
@@ -58,7 +42,7 @@ describe('a workflow service that accepts the connection and never answers', () 
     ['detached', true],
     ['blocking', false],
   ])('%s: 502 WORKFLOW_SERVICE_UNAVAILABLE after the stream-open timeout, no run accepted, nothing left taken', async (_label, detached) => {
-    stack = await redisStack({ LONGRUN_STREAM_OPEN_TIMEOUT_MS: '800', LONGRUN_ACCEPT_WAIT_MS: '3000' }, { detached, lockConcurrentFlow: true });
+    stack = await startStack({ redis: true, preauth: { detached, lockConcurrentFlow: true }, env: { LONGRUN_STREAM_OPEN_TIMEOUT_MS: '800', LONGRUN_ACCEPT_WAIT_MS: '3000' } });
     stack.owner.configure('90', { detached, lockConcurrentFlow: true, serviceUri: await startBlackHole() });
     const started = performance.now();
     const res = await stack.executeText('90');
@@ -68,7 +52,7 @@ describe('a workflow service that accepts the connection and never answers', () 
     expect(elapsed).toBeGreaterThanOrEqual(700);
     expect(elapsed).toBeLessThan(3_000);
     expect(sockets.size).toBeGreaterThan(0);
-    expect(await client!.exists(lockKey('90'))).toBe(0);
+    expect(await stack.client!.exists(lockKey('90'))).toBe(0);
     expect(await (await request(`${stack.opsUrl}/runs`)).body.json()).toEqual({ runs: [] });
     expect(stack.owner.segmentEnds).toEqual([]);
     const ended = stack.logs().split('\n').find((l) => l.includes('"msg":"run ended"'));
@@ -78,14 +62,14 @@ describe('a workflow service that accepts the connection and never answers', () 
 
 describe('a lock acquisition that timed out', () => {
   it('is given back when Redis runs it late: the retry succeeds instead of finding the workflow locked', async () => {
-    stack = await redisStack({ LONGRUN_REDIS_COMMAND_TIMEOUT_MS: '400' }, { detached: true });
-    process.kill(redis!.pid as number, 'SIGSTOP');
+    stack = await startStack({ redis: true, preauth: { detached: true }, env: { LONGRUN_REDIS_COMMAND_TIMEOUT_MS: '400' } });
+    process.kill(stack.redis!.pid as number, 'SIGSTOP');
     const first = await stack.executeText('91', { steps: [{ op: 'checkpoint' }, { op: 'hang' }] });
     expect(first.status).toBe(503);
     expect(JSON.parse(first.text)).toMatchObject({ error: { code: 'LOCK_UNAVAILABLE' } });
-    process.kill(redis!.pid as number, 'SIGCONT');
+    process.kill(stack.redis!.pid as number, 'SIGCONT');
     // Redis now runs the stalled SET NX, then the compare-and-delete queued after it.
-    await expect.poll(() => client!.exists(lockKey('91')), { timeout: 3_000 }).toBe(0);
+    await expect.poll(() => stack!.client!.exists(lockKey('91')), { timeout: 3_000 }).toBe(0);
     await expect.poll(async () => (await stack!.executeText('91', { steps: [{ op: 'checkpoint' }, { op: 'hang' }] })).status, { timeout: 5_000 }).toBe(202);
     expect(stack.workflow.callsFor('91')).toHaveLength(1);
   });
