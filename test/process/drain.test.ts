@@ -6,6 +6,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { request } from 'undici';
+import { lockKey, workhorseKeys } from '../../src/coordination/keys';
 import { OwnerServiceSimulator } from '../../src/sandbox/owner-sim';
 import { scenarioMetadata, type Step } from '../../src/sandbox/scenario';
 import { WorkflowServiceSimulator } from '../../src/sandbox/workflow-sim';
@@ -70,7 +71,7 @@ async function startRuns(replica: Replica, n: number, steps: Step[] = hang): Pro
 }
 
 async function lockKeys(): Promise<string[]> {
-  return client.keys('workhorse:duoworkflow:lock:*');
+  return client.keys(lockKey('*'));
 }
 
 function drainMs(stdout: string): number | undefined {
@@ -98,7 +99,7 @@ describe('SIGTERM drain', () => {
       expect(calls[0]?.ended).toMatchObject({ how: 'status', code: 'UNAVAILABLE' });
     }
     expect(await lockKeys()).toEqual([]);
-    expect(await client.keys('workhorse:duoworkflow:run:*')).toEqual([]);
+    expect(await client.keys(workhorseKeys.run('*'))).toEqual([]);
     expect(owner.segmentEnds).toHaveLength(200);
     expect(new Set(owner.segmentEnds.map((e) => e.workflow_id))).toEqual(new Set(ids));
     expect(owner.segmentEnds.every((e) => e.reason === 'drain')).toBe(true);

@@ -6,6 +6,7 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { lockKey, workhorseKeys } from '../../src/coordination/keys';
 import { OwnerServiceSimulator } from '../../src/sandbox/owner-sim';
 import type { Step } from '../../src/sandbox/scenario';
 import { WorkflowServiceSimulator } from '../../src/sandbox/workflow-sim';
@@ -24,7 +25,6 @@ let replicas: Replica[] = [];
 let nextWorkflow = 1_000;
 
 const hang: Step[] = [{ op: 'checkpoint', text: 'working' }, { op: 'hang' }];
-const lockKey = (id: string): string => `workhorse:duoworkflow:lock:${id}`;
 const newWorkflow = (): string => String(nextWorkflow++);
 
 beforeAll(async () => {
@@ -101,7 +101,7 @@ describe('the stop signal', () => {
       expect(workflow.callsFor(id)[0]?.stopReasons).toEqual([i === 0 ? 'CANCELLED_BY_USER' : 'USER_STOP']);
       await owner.waitFor(() => owner.segmentEnds.some((e) => e.workflow_id === id), 5_000, `segment end of ${id}`);
       expect(owner.segmentEnds.find((e) => e.workflow_id === id)?.reason).toBe('stop_requested');
-      await expect.poll(() => client.exists(lockKey(id), `workhorse:duoworkflow:run:${id}`, `workhorse:duoworkflow:stop:${id}`), { timeout: 3_000 }).toBe(0);
+      await expect.poll(() => client.exists(lockKey(id), workhorseKeys.run(id), workhorseKeys.stop(id)), { timeout: 3_000 }).toBe(0);
       expect((await b.runRecord(id)).status).toBe(404);
     }
     latencies.sort((x, y) => x - y);
@@ -113,10 +113,10 @@ describe('the stop signal', () => {
     const [a] = (await startReplicas(1, { LONGRUN_STOP_POLL_MS: '300' })) as [Replica];
     const id = newWorkflow();
     expect((await a.execute(id, hang)).status).toBe(202);
-    await client.set(`workhorse:duoworkflow:stop:${id}`, 'OWNER_CANCEL', 'PX', 600_000);
+    await client.set(workhorseKeys.stop(id), 'OWNER_CANCEL', 'PX', 600_000);
     await workflow.waitFor(() => (workflow.callsFor(id)[0]?.stopReasons.length ?? 0) > 0, 5_000, 'stop');
     expect(workflow.callsFor(id)[0]?.stopReasons).toEqual(['OWNER_CANCEL']);
-    await expect.poll(() => client.exists(`workhorse:duoworkflow:stop:${id}`), { timeout: 3_000 }).toBe(0);
+    await expect.poll(() => client.exists(workhorseKeys.stop(id)), { timeout: 3_000 }).toBe(0);
   });
 
   it('no run in flight: 409 NOT_CANCELLABLE and nothing is set; internal routes need the owner JWT', async () => {
@@ -125,7 +125,7 @@ describe('the stop signal', () => {
     const stop = await a.stop(id);
     expect(stop.status).toBe(409);
     expect((stop.body['error'] as Record<string, unknown>)['code']).toBe('NOT_CANCELLABLE');
-    expect(await client.exists(`workhorse:duoworkflow:stop:${id}`)).toBe(0);
+    expect(await client.exists(workhorseKeys.stop(id))).toBe(0);
     expect((await a.runRecord(id)).status).toBe(404);
     for (const token of ['', 'Bearer nope', 'Basic abc']) {
       const denied = await a.stop(id, token);
@@ -159,7 +159,7 @@ describe('keyspace notifications: longrun does not reconfigure a Redis it does n
   async function stopSeenWithin(replica: Replica, ms: number): Promise<boolean> {
     const id = newWorkflow();
     expect((await replica.execute(id, hang)).status).toBe(202);
-    await client.set(`workhorse:duoworkflow:stop:${id}`, 'OWNER_CANCEL', 'PX', 600_000);
+    await client.set(workhorseKeys.stop(id), 'OWNER_CANCEL', 'PX', 600_000);
     return workflow.waitFor(() => (workflow.callsFor(id)[0]?.stopReasons.length ?? 0) > 0, ms, 'stop').then(
       () => true,
       () => false,

@@ -15,6 +15,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { lockKey } from '../../src/coordination/keys';
 import { RedisBackend } from '../../src/coordination/redis-backend';
 import { parseRedisUrl } from '../../src/coordination/redis-url';
 import { OwnerServiceSimulator } from '../../src/sandbox/owner-sim';
@@ -49,7 +50,6 @@ let gateways: Replica[] = [];
 
 const hold: Step[] = [{ op: 'checkpoint', text: 'holding' }, { op: 'hang' }];
 const short: Step[] = [{ op: 'checkpoint', text: 'probe' }, { op: 'end' }];
-const lockKey = (id: string): string => `workhorse:duoworkflow:lock:${id}`;
 
 beforeAll(async () => {
   workflow = await WorkflowServiceSimulator.start();
