@@ -11,7 +11,7 @@ import { OwnerServiceSimulator } from '../../src/sandbox/owner-sim';
 import { scenarioMetadata, type Step } from '../../src/sandbox/scenario';
 import { WorkflowServiceSimulator } from '../../src/sandbox/workflow-sim';
 import { startRedis, type RedisServer } from '../helpers/redis';
-import { startReplica, type Replica } from '../helpers/replicas';
+import { Replicas, type Replica } from '../helpers/replicas';
 import { removeSecretFile, testSecret, writeSecretFile } from '../helpers/secret';
 
 let redis: RedisServer;
@@ -19,7 +19,6 @@ let client: Redis;
 let owner: OwnerServiceSimulator;
 let workflow: WorkflowServiceSimulator;
 let secretFile: string;
-let replicas: Replica[] = [];
 let nextWorkflow = 5_000;
 
 const hang: Step[] = [{ op: 'checkpoint', text: 'working' }, { op: 'hang' }];
@@ -36,9 +35,16 @@ afterAll(async () => {
   await Promise.allSettled([redis.stop(), removeSecretFile(secretFile)]);
 });
 
+/** drain-a, drain-b, …: on this test's simulators, the file's secret and Redis. */
+const replicas = new Replicas('drain', () => ({
+  LONGRUN_OWNER_URL: owner.url,
+  LONGRUN_SECRET_FILE: secretFile,
+  LONGRUN_REDIS_URL: redis.url,
+  LONGRUN_LOG_LEVEL: 'info',
+}));
+
 afterEach(async () => {
-  await Promise.allSettled(replicas.map((r) => r.child.kill()));
-  replicas = [];
+  await replicas.killAll();
   owner.onSegmentEnd = undefined;
   await Promise.allSettled([owner.close(), workflow.close()]);
 });
@@ -46,18 +52,7 @@ afterEach(async () => {
 async function setup(env: Record<string, string> = {}, count = 1): Promise<Replica[]> {
   workflow = await WorkflowServiceSimulator.start();
   owner = await OwnerServiceSimulator.start({ secret: testSecret, workflowServiceUri: workflow.address, defaults: { detached: true } });
-  replicas = await Promise.all(
-    Array.from({ length: count }, (_, i) =>
-      startReplica(`drain-${i}`, {
-        LONGRUN_OWNER_URL: owner.url,
-        LONGRUN_SECRET_FILE: secretFile,
-        LONGRUN_REDIS_URL: redis.url,
-        LONGRUN_LOG_LEVEL: 'info',
-        ...env,
-      }),
-    ),
-  );
-  return replicas;
+  return replicas.start(count, env);
 }
 
 async function startRuns(replica: Replica, n: number, steps: Step[] = hang): Promise<string[]> {

@@ -19,7 +19,7 @@ import type { Step } from '../../src/sandbox/scenario';
 import { WorkflowServiceSimulator } from '../../src/sandbox/workflow-sim';
 import { coordinationContract } from '../helpers/coordination-contract';
 import { startRedisCluster, type RedisClusterTopology } from '../helpers/redis-cluster';
-import { startReplica, type Replica } from '../helpers/replicas';
+import { Replicas, type Replica } from '../helpers/replicas';
 import { removeSecretFile, testSecret, writeSecretFile } from '../helpers/secret';
 
 let cluster: RedisClusterTopology;
@@ -62,7 +62,6 @@ describe('gateways on a Redis Cluster', () => {
   let owner: OwnerServiceSimulator;
   let workflow: WorkflowServiceSimulator;
   let secretFile: string;
-  let replicas: Replica[] = [];
   let next = 70_000;
   const newWorkflow = (): string => String(next++);
 
@@ -76,27 +75,17 @@ describe('gateways on a Redis Cluster', () => {
     await Promise.allSettled([owner?.close(), workflow?.close(), removeSecretFile(secretFile)]);
   });
 
-  afterEach(async () => {
-    await Promise.allSettled(replicas.map((r) => r.child.kill()));
-    replicas = [];
-  });
+  /** cluster-a, cluster-b, …: on the owner, secret and Cluster above; killed after each test. */
+  const replicas = new Replicas('cluster', () => ({
+    LONGRUN_OWNER_URL: owner.url,
+    LONGRUN_SECRET_FILE: secretFile,
+    LONGRUN_REDIS_KEYS: 'cluster',
+    LONGRUN_REDIS_URL: cluster.url,
+    LONGRUN_LEASE_TTL_MS: String(LEASE_TTL_MS),
+    LONGRUN_STOP_ACK_TIMEOUT_MS: '1000',
+  }));
 
-  async function startReplicas(n: number, env: Record<string, string> = {}): Promise<Replica[]> {
-    replicas = await Promise.all(
-      Array.from({ length: n }, (_, i) =>
-        startReplica(`cluster-${String.fromCharCode(97 + i)}`, {
-          LONGRUN_OWNER_URL: owner.url,
-          LONGRUN_SECRET_FILE: secretFile,
-          LONGRUN_REDIS_KEYS: 'cluster',
-          LONGRUN_REDIS_URL: cluster.url,
-          LONGRUN_LEASE_TTL_MS: String(LEASE_TTL_MS),
-          LONGRUN_STOP_ACK_TIMEOUT_MS: '1000',
-          ...env,
-        }),
-      ),
-    );
-    return replicas;
-  }
+  afterEach(() => replicas.killAll());
 
   /** Workflows whose keys live on each of the three primaries, `perPrimary` of each. */
   async function workflowsOnEveryPrimary(perPrimary: number): Promise<Map<number, string[]>> {
@@ -127,7 +116,7 @@ describe('gateways on a Redis Cluster', () => {
    * keeps trying to start every held workflow until stop() (which answers their statuses).
    */
   async function holdWithContenders() {
-    const gateways = (await startReplicas(3)) as [Replica, Replica, Replica];
+    const gateways = (await replicas.start(3)) as [Replica, Replica, Replica];
     const byPrimary = await workflowsOnEveryPrimary(4);
     const held = [...byPrimary.values()].flat();
     for (const [i, id] of held.entries()) expect((await (gateways[i % 3] as Replica).execute(id, hang)).status).toBe(202);
@@ -165,7 +154,7 @@ describe('gateways on a Redis Cluster', () => {
   }
 
   it('a stop sent to one replica reaches the run on another, whichever primary holds its keys; a stop key set directly is polled', async () => {
-    const [a, b] = (await startReplicas(2, { LONGRUN_STOP_POLL_MS: '300' })) as [Replica, Replica];
+    const [a, b] = (await replicas.start(2, { LONGRUN_STOP_POLL_MS: '300' })) as [Replica, Replica];
     const client = cluster.client();
     for (const ids of (await workflowsOnEveryPrimary(1)).values()) {
       const id = ids[0] as string;
@@ -186,7 +175,7 @@ describe('gateways on a Redis Cluster', () => {
   });
 
   it('the per-actor cap holds across replicas and slots', async () => {
-    const [a, b, c] = (await startReplicas(3, { LONGRUN_MAX_RUNS_PER_ACTOR: '2' })) as [Replica, Replica, Replica];
+    const [a, b, c] = (await replicas.start(3, { LONGRUN_MAX_RUNS_PER_ACTOR: '2' })) as [Replica, Replica, Replica];
     const ids = [newWorkflow(), newWorkflow(), newWorkflow()];
     for (const id of ids) owner.configure(id, { detached: true, actorId: 'cluster-user' });
     expect((await a.execute(ids[0] as string, hang)).status).toBe(202);
