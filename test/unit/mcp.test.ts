@@ -185,9 +185,10 @@ describe('icons and annotations (CONTRACT.md McpTool.icons = 4, annotations = 5)
     expect(mcp.deletes).toHaveLength(1);
   });
 
-  // Turns on by itself when proto/contract.proto declares McpTool.icons (CONTRACT.md):
-  // until then the encoder drops the field and the service cannot receive it.
-  it.runIf(protoCarries('icons'))('reach the workflow service', async () => {
+  // proto/contract.proto declares McpTool.icons (CONTRACT.md): without it the encoder would
+  // drop the field and the service could not receive it, so dropping it fails here.
+  it('reach the workflow service', async () => {
+    expect(protoCarries('icons'), 'proto/contract.proto declares McpTool.icons').toBe(true);
     const mcp = await sim();
     stack = await mcpStack({ preauth: { detached: false, mcpServers: { sim: { URL: mcp.url, Tools: ['echo'] } } } });
     expect((await stack.executeText('807', { steps: [{ op: 'end' }] })).status).toBe(200);
