@@ -139,7 +139,8 @@ describe('SIGTERM drain', () => {
     expect((await request(`${a.opsUrl}/-/liveness`)).statusCode).toBe(200);
     const refused = await a.execute(String(nextWorkflow++), hang);
     expect(refused.status).toBe(503);
-    expect(refused.headers['retry-after']).toBeTruthy();
+    // src/run/launcher.ts (drainingError): retry on another replica at once.
+    expect(refused.headers['retry-after']).toBe('1');
     expect((refused.body['error'] as Record<string, unknown>)['code']).toBe('DRAINING');
     expect(await a.child.exited(10_000)).toBe(0);
   });

@@ -278,7 +278,8 @@ describe('the per-actor cap across replicas', () => {
     expect((await b.execute(ids[1] as string, hang)).status).toBe(202);
     const over = await c.execute(ids[2] as string, hang);
     expect(over.status).toBe(429);
-    expect(over.headers['retry-after']).toBeTruthy();
+    // src/run/admission.ts: an actor at its cap is retried after 30 s.
+    expect(over.headers['retry-after']).toBe('30');
     expect((over.body['error'] as Record<string, unknown>)['code']).toBe('ACTOR_LIMIT');
     expect(workflow.callsFor(ids[2] as string)).toHaveLength(0);
     expect(await client.exists(lockKey(ids[2] as string))).toBe(0);
