@@ -205,30 +205,44 @@ async function holdThrough(
     const overlapping = overlaps(ours);
     expect(overlapping.map(([a, b]) => `${a.workflowId}: [${a.startedAt}, ${a.ended?.at ?? 'open'}] and [${b.startedAt}, …]`)).toEqual([]);
 
-    // Each held run went on (still open, no stop) or stopped with WORKHORSE_LOCK_LOST.
-    let continued = 0;
-    let lockLost = 0;
-    for (const id of held) {
-      const [first] = workflow.callsFor(id);
-      if (first?.ended === undefined) {
-        expect(first?.stopReasons, id).toEqual([]);
-        continued += 1;
-      } else {
-        expect(first.stopReasons, id).toEqual(['WORKHORSE_LOCK_LOST']);
-        lockLost += 1;
-        await owner.waitFor(() => owner.segmentEnds.some((e) => e.workflow_id === id), 5_000, `segment end of ${id}`);
-        expect(owner.segmentEnds.find((e) => e.workflow_id === id)?.reason).toBe('lock_lost');
-      }
-      // The run open now (the held one, or the contender that took over after it stopped) holds its lock on the new primary.
-      if (workflow.callsFor(id).some((c) => c.ended === undefined)) expect(await topo.node(newPort).exists(lockKey(id)), id).toBe(1);
+    // Each held run went on (still open, never stopped) or stopped with WORKHORSE_LOCK_LOST.
+    // Which of the two is the failover's timing (a lease renewed on the new primary in time,
+    // or not), so the held workflows are parted by what the workflow service saw of their
+    // first call, and every workflow of each part is checked for what that part must show.
+    const newPrimary = topo.node(newPort);
+    const firstCall = (id: string): CallRecord | undefined => workflow.callsFor(id)[0];
+    const continued = held.filter((id) => firstCall(id) !== undefined && firstCall(id)?.ended === undefined);
+    const lockLost = held.filter((id) => firstCall(id)?.ended !== undefined);
+    // Every held run was opened (each was accepted above): the two parts are all of them.
+    expect([...continued, ...lockLost].sort(), 'held runs by how their first call stands').toEqual([...held].sort());
+    for (const id of continued) {
+      expect(firstCall(id)?.stopReasons, id).toEqual([]);
+      // The workflow's only call (a second beside an open one is an overlap), its lock on the new primary.
+      expect(workflow.callsFor(id), id).toHaveLength(1);
+      expect(await newPrimary.exists(lockKey(id)), id).toBe(1);
     }
+    for (const id of lockLost) {
+      expect(firstCall(id)?.stopReasons, id).toEqual(['WORKHORSE_LOCK_LOST']);
+      await owner.waitFor(() => owner.segmentEnds.some((e) => e.workflow_id === id), 5_000, `segment end of ${id}`);
+      expect(owner.segmentEnds.find((e) => e.workflow_id === id)?.reason, id).toBe('lock_lost');
+    }
+    // A workflow whose run stopped is open again only where a contender took it over: that
+    // run holds the lock on the new primary. The others hold none there: the stopped run
+    // gave its lock back before its callback (waited for above), or it expired, a lease
+    // TTL having passed since the new primary was up; contenders are done.
+    const reopened = lockLost.filter((id) => workflow.callsFor(id).some((c) => c.ended === undefined));
+    const idle = lockLost.filter((id) => !reopened.includes(id));
+    for (const id of reopened) expect(await newPrimary.exists(lockKey(id)), id).toBe(1);
+    for (const id of idle) expect(await newPrimary.exists(lockKey(id)), id).toBe(0);
     const takenOver = contention.filter((a) => a.status === 202).length;
+    // Each reopened workflow's open run is a contender's accepted execute.
+    expect(reopened.length).toBeLessThanOrEqual(takenOver);
     // A contender is told the workflow is locked, or (while no primary answers) to come back.
     const statuses: Record<number, number> = {};
     for (const a of contention) statuses[a.status] = (statuses[a.status] ?? 0) + 1;
     expect(Object.keys(statuses).map(Number).every((s) => [202, 409, 503].includes(s)), JSON.stringify(statuses)).toBe(true);
     // Only a workflow whose run stopped can be started again (and then only once).
-    expect(takenOver).toBeLessThanOrEqual(lockLost);
+    expect(takenOver).toBeLessThanOrEqual(lockLost.length);
 
     // No password ever printed by a gateway, and the URL is shown masked.
     for (const g of gateways) {
@@ -237,7 +251,7 @@ async function holdThrough(
       expect(output).not.toContain(SENTINEL_PASSWORD);
       expect(output).toContain('redis+sentinel://:***@');
     }
-    return { newPort, failoverMs, recoveryMs, continued, lockLost, takenOver, contention: statuses };
+    return { newPort, failoverMs, recoveryMs, continued: continued.length, lockLost: lockLost.length, takenOver, contention: statuses };
   } finally {
     await Promise.all([contenders.stop(), prober.stop()]);
   }
