@@ -36,7 +36,7 @@ WORKDIR /app
 # Only what runs: package.json (the version it reports), production dependencies, the
 # compiled gateway (not the benchmarks), the gRPC contract and the Lua scripts, both read
 # at run time from the package root (src/paths.ts: the folder holding package.json).
-# No lock file, no npm cache. test/deploy-image.test.ts runs dist/src/main.js from a copy
+# No lock file, no npm cache. test/process/deploy-image.test.ts runs dist/src/main.js from a copy
 # holding only these paths.
 COPY package.json ./
 COPY --from=deps /app/node_modules ./node_modules

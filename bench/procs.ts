@@ -14,7 +14,7 @@ export const HOST = '127.0.0.1';
 
 /**
  * The allocator settings the image runs the gateway with (the Dockerfile's runtime ENV;
- * test/deploy-image.test.ts keeps the two equal). The gateway and the raw-stream holder
+ * test/process/deploy-image.test.ts keeps the two equal). The gateway and the raw-stream holder
  * both get them, so memory per run compares the same allocator.
  */
 export const DEPLOYED_ALLOCATOR_ENV: Readonly<Record<string, string>> = { MALLOC_ARENA_MAX: '2' };

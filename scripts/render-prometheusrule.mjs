@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Writes deploy/kubernetes/base/prometheusrule.yaml from deploy/prometheus/longrun-rules.yml:
 // the same rule groups, wrapped in a Prometheus Operator PrometheusRule. Run it after
-// editing the rules; test/deploy-manifests.test.ts fails while the two differ.
+// editing the rules; test/integration/deploy-manifests.test.ts fails while the two differ.
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';

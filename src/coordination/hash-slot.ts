@@ -3,7 +3,7 @@
  * CRC16-XMODEM of the key, or of its hash tag — the text between the first `{` and the
  * first `}` after it, when not empty — modulo 16 384. The batched lease scripts group
  * keys by the primary serving their slot (redis-backend.ts), so this must agree with the
- * server: test/redis-cluster.test.ts compares it with `CLUSTER KEYSLOT`.
+ * server: test/process/redis-cluster.test.ts compares it with `CLUSTER KEYSLOT`.
  */
 
 export const HASH_SLOTS = 16_384;

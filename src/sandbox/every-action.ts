@@ -1,6 +1,6 @@
 /**
  * One payload for every member of Action's `action` oneof, each with every field of its
- * message set to a non-zero value (test/workflow-sim.test.ts checks the set is complete
+ * message set to a non-zero value (test/unit/workflow-sim.test.ts checks the set is complete
  * against the loaded contract). The simulator's `every_action` step sends them in
  * field-number order, so a test sees each kind reach longrun and what longrun answered.
  */

@@ -26,7 +26,7 @@ export const WORKHORSE_MARSHAL_OPTIONS: Readonly<EncodeOptions> = Object.freeze(
 /**
  * The JSON value of an Action's ndjson line (JSON.stringify it, then add "\n"); `action`
  * is an Action as proto-loader decodes it. Action holds no google.protobuf.Struct/Value and
- * no recursive type (test/contract.test.ts checks this), so it cannot throw for any Action
+ * no recursive type (test/unit/contract.test.ts checks this), so it cannot throw for any Action
  * the service sends.
  */
 export function workhorseActionJson(action: object): Record<string, unknown> {

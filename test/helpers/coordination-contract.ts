@@ -1,8 +1,8 @@
 /**
- * The coordination backend contract (SPEC §5), as one function that defines the suite for
- * one backend inside a describe: test/coordination-contract.test.ts runs it against the
- * in-process backend and a real redis-server, test/redis-cluster.test.ts against a real
- * Redis Cluster.
+ * The coordination backend contract (docs/spec.md §5), as one function that defines the suite for
+ * one backend inside a describe: test/integration/coordination-contract.test.ts runs it
+ * against the in-process backend and a real redis-server, test/process/redis-cluster.test.ts
+ * against a real Redis Cluster.
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { setTimeout as sleep } from 'node:timers/promises';

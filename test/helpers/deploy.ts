@@ -4,7 +4,7 @@
  * when kubectl is installed, and the Dockerfile's instructions.
  *
  * Only the fields the tests look at are typed; schema validation of the whole objects is
- * done with kubernetes-models (test/deploy-manifests.test.ts).
+ * done with kubernetes-models (test/integration/deploy-manifests.test.ts).
  */
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';

@@ -1,6 +1,6 @@
 /**
  * A real redis-server child process on a loopback port, for lock, lease and stop-signal
- * tests (SPEC §5). Nothing is persisted (`--save ''`, no AOF) and the working directory
+ * tests (docs/spec.md §5). Nothing is persisted (`--save ''`, no AOF) and the working directory
  * is a fresh temporary folder, so a test's data dies with its server. Options make it a
  * replica, a password-protected server or a Sentinel (see sentinel.ts).
  */

@@ -28,7 +28,7 @@ const root = path.resolve(__dirname, '../..');
  */
 const gatewayMain = process.env['LONGRUN_TEST_GATEWAY_MAIN'] ?? path.join(root, 'dist/src/main.js');
 
-/** An owner token for the internal routes of `workflowId` (SPEC §6). */
+/** An owner token for the internal routes of `workflowId` (docs/spec.md §6). */
 export async function ownerJwt(workflowId: string): Promise<string> {
   return signOwnerJwt(testSecret, workflowId);
 }
@@ -93,4 +93,35 @@ export async function startReplica(name: string, env: Record<string, string>): P
       return { status: res.statusCode, body: await json(res) };
     },
   };
+}
+
+/**
+ * The replicas of one test file. `start(n, env)` starts `n` together, named
+ * `<prefix>-a`, `<prefix>-b`, …, each with the file's settings (read at start: servers the
+ * file starts in beforeAll) and the test's `env` over them; `killAll()`, in the file's
+ * afterEach, kills every replica started since, those of a start that failed part-way
+ * included.
+ */
+export class Replicas {
+  private readonly started: Replica[] = [];
+
+  constructor(
+    private readonly prefix: string,
+    private readonly settings: () => Record<string, string>,
+  ) {}
+
+  async start(n: number, env: Record<string, string> = {}): Promise<Replica[]> {
+    const results = await Promise.allSettled(
+      Array.from({ length: n }, (_, i) => startReplica(`${this.prefix}-${String.fromCharCode(97 + i)}`, { ...this.settings(), ...env })),
+    );
+    const up = results.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+    this.started.push(...up);
+    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw failed.reason;
+    return up;
+  }
+
+  async killAll(): Promise<void> {
+    await Promise.allSettled(this.started.splice(0).map((r) => r.child.kill()));
+  }
 }

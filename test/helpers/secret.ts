@@ -1,5 +1,5 @@
 /**
- * The shared HS256 secret for tests (SPEC §2): fixed, so a failure reproduces, and
+ * The shared HS256 secret for tests (docs/spec.md §2): fixed, so a failure reproduces, and
  * written in Workhorse's secret-file format (base64 of 32 bytes) for child-process
  * gateways that read LONGRUN_SECRET_FILE.
  */

@@ -1,5 +1,5 @@
 /**
- * Redis as operators run it (SPEC §5): a primary, a replica and three Sentinels, each a
+ * Redis as operators run it (docs/spec.md §5): a primary, a replica and three Sentinels, each a
  * real redis-server on a free loopback port in its own temporary folder, with failover
  * settings fast enough for a test (down after 1 s, failover timeout 3 s). Everything is
  * stopped by pid in `stop()` (and killed if the test worker exits without it).

@@ -1,9 +1,11 @@
 /**
  * A whole stack on loopback for in-process tests: the simulated owner and workflow
  * services and a real Gateway (both listeners on port 0), optionally on a real
- * redis-server. Logs are captured as raw bytes so tests can search them.
+ * redis-server (the test's own, or one the stack starts and stops). Logs are captured as
+ * raw bytes so tests can search them.
  */
 import { Writable } from 'node:stream';
+import { Redis } from 'ioredis';
 import { request, type Dispatcher } from 'undici';
 import { gatewayConfig, loadConfig } from '../../src/config';
 import { Gateway } from '../../src/gateway';
@@ -11,11 +13,19 @@ import { createLogger } from '../../src/log';
 import { OwnerServiceSimulator, type PreauthConfig } from '../../src/sandbox/owner-sim';
 import { scenarioMetadata, type Step } from '../../src/sandbox/scenario';
 import { WorkflowServiceSimulator, type WorkflowSimulatorOptions } from '../../src/sandbox/workflow-sim';
+import { resume, startRedis, type RedisServer } from './redis';
 import { removeSecretFile, testSecret, writeSecretFile } from './secret';
 
 export interface StackOptions {
   env?: Record<string, string>;
+  /** A redis-server the test started (and stops) itself. */
   redisUrl?: string;
+  /**
+   * A fresh redis-server of the stack's own (startRedis) with an ioredis client on it:
+   * `stack.redis` and `stack.client`. close() also disconnects the client and stops the
+   * server, resuming it first in case the test paused it (SIGSTOP).
+   */
+  redis?: boolean;
   preauth?: PreauthConfig;
   workflow?: WorkflowSimulatorOptions;
 }
@@ -39,10 +49,42 @@ export interface Stack {
   execute(workflowId: string, options?: ExecuteOptions): Promise<Dispatcher.ResponseData>;
   executeText(workflowId: string, options?: ExecuteOptions): Promise<{ status: number; headers: Dispatcher.ResponseData['headers']; text: string }>;
   metrics(): Promise<string>;
+  /** With `redis: true`: the stack's own redis-server, and a client on it (errors ignored). */
+  redis?: RedisServer;
+  client?: Redis;
   close(): Promise<void>;
 }
 
 export async function startStack(options: StackOptions = {}): Promise<Stack> {
+  if (!options.redis) return startGatewayStack(options);
+  if (options.redisUrl !== undefined) throw new Error('startStack: redis and redisUrl exclude each other');
+  const redis = await startRedis();
+  const client = new Redis(redis.url);
+  client.on('error', () => undefined);
+  const closeRedis = async (): Promise<void> => {
+    client.disconnect();
+    resume(redis);
+    await redis.stop();
+  };
+  let stack: Stack;
+  try {
+    stack = await startGatewayStack({ ...options, redisUrl: redis.url });
+  } catch (err) {
+    await closeRedis();
+    throw err;
+  }
+  return {
+    ...stack,
+    redis,
+    client,
+    async close() {
+      await stack.close();
+      await closeRedis();
+    },
+  };
+}
+
+async function startGatewayStack(options: StackOptions): Promise<Stack> {
   const workflow = await WorkflowServiceSimulator.start(options.workflow);
   const owner = await OwnerServiceSimulator.start({
     secret: testSecret,

@@ -1,0 +1,402 @@
+/**
+ * Configuration (docs/spec.md §8): every default, every override, and an invalid value of each
+ * variable stopping start-up with a ConfigError that names it.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { ConfigError, loadConfig, readSecretFile } from '../../src/config';
+import { startChild } from '../helpers/child';
+import { removeSecretFile, testSecret, writeSecretFile } from '../helpers/secret';
+
+let secretFile: string;
+let scratch: string;
+
+beforeAll(async () => {
+  secretFile = await writeSecretFile();
+  scratch = await mkdtemp(path.join(os.tmpdir(), 'longrun-config-'));
+});
+afterAll(async () => {
+  await removeSecretFile(secretFile);
+  await rm(scratch, { recursive: true, force: true });
+});
+
+async function fileWith(name: string, content: string): Promise<string> {
+  const file = path.join(scratch, name);
+  await writeFile(file, content);
+  return file;
+}
+
+/** The ConfigError loadConfig throws for `env`, or a failure if it does not throw one. */
+function configError(env: Record<string, string>): ConfigError {
+  try {
+    loadConfig(env);
+  } catch (err) {
+    if (err instanceof ConfigError) return err;
+    throw new Error(`expected a ConfigError, got ${String(err)}`);
+  }
+  throw new Error(`expected a ConfigError for ${JSON.stringify(env)}, got a config`);
+}
+
+describe('config: defaults', () => {
+  it('an empty environment is the sandbox with every docs/spec.md §8 default', () => {
+    const config = loadConfig({});
+    expect(config).toEqual({
+      listen: { host: '127.0.0.1', port: 8181 },
+      opsListen: { host: '127.0.0.1', port: 9181 },
+      ownerUrl: undefined,
+      secret: undefined,
+      redis: undefined,
+      redisKeys: 'workhorse',
+      redisConfigureNotifications: false,
+      acceptWaitMs: 10_000,
+      streamOpenTimeoutMs: 5_000,
+      callerStallMs: 60_000,
+      runLimitMs: 3_300_000,
+      stopAckTimeoutMs: 10_000,
+      leaseTtlMs: 60_000,
+      stopPollMs: 5_000,
+      stopKeyTtlMs: 600_000,
+      keepaliveMs: 20_000,
+      shutdownDelayMs: 0,
+      drainTimeoutMs: 8_000,
+      drainReserveMs: 2_000,
+      maxDetachedRuns: 10_000,
+      maxRunsPerActor: 0,
+      preauthTimeoutMs: 10_000,
+      relayTimeoutMs: 5_000,
+      mcpTimeoutMs: 30_000,
+      mcpDiscoveryTimeoutMs: 5_000,
+      mcpAllowPrivate: false,
+      ownerConnections: 256,
+      callbackAttempts: 3,
+      callbackTimeoutMs: 2_000,
+      callbackConcurrency: 64,
+      jwtRefreshMs: 30_000,
+      redisCommandTimeoutMs: 2_000,
+      redisConnectTimeoutMs: 2_000,
+      infraStopReasons: { drain: 'WORKHORSE_SERVER_SHUTDOWN', run_limit: 'WORKHORSE_RUN_LIMIT', lock_lost: 'WORKHORSE_LOCK_LOST' },
+      grpcStreamsPerConnection: 100,
+      grpcKeepaliveTimeMs: 20_000,
+      grpcKeepaliveTimeoutMs: 20_000,
+      grpcKeepaliveWithoutCalls: true,
+      replicaId: `${os.hostname()}-${process.pid}`,
+      logLevel: 'info',
+    });
+  });
+
+  it('an empty string is the default, like an unset variable', () => {
+    expect(loadConfig({ LONGRUN_ACCEPT_WAIT_MS: '', LONGRUN_LISTEN: '', LONGRUN_OWNER_URL: '', LONGRUN_REDIS_URL: '' })).toEqual(loadConfig({}));
+  });
+
+  it('reads process.env when no environment is given', () => {
+    expect(loadConfig().listen).toEqual(loadConfig(process.env).listen);
+  });
+});
+
+describe('config: overrides', () => {
+  it('reads every variable', () => {
+    const config = loadConfig({
+      LONGRUN_LISTEN: '0.0.0.0:8080',
+      LONGRUN_OPS_LISTEN: '[::1]:0',
+      LONGRUN_OWNER_URL: 'https://gitlab.example.com/gitlab/',
+      LONGRUN_SECRET_FILE: secretFile,
+      LONGRUN_REDIS_URL: 'redis://127.0.0.1:6380/2',
+      LONGRUN_REDIS_CONFIGURE_NOTIFICATIONS: 'true',
+      LONGRUN_ACCEPT_WAIT_MS: '250',
+      LONGRUN_RUN_LIMIT_MS: '60000',
+      LONGRUN_STOP_ACK_TIMEOUT_MS: '300',
+      LONGRUN_LEASE_TTL_MS: '3000',
+      LONGRUN_STOP_POLL_MS: '100',
+      LONGRUN_STOP_KEY_TTL_MS: '1000',
+      LONGRUN_KEEPALIVE_MS: '50',
+      LONGRUN_SHUTDOWN_DELAY_MS: '10',
+      LONGRUN_DRAIN_TIMEOUT_MS: '2000',
+      LONGRUN_MAX_DETACHED_RUNS: '0',
+      LONGRUN_MAX_RUNS_PER_ACTOR: '3',
+      LONGRUN_PREAUTH_TIMEOUT_MS: '700',
+      LONGRUN_RELAY_TIMEOUT_MS: '800',
+      LONGRUN_GRPC_STREAMS_PER_CONNECTION: '1',
+      LONGRUN_DRAIN_RESERVE_MS: '500',
+      LONGRUN_STREAM_OPEN_TIMEOUT_MS: '600',
+      LONGRUN_CALLER_STALL_MS: '700',
+      LONGRUN_MCP_TIMEOUT_MS: '900',
+      LONGRUN_MCP_DISCOVERY_TIMEOUT_MS: '1200',
+      LONGRUN_MCP_ALLOW_PRIVATE: 'true',
+      LONGRUN_OWNER_CONNECTIONS: '8',
+      LONGRUN_CALLBACK_ATTEMPTS: '5',
+      LONGRUN_CALLBACK_TIMEOUT_MS: '1500',
+      LONGRUN_CALLBACK_CONCURRENCY: '12',
+      LONGRUN_JWT_REFRESH_MS: '1000',
+      LONGRUN_REDIS_COMMAND_TIMEOUT_MS: '300',
+      LONGRUN_REDIS_CONNECT_TIMEOUT_MS: '400',
+      LONGRUN_GRPC_KEEPALIVE_TIME_MS: '150',
+      LONGRUN_GRPC_KEEPALIVE_TIMEOUT_MS: '250',
+      LONGRUN_GRPC_KEEPALIVE_WITHOUT_CALLS: 'false',
+      LONGRUN_REPLICA_ID: 'pod-a.zone-1:2',
+      LONGRUN_LOG_LEVEL: 'silent',
+    });
+    expect(config.listen).toEqual({ host: '0.0.0.0', port: 8080 });
+    expect(config.opsListen).toEqual({ host: '::1', port: 0 });
+    expect(config.ownerUrl?.href).toBe('https://gitlab.example.com/gitlab/');
+    expect(config.secret?.equals(testSecret)).toBe(true);
+    expect(config.redis).toEqual({ mode: 'standalone', url: 'redis://127.0.0.1:6380/2' });
+    expect(config.redisKeys).toBe('workhorse');
+    expect(config.redisConfigureNotifications).toBe(true);
+    expect(config).toMatchObject({
+      acceptWaitMs: 250,
+      runLimitMs: 60_000,
+      stopAckTimeoutMs: 300,
+      leaseTtlMs: 3_000,
+      stopPollMs: 100,
+      stopKeyTtlMs: 1_000,
+      keepaliveMs: 50,
+      shutdownDelayMs: 10,
+      drainTimeoutMs: 2_000,
+      maxDetachedRuns: 0,
+      maxRunsPerActor: 3,
+      preauthTimeoutMs: 700,
+      relayTimeoutMs: 800,
+      grpcStreamsPerConnection: 1,
+      drainReserveMs: 500,
+      streamOpenTimeoutMs: 600,
+      callerStallMs: 700,
+      mcpTimeoutMs: 900,
+      mcpDiscoveryTimeoutMs: 1_200,
+      mcpAllowPrivate: true,
+      ownerConnections: 8,
+      callbackAttempts: 5,
+      callbackTimeoutMs: 1_500,
+      callbackConcurrency: 12,
+      jwtRefreshMs: 1_000,
+      redisCommandTimeoutMs: 300,
+      redisConnectTimeoutMs: 400,
+      grpcKeepaliveTimeMs: 150,
+      grpcKeepaliveTimeoutMs: 250,
+      grpcKeepaliveWithoutCalls: false,
+      replicaId: 'pod-a.zone-1:2',
+      logLevel: 'silent',
+    });
+  });
+
+  it('trims whitespace around numbers', () => {
+    expect(loadConfig({ LONGRUN_ACCEPT_WAIT_MS: ' 1500\n' }).acceptWaitMs).toBe(1_500);
+  });
+
+  it('accepts a secret file without LONGRUN_OWNER_URL (sandbox with a fixed secret)', () => {
+    const config = loadConfig({ LONGRUN_SECRET_FILE: secretFile });
+    expect(config.ownerUrl).toBeUndefined();
+    expect(config.secret?.equals(testSecret)).toBe(true);
+  });
+
+  it.each(['redis://localhost:6379', 'rediss://user:pw@redis:6380/0', 'redis://:p%40ss@10.0.0.1'])('hands the single-server Redis URL %s to ioredis as it is', (url) => {
+    expect(loadConfig({ LONGRUN_REDIS_URL: url }).redis).toEqual({ mode: 'standalone', url });
+  });
+
+  it('LONGRUN_REDIS_KEYS=cluster: the URL names seed nodes of a Redis Cluster', () => {
+    const config = loadConfig({ LONGRUN_REDIS_KEYS: 'cluster', LONGRUN_REDIS_URL: 'redis://:p%40ss@10.0.0.1:7000,redis-1,[::1]:7002' });
+    expect(config.redisKeys).toBe('cluster');
+    expect(config.redis).toEqual({
+      mode: 'cluster',
+      nodes: [
+        { host: '10.0.0.1', port: 7_000 },
+        { host: 'redis-1', port: 6_379 },
+        { host: '::1', port: 7_002 },
+      ],
+      username: undefined,
+      password: 'p@ss',
+      tls: false,
+    });
+    expect(loadConfig({ LONGRUN_REDIS_KEYS: 'cluster', LONGRUN_REDIS_URL: 'rediss://app:pw@c1:7000' }).redis).toMatchObject({ mode: 'cluster', username: 'app', tls: true });
+    expect(loadConfig({}).redisKeys).toBe('workhorse');
+    expect(loadConfig({}).callbackConcurrency).toBe(64);
+  });
+
+  it('LONGRUN_REDIS_KEYS=cluster refuses what a Cluster cannot be: no URL, Sentinel, a database, query options', () => {
+    for (const url of [undefined, 'redis+sentinel://s1/m', 'redis://c1:7000/2', 'redis://c1:7000?db=1', 'redis://c1:7000,,c2']) {
+      const err = configError({ LONGRUN_REDIS_KEYS: 'cluster', ...(url === undefined ? {} : { LONGRUN_REDIS_URL: url }) });
+      expect(err.variable, String(url)).toBe('LONGRUN_REDIS_URL');
+      expect(err.message, String(url)).toContain('LONGRUN_REDIS_KEYS=cluster');
+    }
+  });
+
+  it('parses a Sentinel URL into its Sentinels, master name, database and credentials', () => {
+    const config = loadConfig({ LONGRUN_REDIS_URL: ' redis+sentinel://:s3cr%40t@s1.example:26380,10.0.0.2,[::1]:26381/my-primary?db=3&sentinel_password=sp ' });
+    expect(config.redis).toEqual({
+      mode: 'sentinel',
+      sentinels: [
+        { host: 's1.example', port: 26_380 },
+        { host: '10.0.0.2', port: 26_379 },
+        { host: '::1', port: 26_381 },
+      ],
+      masterName: 'my-primary',
+      db: 3,
+      username: undefined,
+      password: 's3cr@t',
+      sentinelUsername: undefined,
+      sentinelPassword: 'sp',
+      tls: false,
+    });
+  });
+
+  it.each([
+    ['true', true],
+    ['TRUE', true],
+    ['1', true],
+    ['false', false],
+    ['0', false],
+    ['', false],
+  ])('LONGRUN_REDIS_CONFIGURE_NOTIFICATIONS=%j is %s', (value, expected) => {
+    expect(loadConfig({ LONGRUN_REDIS_CONFIGURE_NOTIFICATIONS: value }).redisConfigureNotifications).toBe(expected);
+  });
+
+  it('reads a secret file written without a trailing newline', async () => {
+    const file = await fileWith('no-newline', testSecret.toString('base64'));
+    expect(readSecretFile(file).equals(testSecret)).toBe(true);
+  });
+});
+
+describe('config: invalid values name the variable', () => {
+  it.each([
+    ['LONGRUN_LISTEN', 'nope'],
+    ['LONGRUN_LISTEN', '127.0.0.1'],
+    ['LONGRUN_LISTEN', '127.0.0.1:70000'],
+    ['LONGRUN_LISTEN', ':8080'],
+    ['LONGRUN_OPS_LISTEN', 'localhost:http'],
+    ['LONGRUN_OWNER_URL', 'ftp://x'],
+    ['LONGRUN_OWNER_URL', 'not a url'],
+    ['LONGRUN_OWNER_URL', '/relative/path'],
+    ['LONGRUN_REDIS_URL', 'http://127.0.0.1:6379'],
+    ['LONGRUN_REDIS_URL', '127.0.0.1:6379'],
+    ['LONGRUN_REDIS_URL', 'redis+sentinel://s1:26379'],
+    ['LONGRUN_REDIS_CONFIGURE_NOTIFICATIONS', 'yes'],
+    ['LONGRUN_ACCEPT_WAIT_MS', 'abc'],
+    ['LONGRUN_ACCEPT_WAIT_MS', '0'],
+    ['LONGRUN_ACCEPT_WAIT_MS', '1.5'],
+    ['LONGRUN_ACCEPT_WAIT_MS', '-1'],
+    // Above Node's 2^31-1 ms timer clamp, a timer would fire at once.
+    ['LONGRUN_RUN_LIMIT_MS', String(2 ** 31)],
+    ['LONGRUN_RUN_LIMIT_MS', '55m'],
+    ['LONGRUN_STOP_ACK_TIMEOUT_MS', 'ten'],
+    ['LONGRUN_LEASE_TTL_MS', '10'],
+    ['LONGRUN_STOP_POLL_MS', '0'],
+    ['LONGRUN_STOP_KEY_TTL_MS', 'x'],
+    ['LONGRUN_KEEPALIVE_MS', '0'],
+    ['LONGRUN_SHUTDOWN_DELAY_MS', '-5'],
+    ['LONGRUN_DRAIN_TIMEOUT_MS', '0'],
+    ['LONGRUN_MAX_DETACHED_RUNS', '-1'],
+    ['LONGRUN_MAX_DETACHED_RUNS', 'many'],
+    ['LONGRUN_MAX_RUNS_PER_ACTOR', '2.5'],
+    ['LONGRUN_PREAUTH_TIMEOUT_MS', 'soon'],
+    ['LONGRUN_RELAY_TIMEOUT_MS', '0'],
+    ['LONGRUN_GRPC_STREAMS_PER_CONNECTION', '0'],
+    ['LONGRUN_GRPC_STREAMS_PER_CONNECTION', '10001'],
+    ['LONGRUN_DRAIN_RESERVE_MS', '-1'],
+    ['LONGRUN_STREAM_OPEN_TIMEOUT_MS', '0'],
+    ['LONGRUN_CALLER_STALL_MS', 'soon'],
+    ['LONGRUN_MCP_TIMEOUT_MS', '0'],
+    ['LONGRUN_MCP_DISCOVERY_TIMEOUT_MS', '0'],
+    ['LONGRUN_MCP_ALLOW_PRIVATE', 'yes'],
+    ['LONGRUN_MCP_ALLOW_PRIVATE', 'on'],
+    ['LONGRUN_OWNER_CONNECTIONS', '0'],
+    ['LONGRUN_CALLBACK_ATTEMPTS', '0'],
+    ['LONGRUN_CALLBACK_ATTEMPTS', '21'],
+    ['LONGRUN_CALLBACK_TIMEOUT_MS', 'x'],
+    ['LONGRUN_CALLBACK_CONCURRENCY', '0'],
+    ['LONGRUN_REDIS_KEYS', 'tagged'],
+    ['LONGRUN_JWT_REFRESH_MS', '0'],
+    ['LONGRUN_REDIS_COMMAND_TIMEOUT_MS', '1.5'],
+    ['LONGRUN_REDIS_CONNECT_TIMEOUT_MS', '-3'],
+    ['LONGRUN_GRPC_KEEPALIVE_TIME_MS', '0'],
+    ['LONGRUN_GRPC_KEEPALIVE_TIMEOUT_MS', '20s'],
+    ['LONGRUN_GRPC_KEEPALIVE_WITHOUT_CALLS', 'yes'],
+    ['LONGRUN_STOP_REASON_DRAIN', 'lower_case'],
+    ['LONGRUN_STOP_REASON_RUN_LIMIT', 'HAS SPACE'],
+    ['LONGRUN_STOP_REASON_LOCK_LOST', 'X'.repeat(65)],
+    ['LONGRUN_REPLICA_ID', 'has space'],
+    ['LONGRUN_REPLICA_ID', 'x'.repeat(129)],
+    ['LONGRUN_LOG_LEVEL', 'loud'],
+    ['LONGRUN_LOG_LEVEL', 'INFO'],
+  ])('%s=%j', (variable, value) => {
+    const err = configError({ [variable]: value });
+    expect(err.variable).toBe(variable);
+    expect(err.name).toBe('ConfigError');
+    expect(err.message).toContain(variable);
+    expect(err.message).toContain(JSON.stringify(value));
+  });
+
+  it('LONGRUN_OWNER_URL without LONGRUN_SECRET_FILE', () => {
+    const err = configError({ LONGRUN_OWNER_URL: 'http://127.0.0.1:3000' });
+    expect(err.variable).toBe('LONGRUN_SECRET_FILE');
+    expect(err.message).toMatch(/LONGRUN_SECRET_FILE.*required when LONGRUN_OWNER_URL is set/);
+  });
+
+  it('a secret file that does not exist', () => {
+    const missing = path.join(scratch, 'missing');
+    const err = configError({ LONGRUN_OWNER_URL: 'http://127.0.0.1:3000', LONGRUN_SECRET_FILE: missing });
+    expect(err.variable).toBe('LONGRUN_SECRET_FILE');
+    expect(err.message).toContain(missing);
+  });
+
+  it.each([
+    ['16 bytes', () => Buffer.alloc(16, 1).toString('base64')],
+    ['33 bytes', () => Buffer.alloc(33, 1).toString('base64')],
+    ['not base64', () => 'this is not base64 at all!!!!!!!!!!!!!!!!!!!'],
+    ['raw 32 bytes, not encoded', () => testSecret.toString('utf8')],
+    ['empty', () => ''],
+  ])('a secret file holding %s', async (label, content) => {
+    const file = await fileWith(`secret-${label.replace(/\W+/g, '-')}`, content());
+    const err = configError({ LONGRUN_OWNER_URL: 'http://127.0.0.1:3000', LONGRUN_SECRET_FILE: file });
+    expect(err.variable).toBe('LONGRUN_SECRET_FILE');
+    expect(err.message).toContain('LONGRUN_SECRET_FILE');
+    expect(err.message).toMatch(/base64 of 32 bytes/);
+    // The message names the file, never what is in it.
+    expect(err.message).not.toContain(testSecret.toString('utf8'));
+  });
+
+  it('the first invalid variable stops loading', () => {
+    expect(() => loadConfig({ LONGRUN_LOG_LEVEL: 'loud', LONGRUN_ACCEPT_WAIT_MS: 'abc' })).toThrow(ConfigError);
+  });
+});
+
+describe('config: a credential in an invalid value is never printed (issue [11] point 7)', () => {
+  // Each value holds the secret 'hunter2' (and 'hunter3' for a Sentinel password).
+  const cases: Array<[string, string, RegExp, string]> = [
+    ['LONGRUN_REDIS_URL', 'redis+sentinel://:hunter2@s1:26379', /master name is missing/, 'redis+sentinel://:***@s1:26379'],
+    ['LONGRUN_REDIS_URL', 'redis+sentinel://:hunter2@s1:26379/m?sentinel_password=hunter3&bogus=1', /unknown option "bogus"/, 'sentinel_password=***'],
+    ['LONGRUN_REDIS_URL', 'redis+sentinel://:hunt/er2@s1/m', /reserved character/, 'redis+sentinel://:***@s1/m'],
+    ['LONGRUN_REDIS_URL', 'redis+sentinel://hunter2@s1/m', /no ':'/, 'redis+sentinel://***@s1/m'],
+    ['LONGRUN_REDIS_URL', 'redis://app:hunter2@redis:99999', /not a valid URL/, 'redis://app:***@redis:99999'],
+    ['LONGRUN_REDIS_URL', 'memcached://:hunter2@cache', /unsupported scheme/, 'memcached://:***@cache'],
+    ['LONGRUN_OWNER_URL', 'ftp://user:hunter2@owner.example', /unsupported scheme "ftp:\/\/"/, 'ftp://user:***@owner.example'],
+    ['LONGRUN_OWNER_URL', 'https://user:hunter2@owner.example/', /credentials in the URL are not used/, 'https://user:***@owner.example/'],
+    ['LONGRUN_OWNER_URL', 'https://user:hunter2@owner example', /not an absolute URL/, 'https://user:***@owner example'],
+  ];
+
+  it.each(cases)('%s=%s', (variable, value, problem, shown) => {
+    const err = configError({ [variable]: value, LONGRUN_SECRET_FILE: secretFile });
+    expect(err.variable).toBe(variable);
+    expect(err.message).toMatch(new RegExp(`^invalid ${variable}: `));
+    expect(err.message).toMatch(problem);
+    expect(err.message).toContain(shown);
+    expect(err.message).not.toMatch(/hunter|hunt\/er/);
+  });
+
+  it('start-up output names the variable and the problem, never the password', async () => {
+    const main = path.resolve(__dirname, '../../dist/src/main.js');
+    const chosen = cases.filter(([v]) => v === 'LONGRUN_OWNER_URL').concat(cases.slice(0, 2));
+    const children = chosen.map(([variable, value]) => startChild([main], { LONGRUN_OWNER_URL: '', LONGRUN_REDIS_URL: '', [variable]: value, LONGRUN_SECRET_FILE: secretFile }));
+    try {
+      for (const [i, [variable, , problem]] of chosen.entries()) {
+        const child = children[i] as (typeof children)[number];
+        expect(await child.exited(15_000)).toBe(1);
+        expect(child.stderr()).toContain(`longrun: invalid ${variable}: `);
+        expect(child.stderr()).toMatch(problem);
+        expect(child.stdout() + child.stderr()).not.toMatch(/hunter|hunt\/er/);
+      }
+    } finally {
+      await Promise.all(children.map((c) => c.kill()));
+    }
+  });
+});

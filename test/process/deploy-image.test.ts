@@ -1,0 +1,333 @@
+/**
+ * The image recipe (Dockerfile), checked without a Docker engine: the runtime stage's
+ * COPY instructions are replayed into an empty folder (dist from this tree's build,
+ * production dependencies from a replay of the deps stage: its `npm ci --omit=dev`, run
+ * from the npm cache), and the gateway is started from there the way the image
+ * starts it — its CMD, as the image's user (when the test runs as root), on a tree it
+ * cannot write, with the Kubernetes Deployment's environment (listeners moved to
+ * loopback port 0, the sandbox instead of an owner, a real redis-server). So everything
+ * it reads at start and run time — package.json's version, the proto contract, the Lua
+ * lock scripts, the secret file — is inside the paths the Dockerfile copies, and the
+ * manifest's probes, shutdown delay and grace period behave as docs/deploying.md says.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { chownSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import Redis from 'ioredis';
+import { request } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEPLOYED_ALLOCATOR_ENV } from '../../bench/procs';
+import { lockKey } from '../../src/coordination/keys';
+import { fromRoot } from '../../src/paths';
+import { scenarioMetadata } from '../../src/sandbox/scenario';
+import { version } from '../../src/version';
+import { baseResources, containerEnv, findResource, gatewayContainer, parseDockerfile, type Deployment, type DockerInstruction, type DockerStage } from '../helpers/deploy';
+import { testSecret } from '../helpers/secret';
+import { startRedis, type RedisServer } from '../helpers/redis';
+
+const dockerfile = parseDockerfile();
+const runtime = dockerfile.stages.at(-1);
+const deployment = findResource<Deployment>(
+  baseResources().map((r) => r.resource),
+  'Deployment',
+  'longrun',
+);
+const container = gatewayContainer(deployment);
+const podSpec = deployment.spec.template.spec;
+const manifestEnv = containerEnv(container.env);
+
+const instructions = (keyword: string): DockerInstruction[] => runtime?.instructions.filter((i) => i.keyword === keyword) ?? [];
+const lastArgs = (keyword: string): string | undefined => instructions(keyword).at(-1)?.args;
+const workdir = (stage: typeof runtime): string | undefined => stage?.instructions.filter((i) => i.keyword === 'WORKDIR').at(-1)?.args;
+
+/** A COPY instruction's sources (context paths, or build-stage paths) and destination. */
+function parseCopy(args: string): { from: string | undefined; sources: string[]; dest: string } {
+  const words = args.split(/\s+/);
+  const flags = words.filter((w) => w.startsWith('--'));
+  const rest = words.filter((w) => !w.startsWith('--'));
+  const from = flags.find((f) => f.startsWith('--from='))?.slice('--from='.length);
+  for (const flag of flags) if (!flag.startsWith('--from=')) throw new Error(`COPY flag ${flag}: teach this test what it means`);
+  return { from, sources: rest.slice(0, -1), dest: rest.at(-1) as string };
+}
+
+/** A context path with `*` in its last segment expanded. */
+function expand(source: string): string[] {
+  if (!source.includes('*')) return [source];
+  const dir = path.posix.dirname(source);
+  if (dir.includes('*')) throw new Error(`glob in a directory of ${source}: teach this test`);
+  const pattern = new RegExp(`^${path.posix.basename(source).split('*').map((p) => p.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('[^/]*')}$`);
+  return readdirSync(fromRoot(dir))
+    .filter((f) => pattern.test(f))
+    .map((f) => path.posix.join(dir, f));
+}
+
+/** Runs `npm ci ...` of a RUN line in `dir`, from the npm cache only. */
+function replayRun(args: string, dir: string): void {
+  for (const command of args.split('&&').map((c) => c.trim())) {
+    if (!command.startsWith('npm ci ')) throw new Error(`RUN ${command}: teach this test what it does`);
+    const result = spawnSync('npm', [...command.split(/\s+/).slice(1), '--offline', '--no-audit', '--no-fund'], { cwd: dir, encoding: 'utf8', timeout: 120_000 });
+    if (result.status !== 0) throw new Error(`${command} --offline failed in ${dir} (is the npm cache filled? run npm ci):\n${result.stderr}`);
+  }
+}
+
+/**
+ * Replays a stage's COPY and RUN instructions into `root` (its WORKDIR) and returns what
+ * was copied there. `--from=build` copies from this tree (the build stage runs
+ * `npm run build` as pretest does); `--from=<other stage>` replays that stage first.
+ */
+function replayStage(stage: DockerStage, root: string, scratch: string): string[] {
+  const copied: string[] = [];
+  mkdirSync(root, { recursive: true });
+  for (const instruction of stage.instructions) {
+    if (instruction.keyword === 'RUN') replayRun(instruction.args, root);
+    if (instruction.keyword !== 'COPY') continue;
+    const { from, sources, dest } = parseCopy(instruction.args);
+    const files = sources.flatMap((source) => {
+      if (from === undefined) return expand(source).map((file) => ({ file, at: fromRoot(file) }));
+      const other = dockerfile.stages.find((s) => s.name === from);
+      const otherWorkdir = workdir(other);
+      if (!other || !otherWorkdir || !source.startsWith(`${otherWorkdir}/`)) throw new Error(`COPY --from=${from} ${source}: teach this test`);
+      const relative = source.slice(otherWorkdir.length + 1);
+      if (from === 'build') {
+        expect(other.instructions.some((i) => i.keyword === 'RUN' && i.args === 'npm run build')).toBe(true);
+        return [{ file: relative, at: fromRoot(relative) }];
+      }
+      const otherRoot = path.join(scratch, from);
+      if (!existsSync(otherRoot)) replayStage(other, otherRoot, scratch);
+      return [{ file: relative, at: path.join(otherRoot, relative) }];
+    });
+    const intoDir = dest.endsWith('/') || files.length > 1;
+    for (const { file, at } of files) {
+      const target = path.join(root, dest, intoDir ? path.posix.basename(file) : '');
+      mkdirSync(path.dirname(target), { recursive: true });
+      cpSync(at, target, { recursive: true });
+      copied.push(path.relative(root, target));
+    }
+  }
+  return copied;
+}
+
+interface Gateway {
+  child: ChildProcess;
+  output(): string;
+  exited: Promise<number | string>;
+  mainUrl: string;
+  opsUrl: string;
+}
+
+let dir: string;
+let app: string;
+let copied: string[];
+let redis: RedisServer;
+let gateway: Gateway | undefined;
+const imageUser = (lastArgs('USER') ?? '').split(':').map(Number);
+
+async function startGateway(): Promise<Gateway> {
+  const secretDir = path.join(dir, 'secret');
+  mkdirSync(secretDir);
+  const secretFile = path.join(secretDir, 'gitlab_workhorse_secret');
+  // As the Secret volume has it: mode 0440, group = the pod's fsGroup.
+  writeFileSync(secretFile, `${testSecret.toString('base64')}\n`, { mode: 0o440 });
+  const asImageUser = process.getuid?.() === 0;
+  if (asImageUser) chownSync(secretFile, 0, imageUser[1] as number);
+  const imageEnv = Object.fromEntries(
+    instructions('ENV').flatMap((i) => [...i.args.matchAll(/(\w+)=(\S+)/g)].map((m) => [m[1] as string, m[2] as string])),
+  );
+  const env = {
+    PATH: process.env['PATH'] ?? '/usr/bin:/bin',
+    ...imageEnv,
+    ...manifestEnv,
+    // Loopback only on this machine; the manifest's addresses are checked in deploy-manifests.
+    LONGRUN_LISTEN: '127.0.0.1:0',
+    LONGRUN_OPS_LISTEN: '127.0.0.1:0',
+    // The sandbox's simulated owner and workflow service stand in for the real ones.
+    LONGRUN_OWNER_URL: '',
+    LONGRUN_SECRET_FILE: secretFile,
+    LONGRUN_REDIS_URL: redis.url,
+  };
+  const [command, ...args] = JSON.parse(lastArgs('CMD') as string) as string[];
+  expect(command).toBe('node');
+  const child = spawn(process.execPath, args, {
+    cwd: app,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    ...(asImageUser ? { uid: imageUser[0], gid: imageUser[1] } : {}),
+  });
+  let out = '';
+  child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
+  const exited = new Promise<number | string>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal ?? -1)));
+  const deadline = Date.now() + 20_000;
+  let match: RegExpMatchArray | null = null;
+  while (!(match = /sandbox is up: gateway (http:\/\/\S+), ops (http:\/\/\S+)/.exec(out)) && child.exitCode === null && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  if (!match) {
+    child.kill('SIGKILL');
+    throw new Error(`the gateway did not start from the image layout:\n${out}`);
+  }
+  return { child, output: () => out, exited, mainUrl: match[1] as string, opsUrl: (match[2] as string).replace(/\/$/, '') };
+}
+
+async function get(url: string): Promise<{ status: number; text: string }> {
+  const res = await request(url);
+  return { status: res.statusCode, text: await res.body.text() };
+}
+
+beforeAll(async () => {
+  dir = mkdtempSync(path.join(os.tmpdir(), 'longrun-image-'));
+  app = path.join(dir, workdir(runtime) ?? '/app');
+  mkdirSync(app, { recursive: true });
+  copied = replayStage(runtime as DockerStage, app, path.join(dir, 'stages'));
+  // The image user reads everything and writes nothing under /app (readOnlyRootFilesystem).
+  spawnSync('chmod', ['-R', 'a+rX,a-w', app]);
+  spawnSync('chmod', ['a+rx', dir]);
+  redis = await startRedis();
+  gateway = await startGateway();
+}, 120_000);
+
+afterAll(async () => {
+  if (gateway && gateway.child.exitCode === null && gateway.child.signalCode === null) {
+    gateway.child.kill('SIGKILL');
+    await gateway.exited;
+  }
+  await redis?.stop();
+  if (dir) {
+    spawnSync('chmod', ['-R', 'u+w', dir]);
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+describe('the Dockerfile', () => {
+  it('runs as a non-root user, by number, stops with SIGTERM and has no HEALTHCHECK (probes do that)', () => {
+    expect(imageUser[0]).toBeGreaterThan(0);
+    expect(imageUser[1]).toBeGreaterThan(0);
+    expect(podSpec.securityContext?.runAsUser).toBe(imageUser[0]);
+    expect(lastArgs('STOPSIGNAL')).toBe('SIGTERM');
+    expect(dockerfile.stages.flatMap((s) => s.instructions).some((i) => i.keyword === 'HEALTHCHECK')).toBe(false);
+    expect(dockerfile.comments.join(' ')).toMatch(/No HEALTHCHECK on purpose/);
+  });
+
+  it('runs node with the allocator settings the benchmarks measured (MALLOC_ARENA_MAX)', () => {
+    const env = new Map<string, string>();
+    for (const i of dockerfile.stages.at(-1)?.instructions ?? []) {
+      if (i.keyword !== 'ENV') continue;
+      for (const pair of i.args.split(/\s+/)) {
+        const [name, value] = pair.split('=');
+        env.set(name as string, value as string);
+      }
+    }
+    expect(Object.keys(DEPLOYED_ALLOCATOR_ENV).length).toBeGreaterThan(0);
+    for (const [name, value] of Object.entries(DEPLOYED_ALLOCATOR_ENV)) expect(env.get(name), name).toBe(value);
+  });
+
+  it('says how to pin the base image by digest, and both stages use that one base', () => {
+    expect(dockerfile.comments.join('\n')).toMatch(/@sha256:/);
+    const arg = dockerfile.preamble.find((i) => i.keyword === 'ARG' && i.args.startsWith('NODE_IMAGE='));
+    expect(arg?.args).toMatch(/^NODE_IMAGE=node:20-/);
+    expect(dockerfile.stages.length).toBeGreaterThanOrEqual(2);
+    for (const stage of dockerfile.stages) expect(stage.from, `stage ${stage.name}`).toBe('${NODE_IMAGE}');
+  });
+
+  it('copies only what runs: package.json, production dependencies, dist/src, proto, the Lua scripts', () => {
+    const lua = readdirSync(fromRoot('src/coordination')).filter((f) => f.endsWith('.lua'));
+    expect(lua.length).toBeGreaterThan(0);
+    expect([...copied].sort()).toEqual(['dist/src', 'node_modules', 'package.json', 'proto', ...lua.map((f) => `src/coordination/${f}`)].sort());
+    expect(readdirSync(app).sort()).toEqual(['dist', 'node_modules', 'package.json', 'proto', 'src']);
+    expect(readdirSync(path.join(app, 'src'))).toEqual(['coordination']);
+    expect(readdirSync(path.join(app, 'dist'))).toEqual(['src']);
+    // Production dependencies only: none of the packages the lock file marks dev-only.
+    const lock = JSON.parse(readFileSync(fromRoot('package-lock.json'), 'utf8')) as { packages: Record<string, { dev?: boolean }> };
+    const devOnly = Object.entries(lock.packages).filter(([at, p]) => p.dev === true && at.startsWith('node_modules/'));
+    expect(devOnly.length).toBeGreaterThan(0);
+    for (const [at] of devOnly) expect(existsSync(path.join(app, at)), at).toBe(false);
+    expect(existsSync(path.join(app, 'node_modules/@grpc/grpc-js/package.json'))).toBe(true);
+  });
+
+  it('the build context (.dockerignore) holds every path a stage copies', () => {
+    const ignored = readFileSync(fromRoot('.dockerignore'), 'utf8')
+      .split('\n')
+      .map((l) => l.trim())
+      .filter((l) => l !== '' && !l.startsWith('#'));
+    for (const instruction of dockerfile.stages.flatMap((stage) => stage.instructions).filter((i) => i.keyword === 'COPY')) {
+      const { from, sources } = parseCopy(instruction.args);
+      if (from !== undefined) continue;
+      for (const source of sources) {
+        const segments = source.split('/');
+        for (const pattern of ignored) expect(segments.some((s, i) => pattern === segments.slice(0, i + 1).join('/') || pattern === s), `${source} is excluded by "${pattern}"`).toBe(false);
+      }
+    }
+  });
+});
+
+describe('the gateway started from the image layout with the manifest environment', () => {
+  it('serves the manifest probe paths on the ops listener only', async () => {
+    const g = gateway as Gateway;
+    for (const probe of [container.readinessProbe, container.livenessProbe]) {
+      const p = probe?.httpGet?.path as string;
+      expect(await get(`${g.opsUrl}${p}`)).toEqual({ status: 200, text: '{"status":"ok"}' });
+      expect((await get(`${g.mainUrl}${p}`)).status, `${p} on the main listener`).toBe(404);
+    }
+  });
+
+  it('reports the version of the copied package.json on /metrics', async () => {
+    const metrics = await get(`${(gateway as Gateway).opsUrl}/metrics`);
+    expect(metrics.status).toBe(200);
+    expect(metrics.text).toContain(`longrun_build_info{version="${version}"} 1`);
+  });
+
+  it('accepts a detached run (proto contract loaded) under a Redis lock (Lua scripts loaded)', async () => {
+    const g = gateway as Gateway;
+    const res = await request(`${g.mainUrl}/api/v4/ai/duo_workflows/workflows/image-1/execute`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ goal: 'held across the drain', workflowMetadata: scenarioMetadata([{ op: 'checkpoint', text: 'working' }, { op: 'hang' }]) }),
+    });
+    expect(res.statusCode).toBe(202);
+    expect(await res.body.json()).toMatchObject({ status: 'accepted', workflow_id: 'image-1' });
+    const client = new Redis(redis.url);
+    try {
+      expect(await client.get(lockKey('image-1'))).toMatch(/.+/);
+    } finally {
+      client.disconnect();
+    }
+  });
+
+  it('on SIGTERM: readiness 503 at once, liveness 200 and the run kept through the shutdown delay, exit 0 within the grace period, lock released', async () => {
+    const g = gateway as Gateway;
+    const delayMs = Number(manifestEnv['LONGRUN_SHUTDOWN_DELAY_MS']);
+    const graceMs = (podSpec.terminationGracePeriodSeconds as number) * 1_000;
+    const sent = Date.now();
+    g.child.kill('SIGTERM');
+    const readiness = container.readinessProbe?.httpGet?.path as string;
+    const liveness = container.livenessProbe?.httpGet?.path as string;
+    // The signal and the probe race to the child's event loop: poll for the 503 (a loaded
+    // machine can run the probe first), then check it came long before the delay ended.
+    await expect.poll(async () => (await get(`${g.opsUrl}${readiness}`)).status, { timeout: delayMs / 2, interval: 10 }).toBe(503);
+    expect(Date.now() - sent, 'readiness turned 503 at SIGTERM, not after the delay').toBeLessThan(delayMs / 2);
+    // Mid-delay: still not ready, still alive, and the run is still in flight.
+    await new Promise((r) => setTimeout(r, Math.max(0, delayMs / 2 - (Date.now() - sent))));
+    expect((await get(`${g.opsUrl}${readiness}`)).status).toBe(503);
+    expect((await get(`${g.opsUrl}${liveness}`)).status, 'liveness during the delay').toBe(200);
+    expect(JSON.parse((await get(`${g.opsUrl}/runs`)).text)).toMatchObject({ runs: [{ workflow_id: 'image-1' }] });
+    const code = await Promise.race([g.exited, new Promise((r) => setTimeout(() => r('still running'), graceMs))]);
+    const elapsed = Date.now() - sent;
+    expect(code).toBe(0);
+    expect(elapsed).toBeGreaterThanOrEqual(delayMs);
+    expect(elapsed).toBeLessThan(graceMs);
+    const ended = g
+      .output()
+      .split('\n')
+      .filter((l) => l.includes('"msg":"run ended"'))
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(ended).toMatchObject([{ workflow_id: 'image-1', reason: 'drain' }]);
+    const client = new Redis(redis.url);
+    try {
+      expect(await client.get(lockKey('image-1'))).toBeNull();
+    } finally {
+      client.disconnect();
+    }
+    expect(statSync(app).mode & 0o222, 'the tree stayed unwritable').toBe(0);
+  }, 30_000);
+});

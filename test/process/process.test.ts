@@ -1,0 +1,83 @@
+/**
+ * The gateway as users run it: `npm start` with no configuration is the sandbox; a
+ * process that ran turns exits by itself once closed (nothing left behind).
+ */
+import path from 'node:path';
+import { request } from 'undici';
+import { afterEach, describe, expect, it } from 'vitest';
+import { startChild, type Child } from '../helpers/child';
+
+const root = path.resolve(__dirname, '../..');
+const children: Child[] = [];
+/** No configuration (the sandbox), both listeners on free loopback ports. */
+const SANDBOX_ENV = {
+  LONGRUN_LISTEN: '127.0.0.1:0',
+  LONGRUN_OPS_LISTEN: '127.0.0.1:0',
+  LONGRUN_OWNER_URL: '',
+  LONGRUN_REDIS_URL: '',
+  LONGRUN_LOG_LEVEL: 'warn',
+};
+
+afterEach(async () => {
+  for (const child of children.splice(0)) await child.kill();
+});
+
+describe('the sandbox (npm start with no configuration)', () => {
+  it('prints a curl that starts a detached run; both listeners answer; SIGTERM exits 0', async () => {
+    const child = startChild([path.join(root, 'dist/src/main.js')], SANDBOX_ENV);
+    children.push(child);
+    const [, curl] = await child.waitForOutput(/^\s*(curl .+)$/m, 15_000);
+    const ops = (await child.waitForOutput(/ops (http:\/\/\S+)/, 1_000))[1] as string;
+    const url = /'(http:\/\/[^']+)'/.exec(curl as string)?.[1] as string;
+    const body = /--data '(.+)'$/.exec(curl as string)?.[1] as string;
+    const res = await request(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+    expect(res.statusCode).toBe(202);
+    expect(await res.body.json()).toMatchObject({ status: 'accepted', workflow_id: '1' });
+    expect((await request(`${ops}/-/liveness`)).statusCode).toBe(200);
+    expect((await request(`${ops}/-/readiness`)).statusCode).toBe(200);
+    const runs = (await (await request(`${ops}/runs`)).body.json()) as { runs: unknown[] };
+    expect(runs.runs).toHaveLength(1);
+    // The benchmarks' GC route exists only in a process started with --expose-gc.
+    expect((await request(`${ops}/debug/gc`, { method: 'POST' })).statusCode).toBe(404);
+    child.process.kill('SIGTERM');
+    expect(await child.exited(15_000)).toBe(0);
+  });
+
+  it('started with --expose-gc (as the benchmarks start it), POST /debug/gc answers memory after a plain or a compacting GC', async () => {
+    const child = startChild(['--expose-gc', path.join(root, 'dist/src/main.js')], SANDBOX_ENV);
+    children.push(child);
+    const ops = (await child.waitForOutput(/ops (http:\/\/\S+)/, 15_000))[1] as string;
+    type Snapshot = { rss: number; heapUsed: number; spaces: Record<string, { size: number; used: number }> };
+    const gc = async (query: string): Promise<Snapshot> => {
+      const res = await request(`${ops}/debug/gc${query}`, { method: 'POST' });
+      expect(res.statusCode).toBe(200);
+      return (await res.body.json()) as Snapshot;
+    };
+    const plain = await gc('');
+    const compacted = await gc('?compact');
+    for (const snapshot of [plain, compacted]) {
+      expect(snapshot.rss).toBeGreaterThan(snapshot.heapUsed);
+      expect(snapshot.spaces['old_space']?.used).toBeGreaterThan(0);
+    }
+    // The compacting GC leaves the young generation at its minimum (one semi-space of 1 MiB, as V8 reports it).
+    expect(compacted.spaces['new_space']?.size).toBeLessThanOrEqual(2 * 1024 * 1024);
+    child.process.kill('SIGTERM');
+    expect(await child.exited(15_000)).toBe(0);
+  });
+
+  it('an invalid variable stops start-up with a message naming it', async () => {
+    const child = startChild([path.join(root, 'dist/src/main.js')], { LONGRUN_ACCEPT_WAIT_MS: 'soon' });
+    children.push(child);
+    expect(await child.exited(10_000)).toBe(1);
+    expect(child.stderr()).toContain('LONGRUN_ACCEPT_WAIT_MS');
+  });
+});
+
+describe('no timer or handle is left behind', () => {
+  it('a process that ran detached turns (finished, run limit, rejected) exits by itself after close', async () => {
+    const child = startChild([path.join(root, 'test/fixtures/clean-exit.cjs')]);
+    children.push(child);
+    expect(await child.exited(20_000)).toBe(0);
+    expect(JSON.parse(child.stdout())).toEqual({ statuses: [202, 202, 400], ends: ['finished', 'run_limit'] });
+  });
+});

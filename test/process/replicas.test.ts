@@ -1,0 +1,290 @@
+/**
+ * Several replicas sharing one Redis (docs/spec.md §5, issue [4]): at most one run per workflow
+ * ever, stops that reach the run wherever it is, leases that expire with a dead replica,
+ * Redis outages, lease takeover, and the per-actor cap — with three gateway processes.
+ */
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { Redis } from 'ioredis';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { lockKey, workhorseKeys } from '../../src/coordination/keys';
+import { OwnerServiceSimulator } from '../../src/sandbox/owner-sim';
+import type { Step } from '../../src/sandbox/scenario';
+import { WorkflowServiceSimulator } from '../../src/sandbox/workflow-sim';
+import { startRedis, type RedisServer } from '../helpers/redis';
+import { Replicas, type Replica } from '../helpers/replicas';
+import { removeSecretFile, testSecret, writeSecretFile } from '../helpers/secret';
+
+const LEASE_TTL_MS = 1_500;
+
+let redis: RedisServer;
+let client: Redis;
+let owner: OwnerServiceSimulator;
+let workflow: WorkflowServiceSimulator;
+let secretFile: string;
+let nextWorkflow = 1_000;
+
+const hang: Step[] = [{ op: 'checkpoint', text: 'working' }, { op: 'hang' }];
+const newWorkflow = (): string => String(nextWorkflow++);
+
+beforeAll(async () => {
+  redis = await startRedis();
+  client = new Redis(redis.url, { maxRetriesPerRequest: 1 });
+  client.on('error', () => undefined);
+  workflow = await WorkflowServiceSimulator.start();
+  owner = await OwnerServiceSimulator.start({ secret: testSecret, workflowServiceUri: workflow.address, defaults: { detached: true } });
+  secretFile = await writeSecretFile();
+});
+
+afterAll(async () => {
+  client.disconnect();
+  await Promise.allSettled([owner.close(), workflow.close(), redis.stop(), removeSecretFile(secretFile)]);
+});
+
+/** replica-a, replica-b, …: on the file's owner, secret and Redis; killed after each test. */
+const replicas = new Replicas('replica', () => ({
+  LONGRUN_OWNER_URL: owner.url,
+  LONGRUN_SECRET_FILE: secretFile,
+  LONGRUN_REDIS_URL: redis.url,
+  LONGRUN_LEASE_TTL_MS: String(LEASE_TTL_MS),
+  LONGRUN_STOP_ACK_TIMEOUT_MS: '1000',
+}));
+
+afterEach(() => replicas.killAll());
+
+function percentile(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] as number;
+}
+
+describe('exclusivity across replicas', () => {
+  it('300 executes for 10 workflows raced across three replicas start exactly 10 runs', async () => {
+    // A lease long enough that renewals survive the burst on a loaded 2-core machine:
+    // this test is about exclusivity at admission, not about lease expiry.
+    const [a, b, c] = await replicas.start(3, { LONGRUN_LEASE_TTL_MS: '6000' });
+    const ids = Array.from({ length: 10 }, newWorkflow);
+    const targets = [a, b, c] as Replica[];
+    const results = await Promise.all(Array.from({ length: 300 }, (_, i) => (targets[i % 3] as Replica).execute(ids[i % 10] as string, hang)));
+    const accepted = results.filter((r) => r.status === 202);
+    expect(accepted).toHaveLength(10);
+    expect(results.filter((r) => r.status === 409)).toHaveLength(290);
+    expect(new Set(accepted.map((r) => r.body['workflow_id']))).toEqual(new Set(ids));
+    for (const id of ids) expect(workflow.callsFor(id), id).toHaveLength(1);
+  });
+});
+
+describe('the stop signal', () => {
+  it('a stop sent to replica A reaches the run on replica C; the record and lock are gone after', async () => {
+    const [a, b, c] = (await replicas.start(3)) as [Replica, Replica, Replica];
+    const latencies: number[] = [];
+    for (let i = 0; i < 20; i++) {
+      const id = newWorkflow();
+      const started = await c.execute(id, hang);
+      expect(started.status).toBe(202);
+      const record = await b.runRecord(id);
+      expect(record.status).toBe(200);
+      expect(record.body).toMatchObject({ workflow_id: id, run_id: started.body['run_id'], replica: 'replica-c', transport: 'detached', state: 'running' });
+      const sentAt = Date.now();
+      const stop = await a.stop(id, undefined, i === 0 ? { reason: 'CANCELLED_BY_USER' } : undefined);
+      expect(stop.status).toBe(202);
+      await workflow.waitFor(() => (workflow.callsFor(id)[0]?.stopReceivedAt.length ?? 0) > 0, 5_000, `stop of ${id}`);
+      latencies.push((workflow.callsFor(id)[0]?.stopReceivedAt[0] as number) - sentAt);
+      expect(workflow.callsFor(id)[0]?.stopReasons).toEqual([i === 0 ? 'CANCELLED_BY_USER' : 'USER_STOP']);
+      await owner.waitFor(() => owner.segmentEnds.some((e) => e.workflow_id === id), 5_000, `segment end of ${id}`);
+      expect(owner.segmentEnds.find((e) => e.workflow_id === id)?.reason).toBe('stop_requested');
+      await expect.poll(() => client.exists(lockKey(id), workhorseKeys.run(id), workhorseKeys.stop(id)), { timeout: 3_000 }).toBe(0);
+      expect((await b.runRecord(id)).status).toBe(404);
+    }
+    latencies.sort((x, y) => x - y);
+    console.log(`stop latency across replicas over ${latencies.length} runs: p50 ${percentile(latencies, 50)} ms, p99 ${percentile(latencies, 99)} ms`);
+    expect(percentile(latencies, 99)).toBeLessThan(2_000);
+  });
+
+  it('a stop key set by the owner directly stops the run (pub/sub or poll)', async () => {
+    const [a] = (await replicas.start(1, { LONGRUN_STOP_POLL_MS: '300' })) as [Replica];
+    const id = newWorkflow();
+    expect((await a.execute(id, hang)).status).toBe(202);
+    await client.set(workhorseKeys.stop(id), 'OWNER_CANCEL', 'PX', 600_000);
+    await workflow.waitFor(() => (workflow.callsFor(id)[0]?.stopReasons.length ?? 0) > 0, 5_000, 'stop');
+    expect(workflow.callsFor(id)[0]?.stopReasons).toEqual(['OWNER_CANCEL']);
+    await expect.poll(() => client.exists(workhorseKeys.stop(id)), { timeout: 3_000 }).toBe(0);
+  });
+
+  it('no run in flight: 409 NOT_CANCELLABLE and nothing is set; internal routes need the owner JWT', async () => {
+    const [a] = (await replicas.start(1)) as [Replica];
+    const id = newWorkflow();
+    const stop = await a.stop(id);
+    expect(stop.status).toBe(409);
+    expect((stop.body['error'] as Record<string, unknown>)['code']).toBe('NOT_CANCELLABLE');
+    expect(await client.exists(workhorseKeys.stop(id))).toBe(0);
+    expect((await a.runRecord(id)).status).toBe(404);
+    for (const token of ['', 'Bearer nope', 'Basic abc']) {
+      const denied = await a.stop(id, token);
+      expect(denied.status).toBe(401);
+      expect(denied.body).toEqual({ error: { code: 'UNAUTHORIZED', message: 'unauthorized', retryable: false } });
+    }
+    const bad = await a.stop(id, undefined, { reason: 'not a token' });
+    expect(bad.status).toBe(400);
+  });
+
+  it('a stop seen before acceptance answers 409 STOPPED and the stop is sent', async () => {
+    const [a, b] = (await replicas.start(2, { LONGRUN_ACCEPT_WAIT_MS: '5000' })) as [Replica, Replica];
+    const id = newWorkflow();
+    const pending = a.execute(id, [{ op: 'wait', ms: 4_000 }, { op: 'end' }]);
+    await workflow.waitFor(() => workflow.callsFor(id).length === 1, 5_000, 'call start');
+    expect((await b.stop(id)).status).toBe(202);
+    const res = await pending;
+    expect(res.status).toBe(409);
+    expect((res.body['error'] as Record<string, unknown>)['code']).toBe('STOPPED');
+    expect(workflow.callsFor(id)[0]?.stopReasons).toEqual(['USER_STOP']);
+    expect(await client.exists(lockKey(id))).toBe(0);
+  });
+});
+
+describe('keyspace notifications: longrun does not reconfigure a Redis it does not own', () => {
+  // Renewals (every TTL/3) and the poll also read the stop key: both are pushed far out,
+  // so a stop seen within seconds was seen through a keyspace notice.
+  const slow = { LONGRUN_LEASE_TTL_MS: '60000', LONGRUN_STOP_POLL_MS: '60000' };
+  const notifyFlags = async (): Promise<string> => ((await client.config('GET', 'notify-keyspace-events')) as string[])[1] ?? '';
+
+  async function stopSeenWithin(replica: Replica, ms: number): Promise<boolean> {
+    const id = newWorkflow();
+    expect((await replica.execute(id, hang)).status).toBe(202);
+    await client.set(workhorseKeys.stop(id), 'OWNER_CANCEL', 'PX', 600_000);
+    return workflow.waitFor(() => (workflow.callsFor(id)[0]?.stopReasons.length ?? 0) > 0, ms, 'stop').then(
+      () => true,
+      () => false,
+    );
+  }
+
+  beforeEach(async () => {
+    await client.config('SET', 'notify-keyspace-events', '');
+  });
+
+  it('by default the server keeps its configuration, and an explicit stop still arrives through pub/sub', async () => {
+    const [a] = (await replicas.start(1, slow)) as [Replica];
+    expect(await notifyFlags()).toBe('');
+    const id = newWorkflow();
+    expect((await a.execute(id, hang)).status).toBe(202);
+    expect((await a.stop(id)).status).toBe(202);
+    await workflow.waitFor(() => (workflow.callsFor(id)[0]?.stopReasons.length ?? 0) > 0, 3_000, 'stop through the channel');
+    expect(await notifyFlags()).toBe('');
+  });
+
+  it('LONGRUN_REDIS_CONFIGURE_NOTIFICATIONS=true sets them, and a stop key set directly is seen at once', async () => {
+    const [a] = (await replicas.start(1, { ...slow, LONGRUN_REDIS_CONFIGURE_NOTIFICATIONS: 'true' })) as [Replica];
+    expect(await notifyFlags()).toMatch(/^(?=.*K)(?=.*\$).*$/);
+    expect(await stopSeenWithin(a, 3_000)).toBe(true);
+  });
+
+  it('a server configured by its operator is used as it is, without CONFIG SET', async () => {
+    await client.config('SET', 'notify-keyspace-events', 'KA');
+    const [a] = (await replicas.start(1, slow)) as [Replica];
+    expect(await stopSeenWithin(a, 3_000)).toBe(true);
+    expect(await notifyFlags()).toBe('AK');
+  });
+});
+
+describe('leases', () => {
+  it('SIGKILL a replica holding runs: its locks expire within one lease TTL and a new execute succeeds elsewhere', async () => {
+    const [a, b] = (await replicas.start(2)) as [Replica, Replica];
+    const ids = [newWorkflow(), newWorkflow(), newWorkflow()];
+    for (const id of ids) expect((await a.execute(id, hang)).status).toBe(202);
+    expect((await b.execute(ids[0] as string, hang)).status).toBe(409);
+    a.child.process.kill('SIGKILL');
+    const killedAt = Date.now();
+    await a.child.exited(5_000);
+    await expect.poll(async () => client.exists(...ids.map(lockKey)), { timeout: LEASE_TTL_MS + 2_000, interval: 50 }).toBe(0);
+    // Within one TTL (plus what it takes this test to look, on a busy machine).
+    expect(Date.now() - killedAt).toBeLessThanOrEqual(LEASE_TTL_MS + 800);
+    for (const id of ids) expect((await b.execute(id, hang)).status).toBe(202);
+  });
+
+  it('a lease taken over by another token stops the first run with WORKHORSE_LOCK_LOST', async () => {
+    const [a] = (await replicas.start(1)) as [Replica];
+    const id = newWorkflow();
+    expect((await a.execute(id, hang)).status).toBe(202);
+    await client.set(lockKey(id), 'intruder-token', 'PX', 60_000);
+    await workflow.waitFor(() => (workflow.callsFor(id)[0]?.stopReasons.length ?? 0) > 0, LEASE_TTL_MS + 2_000, 'lock-lost stop');
+    expect(workflow.callsFor(id)[0]?.stopReasons).toEqual(['WORKHORSE_LOCK_LOST']);
+    await owner.waitFor(() => owner.segmentEnds.some((e) => e.workflow_id === id), 5_000, 'segment end');
+    expect(owner.segmentEnds.find((e) => e.workflow_id === id)?.reason).toBe('lock_lost');
+    // The intruder's lock is not touched by the release.
+    expect(await client.get(lockKey(id))).toBe('intruder-token');
+  });
+
+  it('Redis paused briefly: leases survive and runs go on', async () => {
+    const [a] = (await replicas.start(1)) as [Replica];
+    const id = newWorkflow();
+    expect((await a.execute(id, hang)).status).toBe(202);
+    process.kill(redis.pid as number, 'SIGSTOP');
+    try {
+      await sleep(600);
+    } finally {
+      process.kill(redis.pid as number, 'SIGCONT');
+    }
+    await sleep(LEASE_TTL_MS);
+    expect(workflow.callsFor(id)[0]?.stopReasons).toEqual([]);
+    expect(workflow.callsFor(id)[0]?.ended).toBeUndefined();
+    expect(await client.exists(lockKey(id))).toBe(1);
+  });
+
+  it('Redis paused past the lease: the run stops with WORKHORSE_LOCK_LOST before the lease expires, never beside a second holder', async () => {
+    const [a, b] = (await replicas.start(2)) as [Replica, Replica];
+    const id = newWorkflow();
+    expect((await a.execute(id, hang)).status).toBe(202);
+    const acceptedAt = Date.now();
+    process.kill(redis.pid as number, 'SIGSTOP');
+    try {
+      await workflow.waitFor(() => workflow.callsFor(id)[0]?.ended !== undefined, LEASE_TTL_MS * 3, 'first run end');
+    } finally {
+      process.kill(redis.pid as number, 'SIGCONT');
+    }
+    const first = workflow.callsFor(id)[0];
+    expect(first?.stopReasons).toEqual(['WORKHORSE_LOCK_LOST']);
+    // Ended before its lock could have expired (acquired before acceptedAt).
+    expect((first?.ended?.at as number) - acceptedAt).toBeLessThan(LEASE_TTL_MS);
+    await expect.poll(() => client.exists(lockKey(id)), { timeout: LEASE_TTL_MS + 2_000 }).toBe(0);
+    expect((await b.execute(id, hang)).status).toBe(202);
+    const second = workflow.callsFor(id)[1];
+    expect(second?.startedAt).toBeGreaterThan(first?.ended?.at as number);
+  });
+
+  it('Redis restarted empty mid-run: the renewal finds the token gone and the run stops with WORKHORSE_LOCK_LOST', async () => {
+    const [a] = (await replicas.start(1)) as [Replica];
+    const id = newWorkflow();
+    expect((await a.execute(id, hang)).status).toBe(202);
+    await redis.restart();
+    await workflow.waitFor(() => workflow.callsFor(id)[0]?.ended !== undefined, LEASE_TTL_MS * 3, 'run end');
+    expect(workflow.callsFor(id)[0]?.stopReasons).toEqual(['WORKHORSE_LOCK_LOST']);
+  });
+});
+
+describe('the per-actor cap across replicas', () => {
+  it('a replica that dies does not leak its actor slots: they expire with its leases', async () => {
+    const [a, b] = (await replicas.start(2, { LONGRUN_MAX_RUNS_PER_ACTOR: '1' })) as [Replica, Replica];
+    const [first, second] = [newWorkflow(), newWorkflow()];
+    for (const id of [first, second]) owner.configure(id, { detached: true, actorId: 'user-dies' });
+    expect((await a.execute(first, hang)).status).toBe(202);
+    expect((await b.execute(second, hang)).status).toBe(429);
+    a.child.process.kill('SIGKILL');
+    await a.child.exited(5_000);
+    await expect.poll(async () => (await b.execute(second, hang)).status, { timeout: LEASE_TTL_MS + 3_000, interval: 250 }).toBe(202);
+  });
+
+  it('LONGRUN_MAX_RUNS_PER_ACTOR=2: the third run of an actor on any replica is 429 ACTOR_LIMIT; a slot frees when a run ends', async () => {
+    const [a, b, c] = (await replicas.start(3, { LONGRUN_MAX_RUNS_PER_ACTOR: '2' })) as [Replica, Replica, Replica];
+    const ids = [newWorkflow(), newWorkflow(), newWorkflow()];
+    for (const id of ids) owner.configure(id, { detached: true, actorId: 'user-42' });
+    expect((await a.execute(ids[0] as string, hang)).status).toBe(202);
+    expect((await b.execute(ids[1] as string, hang)).status).toBe(202);
+    const over = await c.execute(ids[2] as string, hang);
+    expect(over.status).toBe(429);
+    // src/run/admission.ts: an actor at its cap is retried after 30 s.
+    expect(over.headers['retry-after']).toBe('30');
+    expect((over.body['error'] as Record<string, unknown>)['code']).toBe('ACTOR_LIMIT');
+    expect(workflow.callsFor(ids[2] as string)).toHaveLength(0);
+    expect(await client.exists(lockKey(ids[2] as string))).toBe(0);
+    expect((await c.stop(ids[0] as string)).status).toBe(202);
+    await owner.waitFor(() => owner.segmentEnds.some((e) => e.workflow_id === ids[0]), 5_000, 'first run end');
+    expect((await c.execute(ids[2] as string, hang)).status).toBe(202);
+  });
+});
