@@ -13,6 +13,8 @@ export interface CappedRead {
   overflow: number;
 }
 
+const ignore = (): void => undefined;
+
 /** Resolves at the stream's end or once the cap is passed; rejects with the stream's error. */
 export function readCapped(stream: Readable, limit: number, onOverflow: (stream: Readable) => void): Promise<CappedRead> {
   return new Promise((resolve, reject) => {
@@ -28,6 +30,8 @@ export function readCapped(stream: Readable, limit: number, onOverflow: (stream:
         cleanup();
         chunks.push(chunk.subarray(0, limit - size));
         const overflow = size + chunk.length;
+        // What becomes of the stream now is the caller's; an error it raises after (a destroy's abort) is not.
+        stream.on('error', ignore);
         onOverflow(stream);
         resolve({ data: Buffer.concat(chunks), overflow });
         return;
