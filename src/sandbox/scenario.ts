@@ -26,6 +26,13 @@
  *                                                         compared as the wire carries them (proto3 zero values absent).
  *                                                         A mismatch fails the call INVALID_ARGUMENT
  *                                                         "unexpected answer to <kind> #<requestID>"
+ *   {"op":"track_llm_call","workflowID":"...","featureQualifiedName":"duo_chat","featureAiCatalogItem":false,"expect":{...}}
+ *                                                         send trackLlmCallForSelfHosted (workflowID defaults to the
+ *                                                         call's) and await its answer, a plainTextResponse as Workhorse
+ *                                                         gives it (empty, once the billing stream acknowledged the
+ *                                                         event); records whether this simulator's
+ *                                                         TrackSelfHostedExecuteWorkflow saw the event first
+ *                                                         (CallRecord.llmCalls); optional expect as in `client`
  *   {"op":"wait","ms":100}                                 do nothing for ms (stops are still served)
  *   {"op":"fail","code":"UNAVAILABLE","message":"..."}     end the call with that gRPC status
  *   {"op":"hang"}                                          never send anything again (until stopped or cancelled)
@@ -51,7 +58,7 @@
  *                                                         step does it at once, so the turn always ends)
  *
  * Every step that awaits answers (http, mcp, unsupported, action, every_action, client,
- * paginate, turn) takes "answerWithinMs":N: an action still unanswered N ms
+ * track_llm_call, paginate, turn) takes "answerWithinMs":N: an action still unanswered N ms
  * after it was sent fails the call DEADLINE_EXCEEDED. Without it the service waits for ever.
  * The simulator is strict about answers as the service is (workflow-sim.ts): an answer of
  * the wrong type for its action, or one whose requestID names no pending action, fails the
@@ -93,6 +100,14 @@ export type Step =
   | ({ op: 'action'; action: Record<string, unknown> } & Answered)
   | ({ op: 'every_action' } & Answered)
   | ({ op: 'client'; action: Record<string, unknown>; expect?: Record<string, unknown>; exact?: boolean } & Answered)
+  | ({
+      op: 'track_llm_call';
+      workflowID?: string;
+      featureQualifiedName?: string;
+      featureAiCatalogItem?: boolean;
+      expect?: Record<string, unknown>;
+      exact?: boolean;
+    } & Answered)
   | { op: 'wait'; ms: number }
   | { op: 'fail'; code: GrpcCodeName; message?: string }
   | { op: 'hang' }
@@ -121,6 +136,15 @@ const stepSchema: z.ZodType<Step> = z.lazy(() =>
     z.object({
       op: z.literal('client'),
       action: z.record(z.string(), z.unknown()),
+      expect: z.record(z.string(), z.unknown()).optional(),
+      exact: z.boolean().optional(),
+      answerWithinMs,
+    }),
+    z.object({
+      op: z.literal('track_llm_call'),
+      workflowID: z.string().optional(),
+      featureQualifiedName: z.string().optional(),
+      featureAiCatalogItem: z.boolean().optional(),
       expect: z.record(z.string(), z.unknown()).optional(),
       exact: z.boolean().optional(),
       answerWithinMs,

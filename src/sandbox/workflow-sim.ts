@@ -2,8 +2,11 @@
  * The simulated workflow service: a real grpc-js server on a loopback port that plays
  * the scenario named in each StartWorkflowRequest (see scenario.ts), answers
  * stopWorkflow as the real service does (infra allowlist → UNAVAILABLE, other reasons →
- * OK) and records every call for assertions. Used by the sandbox, the tests and the
- * benchmarks; never inside the gateway.
+ * OK) and records every call for assertions. It also serves TrackSelfHostedExecuteWorkflow,
+ * the self-hosted billing stream (a Workhorse with CloudServiceForSelfHosted opens one per
+ * connection and sends one event per trackLlmCallForSelfHosted action): every event is
+ * recorded and acknowledged, or the stream fails or hangs on demand (`billing`). Used by
+ * the sandbox, the tests and the benchmarks; never inside the gateway.
  */
 import { EventEmitter } from 'node:events';
 import { isDeepStrictEqual } from 'node:util';
@@ -25,7 +28,7 @@ import { H2Front, type PingPolicy } from './h2-front';
 import protobuf from 'protobufjs';
 import { decodeProtoJson, fieldJsonName, ProtoJsonError } from '../workflow/protojson';
 import { everyActionPayload } from './every-action';
-import { parseScenario, type Step } from './scenario';
+import { parseScenario, type GrpcCodeName, type Step } from './scenario';
 
 export const defaultInfraStopReasons = [
   'WORKHORSE_SERVER_SHUTDOWN',
@@ -81,7 +84,59 @@ export interface CallRecord {
   paginations: Pagination[];
   /** A `turn` step: the steps done before this call (`from`) and after what it sent (`to`). */
   turn?: { key: string; from: number; to: number };
+  /**
+   * `track_llm_call` steps answered, in order; `billed`: this simulator's billing stream had
+   * received the event (same requestID and workflowID, after the action was sent) when the
+   * answer arrived, as Workhorse answers only once the billing stream acknowledged it.
+   */
+  llmCalls: Array<{ requestID: string; workflowID: string; billed: boolean }>;
   ended?: CallEnd;
+}
+
+/** A TrackSelfHostedClientEvent as received (proto3 zero values filled in). */
+export interface BillingEvent {
+  requestID: string;
+  workflowID: string;
+  featureQualifiedName: string;
+  featureAiCatalogItem: boolean;
+  at: number;
+}
+
+/** What the simulator saw of one TrackSelfHostedExecuteWorkflow call. */
+export interface BillingCallRecord {
+  /** Request metadata (headers) as received. */
+  metadata: Record<string, string>;
+  startedAt: number;
+  /** Every event received, answered or not. */
+  events: BillingEvent[];
+  /** How many were acknowledged (a TrackSelfHostedAction with the event's requestID). */
+  answered: number;
+  ended?: CallEnd;
+}
+
+/**
+ * How the billing stream behaves. `answer` (the default): each event is acknowledged with a
+ * TrackSelfHostedAction carrying its requestID, as the service does. `fail`: end the call
+ * with that status once `afterEvents` events were answered, when the next one arrives
+ * (the event is recorded, not answered); without afterEvents at once, when the call opens
+ * (what makes a Workhorse fail its runner initialization). `hang`: answer `afterEvents`
+ * events (default none), then record the rest and answer nothing, keeping the call open.
+ * Read when a call opens and at every event, so it can be switched while calls are open.
+ */
+export type BillingBehaviour =
+  | { mode: 'answer' }
+  | { mode: 'fail'; code: GrpcCodeName; message?: string; afterEvents?: number }
+  | { mode: 'hang'; afterEvents?: number };
+
+interface DecodedTrackSelfHostedClientEvent {
+  requestID?: string;
+  workflowID?: string;
+  featureQualifiedName?: string;
+  featureAiCatalogItem?: boolean;
+}
+
+interface TrackSelfHostedAction {
+  requestID: string;
 }
 
 export interface WorkflowSimulatorOptions {
@@ -113,6 +168,8 @@ export interface WorkflowSimulatorOptions {
    * that keeps its checkpoints.
    */
   progress?: Map<string, number>;
+  /** How TrackSelfHostedExecuteWorkflow behaves (default: answer every event). */
+  billing?: BillingBehaviour;
 }
 
 /**
@@ -138,6 +195,10 @@ const HALF_CLOSE_GRACE_MS = 500;
 
 export class WorkflowServiceSimulator {
   readonly calls: CallRecord[] = [];
+  /** Every TrackSelfHostedExecuteWorkflow call, in the order they opened. */
+  readonly billingCalls: BillingCallRecord[] = [];
+  /** How the billing stream behaves now (see BillingBehaviour). */
+  billing: BillingBehaviour;
   infraStopReasons: Set<string>;
   ignoreStops: boolean;
   endsCrossingStops: boolean;
@@ -146,6 +207,7 @@ export class WorkflowServiceSimulator {
   private readonly events = new EventEmitter();
   /** Open calls, each with the function that ends it. */
   private readonly live = new Map<grpc.ServerDuplexStream<DecodedClientEvent, Action>, Finish>();
+  private readonly billingLive = new Map<grpc.ServerDuplexStream<DecodedTrackSelfHostedClientEvent, TrackSelfHostedAction>, Finish>();
   private closing: Promise<void> | undefined;
 
   private constructor(
@@ -160,6 +222,7 @@ export class WorkflowServiceSimulator {
     this.ignoreStops = options.ignoreStops ?? false;
     this.endsCrossingStops = options.endsCrossingStops ?? false;
     this.progress = options.progress ?? new Map();
+    this.billing = options.billing ?? { mode: 'answer' };
     this.events.setMaxListeners(0);
     front?.onChange(() => this.changed());
   }
@@ -175,6 +238,7 @@ export class WorkflowServiceSimulator {
     let sim: WorkflowServiceSimulator | undefined;
     server.addService(duoWorkflowService, {
       ExecuteWorkflow: (call: grpc.ServerDuplexStream<DecodedClientEvent, Action>) => sim?.handle(call),
+      TrackSelfHostedExecuteWorkflow: (call: grpc.ServerDuplexStream<DecodedTrackSelfHostedClientEvent, TrackSelfHostedAction>) => sim?.handleBilling(call),
     });
     if (options.front && options.tls) throw new Error('the front reads HTTP/2 frames: it cannot stand before a TLS server');
     // With a front, the gRPC server takes any port and the front takes the asked one.
@@ -218,6 +282,11 @@ export class WorkflowServiceSimulator {
     return this.live.size;
   }
 
+  /** Billing calls that have not ended yet. */
+  get openBillingCalls(): number {
+    return this.billingLive.size;
+  }
+
   /** Resolves when `predicate` holds, re-checked on every recorded change; rejects after timeoutMs. */
   waitFor(predicate: () => boolean, timeoutMs = 10_000, what = 'condition'): Promise<void> {
     return waitForChange(this.events, 'workflow simulator', predicate, timeoutMs, what);
@@ -234,7 +303,7 @@ export class WorkflowServiceSimulator {
         else resolve();
       });
       // Open calls would hold tryShutdown forever; end them.
-      for (const finish of [...this.live.values()]) finish('status', 'UNAVAILABLE', 'workflow service shutting down');
+      for (const finish of [...this.live.values(), ...this.billingLive.values()]) finish('status', 'UNAVAILABLE', 'workflow service shutting down');
       // The front goes a moment later, once those statuses are through it (a black-holed
       // connection never lets them through, nor the server's sessions close).
       if (this.front) setTimeout(() => void this.front?.close(), 200).unref();
@@ -245,6 +314,62 @@ export class WorkflowServiceSimulator {
 
   private changed(): void {
     this.events.emit('change');
+  }
+
+  /** One TrackSelfHostedExecuteWorkflow call: record each event, acknowledge it, or fail or hang as `billing` says. */
+  private handleBilling(call: grpc.ServerDuplexStream<DecodedTrackSelfHostedClientEvent, TrackSelfHostedAction>): void {
+    const metadata: Record<string, string> = {};
+    for (const [k, v] of Object.entries(call.metadata.getMap())) metadata[k] = String(v);
+    const record: BillingCallRecord = { metadata, startedAt: Date.now(), events: [], answered: 0 };
+    this.billingCalls.push(record);
+    let ended = false;
+    let halfCloseTimer: NodeJS.Timeout | undefined;
+    const finish: Finish = (how, code, message) => {
+      if (ended) return;
+      ended = true;
+      clearTimeout(halfCloseTimer);
+      this.billingLive.delete(call);
+      record.ended = { how, code, at: Date.now() };
+      if (how === 'ok') call.end();
+      else if (how === 'status' && code) call.emit('error', { code: grpc.status[code], details: message ?? code });
+      this.changed();
+    };
+    this.billingLive.set(call, finish);
+    this.changed();
+
+    const atOpen = this.billing;
+    if (atOpen.mode === 'fail' && atOpen.afterEvents === undefined) {
+      finish('status', atOpen.code, atOpen.message);
+      return;
+    }
+    call.on('data', (event: DecodedTrackSelfHostedClientEvent) => {
+      if (ended) return;
+      const received: BillingEvent = {
+        requestID: event.requestID ?? '',
+        workflowID: event.workflowID ?? '',
+        featureQualifiedName: event.featureQualifiedName ?? '',
+        featureAiCatalogItem: event.featureAiCatalogItem ?? false,
+        at: Date.now(),
+      };
+      record.events.push(received);
+      this.changed();
+      const behaviour = this.billing;
+      if (behaviour.mode !== 'answer' && record.answered >= (behaviour.afterEvents ?? 0)) {
+        if (behaviour.mode === 'fail') finish('status', behaviour.code, behaviour.message);
+        return;
+      }
+      call.write({ requestID: received.requestID });
+      record.answered += 1;
+      this.changed();
+    });
+    call.on('cancelled', () => finish('cancelled'));
+    // Workhorse half-closes its billing stream when the connection ends (stream_manager.go
+    // Close); as for ExecuteWorkflow, wait a moment to tell that from a cancel.
+    call.on('end', () => {
+      if (ended) return;
+      halfCloseTimer = setTimeout(() => finish(call.cancelled ? 'cancelled' : 'ok'), HALF_CLOSE_GRACE_MS);
+    });
+    call.on('error', () => finish('cancelled'));
   }
 
   private handle(call: grpc.ServerDuplexStream<DecodedClientEvent, Action>): void {
@@ -346,7 +471,7 @@ export class WorkflowServiceSimulator {
       return { requestID, response };
     };
 
-    // A `client` step's check of the answer's content.
+    // A `client` (or `track_llm_call`) step's check of the answer's content.
     const check = (kind: string, requestID: string, response: ActionResponse, expect: Record<string, unknown> | undefined, exact: boolean | undefined): void => {
       if (expect === undefined) return;
       let expected: Record<string, unknown>;
@@ -403,6 +528,19 @@ export class WorkflowServiceSimulator {
           if (kind === 'newCheckpoint') throw new BadScenario('a client step needs an action that is answered, not a newCheckpoint');
           const { requestID, response } = await request(action, kind, step.answerWithinMs);
           check(kind, requestID, response, step.expect, step.exact);
+          return;
+        }
+        case 'track_llm_call': {
+          // Answered as Workhorse answers it (stream_manager.go HandleCloudServiceTracking):
+          // a plainTextResponse, once the billing stream acknowledged the event.
+          const workflowID = step.workflowID ?? record?.workflowId ?? '';
+          const sentAt = Date.now();
+          const track = { workflowID, featureQualifiedName: step.featureQualifiedName ?? 'duo_chat', featureAiCatalogItem: step.featureAiCatalogItem ?? false };
+          const { requestID, response } = await request({ trackLlmCallForSelfHosted: track }, 'trackLlmCallForSelfHosted', step.answerWithinMs);
+          const billed = this.billingCalls.some((c) => c.events.some((e) => e.requestID === requestID && e.workflowID === workflowID && e.at >= sentAt));
+          record?.llmCalls.push({ requestID, workflowID, billed });
+          this.changed();
+          check('trackLlmCallForSelfHosted', requestID, response, step.expect, step.exact);
           return;
         }
         case 'every_action':
@@ -538,6 +676,7 @@ export class WorkflowServiceSimulator {
           lateStops: [],
           heartbeats: 0,
           paginations: [],
+          llmCalls: [],
         };
         this.calls.push(record);
         this.changed();

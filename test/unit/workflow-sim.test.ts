@@ -5,12 +5,13 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { setTimeout as sleep } from 'node:timers/promises';
+import * as grpc from '@grpc/grpc-js';
 import type { PingPolicy } from '../../src/sandbox/h2-front';
 import { WorkflowServiceSimulator, type CallRecord } from '../../src/sandbox/workflow-sim';
 import { scenarioMetadata, type Step } from '../../src/sandbox/scenario';
 import type protobuf from 'protobufjs';
 import { everyActionPayload } from '../../src/sandbox/every-action';
-import { actionKinds, messageTypes, type Action, type ActionResponse } from '../../src/workflow/contract';
+import { actionKinds, duoWorkflowService, messageTypes, type Action, type ActionResponse } from '../../src/workflow/contract';
 import { WorkflowTestClient, type WorkflowTestCall } from '../helpers/workflow-client';
 
 let nextWorkflowId = 1000;
@@ -889,5 +890,194 @@ describe('workflow simulator: the TCP front (ping policy, black hole)', () => {
     const sim = await WorkflowServiceSimulator.start();
     sims.push(sim);
     expect(() => sim.blackHole()).toThrow(/front/);
+  });
+});
+
+interface TrackEvent {
+  requestID?: string;
+  workflowID?: string;
+  featureQualifiedName?: string;
+  featureAiCatalogItem?: boolean;
+}
+
+/** A bare grpc-js TrackSelfHostedExecuteWorkflow call, as Workhorse's cloud-service client opens it. */
+class BillingTestCall {
+  readonly answers: Array<{ requestID?: string }> = [];
+  readonly status: Promise<{ codeName: string; details: string }>;
+  private readonly stream: grpc.ClientDuplexStream<TrackEvent, { requestID?: string }>;
+
+  constructor(client: grpc.Client, metadata: Record<string, string> = {}) {
+    const method = duoWorkflowService['TrackSelfHostedExecuteWorkflow'] as grpc.MethodDefinition<TrackEvent, { requestID?: string }>;
+    const md = new grpc.Metadata();
+    for (const [k, v] of Object.entries(metadata)) md.set(k, v);
+    this.stream = client.makeBidiStreamRequest(method.path, method.requestSerialize, method.responseDeserialize, md);
+    this.stream.on('error', () => undefined);
+    this.stream.on('data', (answer: { requestID?: string }) => this.answers.push(answer));
+    this.status = new Promise((resolve) => this.stream.on('status', (s: grpc.StatusObject) => resolve({ codeName: grpc.status[s.code] ?? String(s.code), details: s.details })));
+  }
+
+  send(event: TrackEvent): void {
+    this.stream.write(event);
+  }
+
+  end(): void {
+    this.stream.end();
+  }
+
+  cancel(): void {
+    this.stream.cancel();
+  }
+}
+
+describe('workflow simulator: TrackSelfHostedExecuteWorkflow (self-hosted billing)', () => {
+  const sims: WorkflowServiceSimulator[] = [];
+  const clients: Array<{ close(): void }> = [];
+
+  async function simulator(options: Parameters<typeof WorkflowServiceSimulator.start>[0] = {}): Promise<{ sim: WorkflowServiceSimulator; client: WorkflowTestClient; billing: grpc.Client }> {
+    const sim = await WorkflowServiceSimulator.start(options);
+    sims.push(sim);
+    const client = new WorkflowTestClient(sim.address);
+    const billing = new grpc.Client(sim.address, grpc.credentials.createInsecure());
+    clients.push(client, billing);
+    return { sim, client, billing };
+  }
+
+  afterEach(async () => {
+    for (const client of clients.splice(0)) client.close();
+    await Promise.all(sims.splice(0).map((sim) => sim.close()));
+  });
+
+  /** Polls `predicate` (for what the client side received, which the simulator cannot signal). */
+  async function until(predicate: () => boolean, what: string): Promise<void> {
+    for (const began = Date.now(); !predicate(); await sleep(5)) if (Date.now() - began > 2_000) throw new Error(`timed out waiting for ${what}`);
+  }
+
+  const event = (requestID: string, workflowID = 'wf-1'): TrackEvent => ({ requestID, workflowID, featureQualifiedName: 'duo_chat', featureAiCatalogItem: true });
+
+  it('records every event with the call metadata and answers each with its requestID; a half-close ends the call OK', async () => {
+    const { sim, billing } = await simulator();
+    const call = new BillingTestCall(billing, { 'x-gitlab-oauth-token': 'cloud-token' });
+    call.send(event('1'));
+    call.send({ requestID: '2', workflowID: 'wf-1' });
+    await until(() => call.answers.length === 2, 'two answers');
+    expect(call.answers).toEqual([{ requestID: '1' }, { requestID: '2' }]);
+    const [record, ...more] = sim.billingCalls;
+    expect(more).toEqual([]);
+    expect(record?.metadata).toMatchObject({ 'x-gitlab-oauth-token': 'cloud-token' });
+    expect(record?.events.map(({ at: _at, ...e }) => e)).toEqual([
+      { requestID: '1', workflowID: 'wf-1', featureQualifiedName: 'duo_chat', featureAiCatalogItem: true },
+      { requestID: '2', workflowID: 'wf-1', featureQualifiedName: '', featureAiCatalogItem: false },
+    ]);
+    expect(sim.openBillingCalls).toBe(1);
+    call.end();
+    expect((await call.status).codeName).toBe('OK');
+    expect(record?.ended?.how).toBe('ok');
+    expect(sim.openBillingCalls).toBe(0);
+    // Billing calls are not workflow calls.
+    expect(sim.calls).toEqual([]);
+  });
+
+  it('billing fail without afterEvents: the call fails with that status as it opens', async () => {
+    const { sim, billing } = await simulator({ billing: { mode: 'fail', code: 'PERMISSION_DENIED', message: 'no cloud connector' } });
+    const call = new BillingTestCall(billing);
+    expect(await call.status).toEqual({ codeName: 'PERMISSION_DENIED', details: 'no cloud connector' });
+    expect(sim.billingCalls[0]).toMatchObject({ events: [], answered: 0, ended: { how: 'status', code: 'PERMISSION_DENIED' } });
+  });
+
+  it('billing fail afterEvents: answers that many, then fails on the next event (recorded, not answered)', async () => {
+    const { sim, billing } = await simulator({ billing: { mode: 'fail', code: 'UNAVAILABLE', afterEvents: 1 } });
+    const call = new BillingTestCall(billing);
+    call.send(event('1'));
+    call.send(event('2'));
+    expect(await call.status).toEqual({ codeName: 'UNAVAILABLE', details: 'UNAVAILABLE' });
+    expect(call.answers).toEqual([{ requestID: '1' }]);
+    expect(sim.billingCalls[0]).toMatchObject({ answered: 1, ended: { how: 'status', code: 'UNAVAILABLE' } });
+    expect(sim.billingCalls[0]?.events.map((e) => e.requestID)).toEqual(['1', '2']);
+  });
+
+  it('billing hang: answers afterEvents events, then records and answers nothing, the call kept open; switchable at run time', async () => {
+    const { sim, billing } = await simulator({ billing: { mode: 'hang', afterEvents: 1 } });
+    const call = new BillingTestCall(billing);
+    call.send(event('1'));
+    call.send(event('2'));
+    await sim.waitFor(() => sim.billingCalls[0]?.events.length === 2, 2_000, 'two events');
+    await sleep(100);
+    expect(call.answers).toEqual([{ requestID: '1' }]);
+    expect(sim.billingCalls[0]?.ended).toBeUndefined();
+    expect(sim.openBillingCalls).toBe(1);
+
+    sim.billing = { mode: 'answer' };
+    call.send(event('3'));
+    await until(() => call.answers.length === 2, 'the third answered');
+    call.cancel();
+    expect((await call.status).codeName).toBe('CANCELLED');
+    await sim.waitFor(() => sim.billingCalls[0]?.ended !== undefined, 2_000, 'the cancel');
+    expect(sim.billingCalls[0]?.ended?.how).toBe('cancelled');
+    expect(call.answers.map((a) => a.requestID)).toEqual(['1', '3']);
+  });
+
+  it('close() ends open billing calls UNAVAILABLE', async () => {
+    const { sim, billing } = await simulator({ billing: { mode: 'hang' } });
+    const call = new BillingTestCall(billing);
+    call.send(event('1'));
+    await sim.waitFor(() => sim.billingCalls[0]?.events.length === 1, 2_000, 'the event');
+    await sim.close();
+    expect(await call.status).toEqual({ codeName: 'UNAVAILABLE', details: 'workflow service shutting down' });
+    expect(sim.billingCalls[0]?.ended).toMatchObject({ how: 'status', code: 'UNAVAILABLE' });
+  });
+
+  describe('the track_llm_call step', () => {
+    it('sends trackLlmCallForSelfHosted (workflowID by default the call\'s) and goes on on a plainTextResponse; billed when the billing stream saw it first', async () => {
+      const { sim, client, billing } = await simulator();
+      const { call, workflowId } = start(client, [
+        { op: 'track_llm_call', featureQualifiedName: 'duo_agent_platform', featureAiCatalogItem: true, expect: { plainTextResponse: {} }, exact: true },
+        { op: 'track_llm_call', workflowID: 'other' },
+        { op: 'checkpoint', text: 'after' },
+      ]);
+      // As Workhorse: forward the event on the billing stream, await its ack, answer an empty plainTextResponse.
+      const tracking = new BillingTestCall(billing);
+      const first = await call.action(0);
+      expect(first).toMatchObject({
+        requestID: '1',
+        trackLlmCallForSelfHosted: { workflowID: workflowId, featureQualifiedName: 'duo_agent_platform', featureAiCatalogItem: true },
+      });
+      tracking.send({ requestID: first.requestID, ...first.trackLlmCallForSelfHosted });
+      await sim.waitFor(() => sim.billingCalls[0]?.answered === 1, 2_000, 'the ack');
+      call.send({ actionResponse: { requestID: first.requestID ?? '', plainTextResponse: {} } });
+      // The second is answered without billing it.
+      const second = await call.action(1);
+      expect(second.trackLlmCallForSelfHosted).toMatchObject({ workflowID: 'other', featureQualifiedName: 'duo_chat' });
+      expect(second.trackLlmCallForSelfHosted?.featureAiCatalogItem).toBeFalsy();
+      call.send({ actionResponse: { requestID: second.requestID ?? '', plainTextResponse: {} } });
+      expect((await call.action(2)).newCheckpoint?.checkpoint).toBe('after');
+      expect((await call.status).codeName).toBe('OK');
+      const record = await ended(sim, workflowId);
+      expect(record.llmCalls).toEqual([
+        { requestID: '1', workflowID: workflowId, billed: true },
+        { requestID: '2', workflowID: 'other', billed: false },
+      ]);
+      expect(record.actionResponses.map((r) => r.kind)).toEqual(['trackLlmCallForSelfHosted', 'trackLlmCallForSelfHosted']);
+      expect(record.protocolErrors).toEqual([]);
+      tracking.end();
+    });
+
+    it.each([
+      ['an httpResponse', { httpResponse: { statusCode: 200 } }, 'trackLlmCallForSelfHosted #1 answered with httpResponse, expected plainTextResponse'],
+      ['an error where expect wants it empty', { plainTextResponse: { error: 'cannot bill' } }, 'unexpected answer to trackLlmCallForSelfHosted #1'],
+    ])('fails the call INVALID_ARGUMENT on %s', async (_what, response, details) => {
+      const { sim, client } = await simulator();
+      const { call, workflowId } = start(client, [{ op: 'track_llm_call', expect: { plainTextResponse: {} }, exact: true }]);
+      const action = await call.action(0);
+      call.send({ actionResponse: { requestID: action.requestID ?? '', ...response } });
+      expect(await call.status).toEqual(expect.objectContaining({ codeName: 'INVALID_ARGUMENT', details }));
+      expect((await ended(sim, workflowId)).protocolErrors).toHaveLength(1);
+    });
+
+    it('answerWithinMs: unanswered (a billing stream that hangs, say) fails the call DEADLINE_EXCEEDED', async () => {
+      const { client } = await simulator({ billing: { mode: 'hang' } });
+      const { call } = start(client, [{ op: 'track_llm_call', answerWithinMs: 100 }]);
+      await call.action(0);
+      expect(await call.status).toMatchObject({ codeName: 'DEADLINE_EXCEEDED', details: 'trackLlmCallForSelfHosted #1 unanswered after 100 ms' });
+    });
   });
 });
