@@ -17,6 +17,22 @@
  *                                                         unless it is a newCheckpoint, await and record the answer
  *   {"op":"every_action"}                                 send every Action kind in field-number order, each with every
  *                                                         field set (every-action.ts); await and record each answer
+ *   {"op":"client","action":{...},"expect":{"plainTextResponse":{"response":"..."}},"exact":false}
+ *                                                         send this Action (protojson, any kind but newCheckpoint), await
+ *                                                         and record the answer, and check it against expect (a protojson
+ *                                                         ActionResponse without requestID): every field expect sets must
+ *                                                         be in the answer with that value (arrays whole), or with
+ *                                                         "exact":true the answer must be exactly expect; both sides are
+ *                                                         compared as the wire carries them (proto3 zero values absent).
+ *                                                         A mismatch fails the call INVALID_ARGUMENT
+ *                                                         "unexpected answer to <kind> #<requestID>"
+ *   {"op":"track_llm_call","workflowID":"...","featureQualifiedName":"duo_chat","featureAiCatalogItem":false,"expect":{...}}
+ *                                                         send trackLlmCallForSelfHosted (workflowID defaults to the
+ *                                                         call's) and await its answer, a plainTextResponse as Workhorse
+ *                                                         gives it (empty, once the billing stream acknowledged the
+ *                                                         event); records whether this simulator's
+ *                                                         TrackSelfHostedExecuteWorkflow saw the event first
+ *                                                         (CallRecord.llmCalls); optional expect as in `client`
  *   {"op":"wait","ms":100}                                 do nothing for ms (stops are still served)
  *   {"op":"fail","code":"UNAVAILABLE","message":"..."}     end the call with that gRPC status
  *   {"op":"hang"}                                          never send anything again (until stopped or cancelled)
@@ -40,6 +56,13 @@
  *                                                         old when the call did a step before it (a turn that
  *                                                         finishes on a run limit; a call that starts at the last
  *                                                         step does it at once, so the turn always ends)
+ *
+ * Every step that awaits answers (http, mcp, unsupported, action, every_action, client,
+ * track_llm_call, paginate, turn) takes "answerWithinMs":N: an action still unanswered N ms
+ * after it was sent fails the call DEADLINE_EXCEEDED. Without it the service waits for ever.
+ * The simulator is strict about answers as the service is (workflow-sim.ts): an answer of
+ * the wrong type for its action, or one whose requestID names no pending action, fails the
+ * call INVALID_ARGUMENT (and is also recorded in CallRecord.protocolErrors).
  */
 import { z } from 'zod';
 
@@ -62,20 +85,38 @@ export const grpcCodeNames = [
   'UNAUTHENTICATED',
 ] as const;
 
+export type GrpcCodeName = (typeof grpcCodeNames)[number];
+
+/** How long the service waits for each answer a step awaits (ms); absent: for ever. */
+interface Answered {
+  answerWithinMs?: number;
+}
+
 export type Step =
   | { op: 'checkpoint'; text?: string; status?: string; errors?: string[]; usage?: Record<string, { total_tokens?: number; max_tokens?: number }>; bytes?: number }
-  | { op: 'http'; method?: string; path: string; body?: string }
-  | { op: 'mcp'; name: string; args?: string }
-  | { op: 'unsupported'; kind?: string }
-  | { op: 'action'; action: Record<string, unknown> }
-  | { op: 'every_action' }
+  | ({ op: 'http'; method?: string; path: string; body?: string } & Answered)
+  | ({ op: 'mcp'; name: string; args?: string } & Answered)
+  | ({ op: 'unsupported'; kind?: string } & Answered)
+  | ({ op: 'action'; action: Record<string, unknown> } & Answered)
+  | ({ op: 'every_action' } & Answered)
+  | ({ op: 'client'; action: Record<string, unknown>; expect?: Record<string, unknown>; exact?: boolean } & Answered)
+  | ({
+      op: 'track_llm_call';
+      workflowID?: string;
+      featureQualifiedName?: string;
+      featureAiCatalogItem?: boolean;
+      expect?: Record<string, unknown>;
+      exact?: boolean;
+    } & Answered)
   | { op: 'wait'; ms: number }
-  | { op: 'fail'; code: (typeof grpcCodeNames)[number]; message?: string }
+  | { op: 'fail'; code: GrpcCodeName; message?: string }
   | { op: 'hang' }
   | { op: 'end' }
   | { op: 'repeat'; times: number; steps: Step[] }
-  | { op: 'paginate'; path: string; perPage?: number; maxPages?: number }
-  | { op: 'turn'; checkpoints: number; intervalMs?: number; id?: string; write?: { method?: string; path: string }; finishAtMs?: number };
+  | ({ op: 'paginate'; path: string; perPage?: number; maxPages?: number } & Answered)
+  | ({ op: 'turn'; checkpoints: number; intervalMs?: number; id?: string; write?: { method?: string; path: string }; finishAtMs?: number } & Answered);
+
+const answerWithinMs = z.number().int().min(1).max(3_600_000).optional();
 
 const stepSchema: z.ZodType<Step> = z.lazy(() =>
   z.discriminatedUnion('op', [
@@ -87,11 +128,27 @@ const stepSchema: z.ZodType<Step> = z.lazy(() =>
       usage: z.record(z.string(), z.object({ total_tokens: z.number().int().optional(), max_tokens: z.number().int().optional() })).optional(),
       bytes: z.number().int().min(0).max(4_000_000).optional(),
     }),
-    z.object({ op: z.literal('http'), method: z.string().optional(), path: z.string(), body: z.string().optional() }),
-    z.object({ op: z.literal('mcp'), name: z.string(), args: z.string().optional() }),
-    z.object({ op: z.literal('unsupported'), kind: z.string().optional() }),
-    z.object({ op: z.literal('action'), action: z.record(z.string(), z.unknown()) }),
-    z.object({ op: z.literal('every_action') }),
+    z.object({ op: z.literal('http'), method: z.string().optional(), path: z.string(), body: z.string().optional(), answerWithinMs }),
+    z.object({ op: z.literal('mcp'), name: z.string(), args: z.string().optional(), answerWithinMs }),
+    z.object({ op: z.literal('unsupported'), kind: z.string().optional(), answerWithinMs }),
+    z.object({ op: z.literal('action'), action: z.record(z.string(), z.unknown()), answerWithinMs }),
+    z.object({ op: z.literal('every_action'), answerWithinMs }),
+    z.object({
+      op: z.literal('client'),
+      action: z.record(z.string(), z.unknown()),
+      expect: z.record(z.string(), z.unknown()).optional(),
+      exact: z.boolean().optional(),
+      answerWithinMs,
+    }),
+    z.object({
+      op: z.literal('track_llm_call'),
+      workflowID: z.string().optional(),
+      featureQualifiedName: z.string().optional(),
+      featureAiCatalogItem: z.boolean().optional(),
+      expect: z.record(z.string(), z.unknown()).optional(),
+      exact: z.boolean().optional(),
+      answerWithinMs,
+    }),
     z.object({ op: z.literal('wait'), ms: z.number().int().min(0).max(3_600_000) }),
     z.object({ op: z.literal('fail'), code: z.enum(grpcCodeNames), message: z.string().optional() }),
     z.object({ op: z.literal('hang') }),
@@ -102,6 +159,7 @@ const stepSchema: z.ZodType<Step> = z.lazy(() =>
       path: z.string(),
       perPage: z.number().int().min(1).max(100).optional(),
       maxPages: z.number().int().min(1).max(10_000).optional(),
+      answerWithinMs,
     }),
     z.object({
       op: z.literal('turn'),
@@ -110,6 +168,7 @@ const stepSchema: z.ZodType<Step> = z.lazy(() =>
       id: z.string().max(200).optional(),
       write: z.object({ method: z.string().optional(), path: z.string() }).optional(),
       finishAtMs: z.number().int().min(0).max(3_600_000).optional(),
+      answerWithinMs,
     }),
   ]),
 );

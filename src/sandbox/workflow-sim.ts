@@ -2,10 +2,14 @@
  * The simulated workflow service: a real grpc-js server on a loopback port that plays
  * the scenario named in each StartWorkflowRequest (see scenario.ts), answers
  * stopWorkflow as the real service does (infra allowlist → UNAVAILABLE, other reasons →
- * OK) and records every call for assertions. Used by the sandbox, the tests and the
- * benchmarks; never inside the gateway.
+ * OK) and records every call for assertions. It also serves TrackSelfHostedExecuteWorkflow,
+ * the self-hosted billing stream (a Workhorse with CloudServiceForSelfHosted opens one per
+ * connection and sends one event per trackLlmCallForSelfHosted action): every event is
+ * recorded and acknowledged, or the stream fails or hangs on demand (`billing`). Used by
+ * the sandbox, the tests and the benchmarks; never inside the gateway.
  */
 import { EventEmitter } from 'node:events';
+import { isDeepStrictEqual } from 'node:util';
 import { waitForChange } from './wait-for';
 import { setTimeout as sleep } from 'node:timers/promises';
 import * as grpc from '@grpc/grpc-js';
@@ -21,9 +25,10 @@ import {
   type TokenBreakdown,
 } from '../workflow/contract';
 import { H2Front, type PingPolicy } from './h2-front';
-import { decodeProtoJson, ProtoJsonError } from '../workflow/protojson';
+import protobuf from 'protobufjs';
+import { decodeProtoJson, fieldJsonName, ProtoJsonError } from '../workflow/protojson';
 import { everyActionPayload } from './every-action';
-import { parseScenario, type Step } from './scenario';
+import { parseScenario, type GrpcCodeName, type Step } from './scenario';
 
 export const defaultInfraStopReasons = [
   'WORKHORSE_SERVER_SHUTDOWN',
@@ -58,7 +63,13 @@ export interface CallRecord {
   actionResponses: Array<{ kind: string; requestID: string; response: ActionResponse }>;
   /** The start request's approval decision, when it approves (approval_source, policy_ref and all). */
   approval?: Approved;
-  /** Answers of the wrong type for their action (e.g. a plainTextResponse to a scheduleNotification). */
+  /**
+   * What failed the call as a client's protocol error (see `strict answers` in handle()):
+   * an answer of the wrong type for its action (e.g. a plainTextResponse to a
+   * scheduleNotification), an answer whose requestID names no pending action, an action
+   * left unanswered past its step's answerWithinMs, or a `client` step's answer that is
+   * not the one expected. The first one ends the call, so there is at most one.
+   */
   protocolErrors: string[];
   stopReasons: string[];
   stopReceivedAt: number[];
@@ -73,7 +84,59 @@ export interface CallRecord {
   paginations: Pagination[];
   /** A `turn` step: the steps done before this call (`from`) and after what it sent (`to`). */
   turn?: { key: string; from: number; to: number };
+  /**
+   * `track_llm_call` steps answered, in order; `billed`: this simulator's billing stream had
+   * received the event (same requestID and workflowID, after the action was sent) when the
+   * answer arrived, as Workhorse answers only once the billing stream acknowledged it.
+   */
+  llmCalls: Array<{ requestID: string; workflowID: string; billed: boolean }>;
   ended?: CallEnd;
+}
+
+/** A TrackSelfHostedClientEvent as received (proto3 zero values filled in). */
+export interface BillingEvent {
+  requestID: string;
+  workflowID: string;
+  featureQualifiedName: string;
+  featureAiCatalogItem: boolean;
+  at: number;
+}
+
+/** What the simulator saw of one TrackSelfHostedExecuteWorkflow call. */
+export interface BillingCallRecord {
+  /** Request metadata (headers) as received. */
+  metadata: Record<string, string>;
+  startedAt: number;
+  /** Every event received, answered or not. */
+  events: BillingEvent[];
+  /** How many were acknowledged (a TrackSelfHostedAction with the event's requestID). */
+  answered: number;
+  ended?: CallEnd;
+}
+
+/**
+ * How the billing stream behaves. `answer` (the default): each event is acknowledged with a
+ * TrackSelfHostedAction carrying its requestID, as the service does. `fail`: end the call
+ * with that status once `afterEvents` events were answered, when the next one arrives
+ * (the event is recorded, not answered); without afterEvents at once, when the call opens
+ * (what makes a Workhorse fail its runner initialization). `hang`: answer `afterEvents`
+ * events (default none), then record the rest and answer nothing, keeping the call open.
+ * Read when a call opens and at every event, so it can be switched while calls are open.
+ */
+export type BillingBehaviour =
+  | { mode: 'answer' }
+  | { mode: 'fail'; code: GrpcCodeName; message?: string; afterEvents?: number }
+  | { mode: 'hang'; afterEvents?: number };
+
+interface DecodedTrackSelfHostedClientEvent {
+  requestID?: string;
+  workflowID?: string;
+  featureQualifiedName?: string;
+  featureAiCatalogItem?: boolean;
+}
+
+interface TrackSelfHostedAction {
+  requestID: string;
 }
 
 export interface WorkflowSimulatorOptions {
@@ -105,6 +168,8 @@ export interface WorkflowSimulatorOptions {
    * that keeps its checkpoints.
    */
   progress?: Map<string, number>;
+  /** How TrackSelfHostedExecuteWorkflow behaves (default: answer every event). */
+  billing?: BillingBehaviour;
 }
 
 /**
@@ -130,6 +195,10 @@ const HALF_CLOSE_GRACE_MS = 500;
 
 export class WorkflowServiceSimulator {
   readonly calls: CallRecord[] = [];
+  /** Every TrackSelfHostedExecuteWorkflow call, in the order they opened. */
+  readonly billingCalls: BillingCallRecord[] = [];
+  /** How the billing stream behaves now (see BillingBehaviour). */
+  billing: BillingBehaviour;
   infraStopReasons: Set<string>;
   ignoreStops: boolean;
   endsCrossingStops: boolean;
@@ -138,6 +207,7 @@ export class WorkflowServiceSimulator {
   private readonly events = new EventEmitter();
   /** Open calls, each with the function that ends it. */
   private readonly live = new Map<grpc.ServerDuplexStream<DecodedClientEvent, Action>, Finish>();
+  private readonly billingLive = new Map<grpc.ServerDuplexStream<DecodedTrackSelfHostedClientEvent, TrackSelfHostedAction>, Finish>();
   private closing: Promise<void> | undefined;
 
   private constructor(
@@ -152,6 +222,7 @@ export class WorkflowServiceSimulator {
     this.ignoreStops = options.ignoreStops ?? false;
     this.endsCrossingStops = options.endsCrossingStops ?? false;
     this.progress = options.progress ?? new Map();
+    this.billing = options.billing ?? { mode: 'answer' };
     this.events.setMaxListeners(0);
     front?.onChange(() => this.changed());
   }
@@ -167,6 +238,7 @@ export class WorkflowServiceSimulator {
     let sim: WorkflowServiceSimulator | undefined;
     server.addService(duoWorkflowService, {
       ExecuteWorkflow: (call: grpc.ServerDuplexStream<DecodedClientEvent, Action>) => sim?.handle(call),
+      TrackSelfHostedExecuteWorkflow: (call: grpc.ServerDuplexStream<DecodedTrackSelfHostedClientEvent, TrackSelfHostedAction>) => sim?.handleBilling(call),
     });
     if (options.front && options.tls) throw new Error('the front reads HTTP/2 frames: it cannot stand before a TLS server');
     // With a front, the gRPC server takes any port and the front takes the asked one.
@@ -210,6 +282,11 @@ export class WorkflowServiceSimulator {
     return this.live.size;
   }
 
+  /** Billing calls that have not ended yet. */
+  get openBillingCalls(): number {
+    return this.billingLive.size;
+  }
+
   /** Resolves when `predicate` holds, re-checked on every recorded change; rejects after timeoutMs. */
   waitFor(predicate: () => boolean, timeoutMs = 10_000, what = 'condition'): Promise<void> {
     return waitForChange(this.events, 'workflow simulator', predicate, timeoutMs, what);
@@ -226,7 +303,7 @@ export class WorkflowServiceSimulator {
         else resolve();
       });
       // Open calls would hold tryShutdown forever; end them.
-      for (const finish of [...this.live.values()]) finish('status', 'UNAVAILABLE', 'workflow service shutting down');
+      for (const finish of [...this.live.values(), ...this.billingLive.values()]) finish('status', 'UNAVAILABLE', 'workflow service shutting down');
       // The front goes a moment later, once those statuses are through it (a black-holed
       // connection never lets them through, nor the server's sessions close).
       if (this.front) setTimeout(() => void this.front?.close(), 200).unref();
@@ -237,6 +314,62 @@ export class WorkflowServiceSimulator {
 
   private changed(): void {
     this.events.emit('change');
+  }
+
+  /** One TrackSelfHostedExecuteWorkflow call: record each event, acknowledge it, or fail or hang as `billing` says. */
+  private handleBilling(call: grpc.ServerDuplexStream<DecodedTrackSelfHostedClientEvent, TrackSelfHostedAction>): void {
+    const metadata: Record<string, string> = {};
+    for (const [k, v] of Object.entries(call.metadata.getMap())) metadata[k] = String(v);
+    const record: BillingCallRecord = { metadata, startedAt: Date.now(), events: [], answered: 0 };
+    this.billingCalls.push(record);
+    let ended = false;
+    let halfCloseTimer: NodeJS.Timeout | undefined;
+    const finish: Finish = (how, code, message) => {
+      if (ended) return;
+      ended = true;
+      clearTimeout(halfCloseTimer);
+      this.billingLive.delete(call);
+      record.ended = { how, code, at: Date.now() };
+      if (how === 'ok') call.end();
+      else if (how === 'status' && code) call.emit('error', { code: grpc.status[code], details: message ?? code });
+      this.changed();
+    };
+    this.billingLive.set(call, finish);
+    this.changed();
+
+    const atOpen = this.billing;
+    if (atOpen.mode === 'fail' && atOpen.afterEvents === undefined) {
+      finish('status', atOpen.code, atOpen.message);
+      return;
+    }
+    call.on('data', (event: DecodedTrackSelfHostedClientEvent) => {
+      if (ended) return;
+      const received: BillingEvent = {
+        requestID: event.requestID ?? '',
+        workflowID: event.workflowID ?? '',
+        featureQualifiedName: event.featureQualifiedName ?? '',
+        featureAiCatalogItem: event.featureAiCatalogItem ?? false,
+        at: Date.now(),
+      };
+      record.events.push(received);
+      this.changed();
+      const behaviour = this.billing;
+      if (behaviour.mode !== 'answer' && record.answered >= (behaviour.afterEvents ?? 0)) {
+        if (behaviour.mode === 'fail') finish('status', behaviour.code, behaviour.message);
+        return;
+      }
+      call.write({ requestID: received.requestID });
+      record.answered += 1;
+      this.changed();
+    });
+    call.on('cancelled', () => finish('cancelled'));
+    // Workhorse half-closes its billing stream when the connection ends (stream_manager.go
+    // Close); as for ExecuteWorkflow, wait a moment to tell that from a cancel.
+    call.on('end', () => {
+      if (ended) return;
+      halfCloseTimer = setTimeout(() => finish(call.cancelled ? 'cancelled' : 'ok'), HALF_CLOSE_GRACE_MS);
+    });
+    call.on('error', () => finish('cancelled'));
   }
 
   private handle(call: grpc.ServerDuplexStream<DecodedClientEvent, Action>): void {
@@ -288,27 +421,74 @@ export class WorkflowServiceSimulator {
       return send({ requestID: String(nextRequestId++), newCheckpoint: payload });
     };
 
-    const request = async (action: Omit<Action, 'requestID'>, kind: string): Promise<ActionResponse> => {
+    // Strict answers. Workhorse checks none of the answers it forwards (runner.go
+    // handleClientEvent sends every client event on as it is), so the service is where a
+    // wrong answer surfaces, and a simulator that only noted it would let a gateway bug
+    // pass. Like the service, which cannot go on with an answer it cannot read, the
+    // simulator ends the call: INVALID_ARGUMENT for an answer of the wrong type for its
+    // action and for an answer whose requestID names no pending action (the client sent
+    // something the service cannot accept: gRPC's code for a caller's malformed input),
+    // DEADLINE_EXCEEDED for an action left unanswered past its step's answerWithinMs (the
+    // service's own wait for it expired). The service's source is not at hand to confirm
+    // its exact codes; these are the ones gRPC defines for the two cases. A Workhorse in
+    // front turns the INVALID_ARGUMENT into WebSocket close 4400 carrying the status
+    // message (stream_manager.go Recv, websocket.go SendInvalidRequest).
+    const protocolError = (code: 'INVALID_ARGUMENT' | 'DEADLINE_EXCEEDED', message: string): never => {
+      record?.protocolErrors.push(message);
+      finish('status', code, message);
+      throw CALL_ENDED;
+    };
+
+    const request = async (action: Omit<Action, 'requestID'>, kind: string, answerWithinMs?: number): Promise<{ requestID: string; response: ActionResponse }> => {
       const requestID = String(nextRequestId++);
-      const answered = new Promise<ActionResponse>((resolve, reject) => {
+      let giveUp: (() => void) | undefined;
+      const answered = new Promise<ActionResponse | 'unanswered'>((resolve, reject) => {
         // One listener per pending request, removed when answered: a long scenario must
         // not pile listeners on the call's signal.
         const onAbort = (): void => reject(CALL_ENDED);
         abort.signal.addEventListener('abort', onAbort, { once: true });
-        waiting.set(requestID, (response) => {
+        const settle = (response: ActionResponse | 'unanswered'): void => {
           abort.signal.removeEventListener('abort', onAbort);
           resolve(response);
-        });
+        };
+        waiting.set(requestID, settle);
+        giveUp = () => {
+          waiting.delete(requestID);
+          settle('unanswered');
+        };
       });
       await send({ requestID, ...action } as Action);
-      const response = await answered;
+      // Counted from when the action was handed to the transport, as the service counts.
+      const timer = answerWithinMs === undefined ? undefined : setTimeout(() => giveUp?.(), answerWithinMs);
+      const response = await answered.finally(() => clearTimeout(timer));
+      if (response === 'unanswered') return protocolError('DEADLINE_EXCEEDED', `${kind} #${requestID} unanswered after ${answerWithinMs} ms`);
       record?.actionResponses.push({ kind, requestID, response });
+      this.changed();
       const expected = expectedResponseType(kind);
       if (response.response_type !== expected) {
-        record?.protocolErrors.push(`${kind} #${requestID} answered with ${response.response_type ?? 'no response'}, expected ${expected}`);
+        protocolError('INVALID_ARGUMENT', `${kind} #${requestID} answered with ${response.response_type ?? 'no response'}, expected ${expected}`);
       }
-      this.changed();
-      return response;
+      return { requestID, response };
+    };
+
+    // A `client` (or `track_llm_call`) step's check of the answer's content.
+    const check = (kind: string, requestID: string, response: ActionResponse, expect: Record<string, unknown> | undefined, exact: boolean | undefined): void => {
+      if (expect === undefined) return;
+      let expected: Record<string, unknown>;
+      try {
+        // protojson discards unknown fields; an expect that named one would match anything.
+        const unknown = unknownField(messageTypes.ActionResponse, expect, '');
+        if (unknown) throw new BadScenario(`expect names ${unknown}, no field of ActionResponse`);
+        expected = canonicalAnswer(decodeProtoJson(messageTypes.ActionResponse, expect));
+      } catch (err) {
+        if (err instanceof ProtoJsonError) throw new BadScenario(`expect is not an ActionResponse: ${err.message}`);
+        throw err;
+      }
+      const got = canonicalAnswer(response);
+      if (exact ? isDeepStrictEqual(got, expected) : contains(got, expected)) return;
+      record?.protocolErrors.push(`unexpected answer to ${kind} #${requestID}: ${JSON.stringify(got)}, expected ${exact ? '' : 'at least '}${JSON.stringify(expected)}`);
+      finish('status', 'INVALID_ARGUMENT', `unexpected answer to ${kind} #${requestID}`);
+      throw CALL_ENDED;
     };
 
     const runStep = async (step: Step): Promise<void> => {
@@ -326,30 +506,48 @@ export class WorkflowServiceSimulator {
           await request(
             { runHTTPRequest: { method: step.method ?? 'GET', path: step.path, ...(step.body === undefined ? {} : { body: step.body }) } },
             'runHTTPRequest',
+            step.answerWithinMs,
           );
           return;
         case 'mcp':
-          await request({ runMCPTool: { name: step.name, args: step.args ?? '{}' } }, 'runMCPTool');
+          await request({ runMCPTool: { name: step.name, args: step.args ?? '{}' } }, 'runMCPTool', step.answerWithinMs);
           return;
         case 'unsupported': {
           const kind = step.kind ?? 'runReadFile';
-          await request({ [kind]: unsupportedPayload(kind) }, kind);
+          await request({ [kind]: unsupportedPayload(kind) }, kind, step.answerWithinMs);
           return;
         }
         case 'action': {
-          const action = decodeProtoJson(messageTypes.Action, step.action) as Action;
-          delete action.requestID; // the simulator numbers its own requests
-          const kind = actionKinds.find((k) => action[k] !== undefined);
-          if (!kind) throw new BadScenario('an action step names no action kind');
+          const { action, kind } = scenarioAction(step.action, 'an action step');
           if (kind === 'newCheckpoint') await send({ requestID: String(nextRequestId++), ...action });
-          else await request(action, kind);
+          else await request(action, kind, step.answerWithinMs);
+          return;
+        }
+        case 'client': {
+          const { action, kind } = scenarioAction(step.action, 'a client step');
+          if (kind === 'newCheckpoint') throw new BadScenario('a client step needs an action that is answered, not a newCheckpoint');
+          const { requestID, response } = await request(action, kind, step.answerWithinMs);
+          check(kind, requestID, response, step.expect, step.exact);
+          return;
+        }
+        case 'track_llm_call': {
+          // Answered as Workhorse answers it (stream_manager.go HandleCloudServiceTracking):
+          // a plainTextResponse, once the billing stream acknowledged the event.
+          const workflowID = step.workflowID ?? record?.workflowId ?? '';
+          const sentAt = Date.now();
+          const track = { workflowID, featureQualifiedName: step.featureQualifiedName ?? 'duo_chat', featureAiCatalogItem: step.featureAiCatalogItem ?? false };
+          const { requestID, response } = await request({ trackLlmCallForSelfHosted: track }, 'trackLlmCallForSelfHosted', step.answerWithinMs);
+          const billed = this.billingCalls.some((c) => c.events.some((e) => e.requestID === requestID && e.workflowID === workflowID && e.at >= sentAt));
+          record?.llmCalls.push({ requestID, workflowID, billed });
+          this.changed();
+          check('trackLlmCallForSelfHosted', requestID, response, step.expect, step.exact);
           return;
         }
         case 'every_action':
           for (const kind of actionKinds) {
             const payload = everyActionPayload[kind];
             if (kind === 'newCheckpoint') await checkpoint({ ...payload });
-            else await request({ [kind]: payload }, kind);
+            else await request({ [kind]: payload }, kind, step.answerWithinMs);
           }
           return;
         case 'wait':
@@ -391,7 +589,11 @@ export class WorkflowServiceSimulator {
         const finishIn = held ? (step.finishAtMs as number) - (Date.now() - (record?.startedAt ?? 0)) : 0;
         if (finishIn > 0) await runStep({ op: 'wait', ms: Math.ceil(finishIn) });
         if (step.write) {
-          await request({ runHTTPRequest: { method: step.write.method ?? 'POST', path: step.write.path, body: JSON.stringify({ step: i }) } }, 'runHTTPRequest');
+          await request(
+            { runHTTPRequest: { method: step.write.method ?? 'POST', path: step.write.path, body: JSON.stringify({ step: i }) } },
+            'runHTTPRequest',
+            step.answerWithinMs,
+          );
         }
         // A checkpoint written is a checkpoint kept, even if the call ends before the client reads it.
         if (ended) throw CALL_ENDED;
@@ -413,9 +615,10 @@ export class WorkflowServiceSimulator {
       let page = 1;
       for (;;) {
         pagination.pages.push(page);
-        const response = await request(
+        const { response } = await request(
           { runHTTPRequest: { method: 'GET', path: `${step.path}${separator}page=${page}&per_page=${perPage}` } },
           'runHTTPRequest',
+          step.answerWithinMs,
         );
         const http = response.httpResponse;
         if (!http || http.error || (http.statusCode ?? 0) >= 400) {
@@ -473,6 +676,7 @@ export class WorkflowServiceSimulator {
           lateStops: [],
           heartbeats: 0,
           paginations: [],
+          llmCalls: [],
         };
         this.calls.push(record);
         this.changed();
@@ -487,9 +691,18 @@ export class WorkflowServiceSimulator {
         return;
       }
       if (event.actionResponse) {
-        const resolve = waiting.get(event.actionResponse.requestID);
-        waiting.delete(event.actionResponse.requestID);
-        resolve?.(event.actionResponse);
+        const requestID = event.actionResponse.requestID ?? '';
+        const resolve = waiting.get(requestID);
+        if (!resolve) {
+          // No pending action by that id: never sent, answered already, given up on, or a
+          // checkpoint (which takes no answer). See `strict answers` above.
+          const message = `actionResponse #${requestID} names no pending action`;
+          record.protocolErrors.push(message);
+          finish('status', 'INVALID_ARGUMENT', message);
+          return;
+        }
+        waiting.delete(requestID);
+        resolve(event.actionResponse);
       } else if (event.stopWorkflow) {
         const reason = event.stopWorkflow.reason ?? '';
         if (this.endsCrossingStops) {
@@ -515,6 +728,83 @@ export class WorkflowServiceSimulator {
     });
     call.on('error', () => finish('cancelled'));
   }
+}
+
+/** A scenario's protojson Action, numbered by the simulator (its requestID dropped), and its kind. */
+function scenarioAction(json: Record<string, unknown>, what: string): { action: Action; kind: (typeof actionKinds)[number] } {
+  const action = decodeProtoJson(messageTypes.Action, json) as Action;
+  delete action.requestID; // the simulator numbers its own requests
+  const kind = actionKinds.find((k) => action[k] !== undefined);
+  if (!kind) throw new BadScenario(`${what} names no action kind`);
+  return { action, kind };
+}
+
+/**
+ * An ActionResponse as the wire carries it, without its requestID: proto names, no
+ * presence or oneof markers, and proto3 zero values absent (an empty string, 0, false,
+ * an empty list or map is the same message as none), whether it came from proto-loader
+ * or from a scenario's protojson.
+ */
+function canonicalAnswer(response: Record<string, unknown> | ActionResponse): Record<string, unknown> {
+  const type = messageTypes.ActionResponse;
+  const plain = type.toObject(type.fromObject({ ...response, requestID: '' }), { longs: String, enums: String, defaults: false });
+  return withoutZeros(type, plain);
+}
+
+function withoutZeros(type: protobuf.Type, message: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(message)) {
+    const field = type.fields[key];
+    if (!field) continue;
+    field.resolve();
+    const nested = field.resolvedType instanceof protobuf.Type ? field.resolvedType : undefined;
+    const hasPresence = nested !== undefined || field.options?.['proto3_optional'] === true || (field.partOf !== null && field.partOf !== undefined);
+    if (field.map) {
+      const entries = Object.entries(value as Record<string, unknown>);
+      if (entries.length > 0) out[key] = Object.fromEntries(entries.map(([k, v]) => [k, nested ? withoutZeros(nested, v as Record<string, unknown>) : v]));
+    } else if (field.repeated) {
+      const items = value as unknown[];
+      if (items.length > 0) out[key] = nested ? items.map((v) => withoutZeros(nested, v as Record<string, unknown>)) : items;
+    } else if (nested) {
+      out[key] = withoutZeros(nested, value as Record<string, unknown>);
+    } else if (hasPresence || !isZero(field, value)) {
+      out[key] = value;
+    }
+  }
+  return out;
+}
+
+function isZero(field: protobuf.Field, value: unknown): boolean {
+  if (field.resolvedType instanceof protobuf.Enum) return field.resolvedType.values[String(value)] === 0 || value === 0;
+  if (field.type === 'string' || field.type === 'bytes') return value === '' || (typeof value === 'object' && value !== null && (value as { length?: number }).length === 0);
+  if (field.type === 'bool') return value === false;
+  return value === 0 || value === '0';
+}
+
+/** The path of the first key of `json` that is no field of `type` (by proto or JSON name), looked for in nested messages too. */
+function unknownField(type: protobuf.Type, json: unknown, path: string): string | undefined {
+  if (typeof json !== 'object' || json === null || Array.isArray(json) || type.fullName.startsWith('.google.protobuf.')) return undefined;
+  for (const [key, value] of Object.entries(json)) {
+    const field = type.fieldsArray.find((f) => f.name === key || fieldJsonName(f) === key);
+    const at = path ? `${path}.${key}` : key;
+    if (!field) return at;
+    field.resolve();
+    if (!(field.resolvedType instanceof protobuf.Type) || value === null) continue;
+    const nested = field.map ? Object.values(value as object) : field.repeated && Array.isArray(value) ? value : [value];
+    for (const item of nested) {
+      const found = unknownField(field.resolvedType, item, at);
+      if (found) return found;
+    }
+  }
+  return undefined;
+}
+
+/** Whether `got` has every field of `want` with its value: objects field by field, everything else (arrays too) whole. */
+function contains(got: unknown, want: unknown): boolean {
+  if (typeof want !== 'object' || want === null || Array.isArray(want)) return isDeepStrictEqual(got, want);
+  if (typeof got !== 'object' || got === null || Array.isArray(got)) return false;
+  const have = got as Record<string, unknown>;
+  return Object.entries(want).every(([k, v]) => k in have && contains(have[k], v));
 }
 
 function countItems(body: string | undefined): number {

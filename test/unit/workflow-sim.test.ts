@@ -5,12 +5,13 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { setTimeout as sleep } from 'node:timers/promises';
+import * as grpc from '@grpc/grpc-js';
 import type { PingPolicy } from '../../src/sandbox/h2-front';
 import { WorkflowServiceSimulator, type CallRecord } from '../../src/sandbox/workflow-sim';
 import { scenarioMetadata, type Step } from '../../src/sandbox/scenario';
 import type protobuf from 'protobufjs';
 import { everyActionPayload } from '../../src/sandbox/every-action';
-import { actionKinds, messageTypes, type Action, type ActionResponse } from '../../src/workflow/contract';
+import { actionKinds, duoWorkflowService, messageTypes, type Action, type ActionResponse } from '../../src/workflow/contract';
 import { WorkflowTestClient, type WorkflowTestCall } from '../helpers/workflow-client';
 
 let nextWorkflowId = 1000;
@@ -424,21 +425,105 @@ describe('workflow simulator: upstream fidelity (agent_context_usage, every acti
     expect(record.protocolErrors).toEqual([]);
   });
 
-  it('records an answer of the wrong type for its action as a protocol error', async () => {
+  it.each([
+    [{ op: 'action', action: { scheduleNotification: { task_id: 't' } } }, 'scheduleNotification #1 answered with plainTextResponse, expected scheduleNotificationResponse'],
+    [{ op: 'http', path: '/api/v4/echo' }, 'runHTTPRequest #1 answered with plainTextResponse, expected httpResponse'],
+    [{ op: 'mcp', name: 'search' }, 'runMCPTool #1 answered with httpResponse, expected plainTextResponse'],
+  ] satisfies Array<[Step, string]>)('fails the call INVALID_ARGUMENT on an answer of the wrong type for its action (%j), and records it', async (step, error) => {
+    const { call, workflowId } = start(client, [step, { op: 'checkpoint', text: 'never' }]);
+    const action = await call.action(0);
+    const wrong: ActionResponse =
+      action.action === 'runMCPTool'
+        ? { requestID: action.requestID ?? '', httpResponse: { statusCode: 200 } }
+        : { requestID: action.requestID ?? '', plainTextResponse: { error: 'no' } };
+    call.send({ actionResponse: wrong });
+    expect(await call.status).toMatchObject({ codeName: 'INVALID_ARGUMENT', details: error });
+    expect(call.actions).toHaveLength(1);
+    const record = await ended(sim, workflowId);
+    expect(record.protocolErrors).toEqual([error]);
+    expect(record.actionResponses).toHaveLength(1);
+    expect(record.ended).toMatchObject({ how: 'status', code: 'INVALID_ARGUMENT' });
+  });
+
+  it('an answer of the right type passes, an empty one included (what a wrong one is measured against)', async () => {
     const { call, workflowId } = start(client, [
       { op: 'action', action: { scheduleNotification: { task_id: 't' } } },
       { op: 'http', path: '/api/v4/echo' },
       { op: 'unsupported', kind: 'grep' },
     ]);
-    for (let i = 0; i < 3; i++) {
+    for (let i = 0; i < 3; i++) call.send({ actionResponse: answer(await call.action(i)) });
+    expect((await call.status).codeName).toBe('OK');
+    expect((await ended(sim, workflowId)).protocolErrors).toEqual([]);
+  });
+
+  it.each([
+    ['never sent', (first: Action): string => String(Number(first.requestID) + 41)],
+    ['empty', (): string => ''],
+  ])('fails the call INVALID_ARGUMENT on an answer whose requestID names no pending action (%s)', async (_what, idOf) => {
+    const { call, workflowId } = start(client, [{ op: 'http', path: '/api/v4/echo' }, { op: 'checkpoint' }]);
+    const first = await call.action(0);
+    const stray = idOf(first);
+    call.send({ actionResponse: { requestID: stray, httpResponse: { statusCode: 200 } } });
+    const error = `actionResponse #${stray} names no pending action`;
+    expect(await call.status).toMatchObject({ codeName: 'INVALID_ARGUMENT', details: error });
+    const record = await ended(sim, workflowId);
+    expect(record.protocolErrors).toEqual([error]);
+    expect(record.actionResponses).toEqual([]);
+  });
+
+  it('a second answer to the same action, or an answer to a checkpoint, names no pending action', async () => {
+    const twice = start(client, [{ op: 'http', path: '/api/v4/echo' }, { op: 'hang' }]);
+    const http = await twice.call.action(0);
+    twice.call.send({ actionResponse: answer(http) });
+    twice.call.send({ actionResponse: answer(http) });
+    expect(await twice.call.status).toMatchObject({ codeName: 'INVALID_ARGUMENT', details: `actionResponse #${http.requestID} names no pending action` });
+    expect((await ended(sim, twice.workflowId)).actionResponses).toHaveLength(1);
+
+    const checkpointed = start(client, [{ op: 'checkpoint' }, { op: 'hang' }]);
+    const checkpoint = await checkpointed.call.action(0);
+    checkpointed.call.send({ actionResponse: { requestID: checkpoint.requestID ?? '', plainTextResponse: {} } });
+    expect(await checkpointed.call.status).toMatchObject({ codeName: 'INVALID_ARGUMENT', details: `actionResponse #${checkpoint.requestID} names no pending action` });
+  });
+
+  it('answerWithinMs: an action unanswered that long fails the call DEADLINE_EXCEEDED; a late answer changes nothing', async () => {
+    const { call, workflowId } = start(client, [{ op: 'http', path: '/api/v4/echo', answerWithinMs: 150 }, { op: 'checkpoint', text: 'never' }]);
+    const began = Date.now();
+    const action = await call.action(0);
+    const status = await call.status;
+    expect(Date.now() - began).toBeGreaterThanOrEqual(140);
+    expect(status).toMatchObject({ codeName: 'DEADLINE_EXCEEDED', details: `runHTTPRequest #${action.requestID} unanswered after 150 ms` });
+    call.send({ actionResponse: answer(action) });
+    const record = await ended(sim, workflowId);
+    await sleep(30);
+    expect(record.protocolErrors).toEqual([`runHTTPRequest #${action.requestID} unanswered after 150 ms`]);
+    expect(record.actionResponses).toEqual([]);
+    expect(record.ended).toMatchObject({ how: 'status', code: 'DEADLINE_EXCEEDED' });
+  });
+
+  it('answerWithinMs: each answer in time passes (every_action, paginate, turn), and without it the service waits', async () => {
+    const { call, workflowId } = start(client, [
+      { op: 'every_action', answerWithinMs: 2_000 },
+      { op: 'paginate', path: '/api/v4/items', answerWithinMs: 2_000 },
+      { op: 'turn', checkpoints: 1, write: { path: '/api/v4/echo' }, answerWithinMs: 2_000 },
+      { op: 'http', path: '/api/v4/slow' },
+    ]);
+    for (let i = 0; ; i++) {
       const action = await call.action(i);
-      call.send({ actionResponse: { requestID: action.requestID ?? '', plainTextResponse: { error: 'no' } } });
+      if (action.runHTTPRequest?.path === '/api/v4/slow') {
+        await sleep(300);
+        call.send({ actionResponse: answer(action) });
+        break;
+      }
+      if (action.action !== 'newCheckpoint') call.send({ actionResponse: answer(action) });
     }
     expect((await call.status).codeName).toBe('OK');
-    expect((await ended(sim, workflowId)).protocolErrors).toEqual([
-      'scheduleNotification #1 answered with plainTextResponse, expected scheduleNotificationResponse',
-      'runHTTPRequest #2 answered with plainTextResponse, expected httpResponse',
-    ]);
+    expect((await ended(sim, workflowId)).protocolErrors).toEqual([]);
+  });
+
+  it.each([0, 3_600_001, 1.5])('rejects answerWithinMs %j as a bad scenario', async (ms) => {
+    const { call } = start(client, [{ op: 'http', path: '/x', answerWithinMs: ms }]);
+    expect((await call.status).codeName).toBe('INVALID_ARGUMENT');
+    expect(call.actions).toEqual([]);
   });
 
   it('action sends a protojson Action (proto or JSON names) with its own requestID; a checkpoint is not awaited', async () => {
@@ -453,6 +538,109 @@ describe('workflow simulator: upstream fidelity (agent_context_usage, every acti
     call.send({ actionResponse: answer(read) });
     expect((await call.status).codeName).toBe('OK');
     expect((await ended(sim, workflowId)).actionResponses.map((r) => r.kind)).toEqual(['runReadFile']);
+  });
+
+  describe('the client step: an action whose answer is checked', () => {
+    /** Plays one client step, answers its action with `response` and returns the call's status and record. */
+    async function play(step: Extract<Step, { op: 'client' }>, response: Omit<ActionResponse, 'requestID'>): Promise<{ status: Awaited<WorkflowTestCall['status']>; record: CallRecord; action: Action }> {
+      const { call, workflowId } = start(client, [step, { op: 'checkpoint', text: 'after' }]);
+      const action = await call.action(0);
+      call.send({ actionResponse: { requestID: action.requestID ?? '', ...response } });
+      const status = await call.status;
+      return { status, record: await ended(sim, workflowId), action };
+    }
+
+    it('sends the protojson action and, on a matching answer, records it and goes on', async () => {
+      const { status, record, action } = await play(
+        { op: 'client', action: { runReadFile: { filepath: 'a.ts' } }, expect: { plainTextResponse: { response: 'contents' } } },
+        { plainTextResponse: { response: 'contents', error: '' } },
+      );
+      expect(action).toMatchObject({ requestID: '1', runReadFile: { filepath: 'a.ts' } });
+      expect(status.codeName).toBe('OK');
+      expect(record.actionResponses).toHaveLength(1);
+      expect(record.actionResponses[0]).toMatchObject({ kind: 'runReadFile', requestID: '1', response: { requestID: '1', plainTextResponse: { response: 'contents' } } });
+      expect(record.actionsSent).toBe(2);
+      expect(record.protocolErrors).toEqual([]);
+    });
+
+    it('a subset match ignores fields expect does not name; zero values are read as the wire carries them', async () => {
+      const subset = await play(
+        { op: 'client', action: { runHTTPRequest: { path: '/p' } }, expect: { httpResponse: { statusCode: 200, headers: { a: '1' } } } },
+        { httpResponse: { statusCode: 200, headers: { a: '1' }, body: 'extra' } },
+      );
+      expect(subset.status.codeName).toBe('OK');
+      const zero = await play(
+        { op: 'client', action: { grep: { pattern: 'x' } }, expect: { plainTextResponse: { response: '', error: 'refused' } }, exact: true },
+        { plainTextResponse: { error: 'refused' } },
+      );
+      expect(zero.status.codeName).toBe('OK');
+    });
+
+    it('without expect only the answer type is checked', async () => {
+      const { status } = await play({ op: 'client', action: { mkdir: { directory_path: 'd' } } }, { plainTextResponse: { response: 'anything' } });
+      expect(status.codeName).toBe('OK');
+    });
+
+    it.each([
+      ['another value', { plainTextResponse: { response: 'other' } }, {}],
+      ['a missing field', { plainTextResponse: { error: 'contents' } }, {}],
+      ['an extra field with exact', { plainTextResponse: { response: 'contents', error: 'and an error' } }, { exact: true }],
+    ])('fails the call INVALID_ARGUMENT "unexpected answer to <kind> #<id>" on %s, recording the answer', async (_what, response, options) => {
+      const { status, record } = await play(
+        { op: 'client', action: { runReadFile: { filepath: 'a.ts' } }, expect: { plainTextResponse: { response: 'contents' } }, ...options },
+        response,
+      );
+      expect(status).toMatchObject({ codeName: 'INVALID_ARGUMENT', details: 'unexpected answer to runReadFile #1' });
+      expect(record.actionResponses).toHaveLength(1);
+      expect(record.actionResponses[0]?.response).toMatchObject(response);
+      expect(record.protocolErrors).toHaveLength(1);
+      expect(record.protocolErrors[0]).toMatch(/^unexpected answer to runReadFile #1: /);
+      expect(record.actionsSent).toBe(1);
+    });
+
+    it('a map is matched as an object: the keys expect names, with their values', async () => {
+      const { status } = await play(
+        { op: 'client', action: { runHTTPRequest: { path: '/p' } }, expect: { httpResponse: { headers: { a: '1' } } } },
+        { httpResponse: { headers: { a: '1', b: '2' } } },
+      );
+      expect(status.codeName).toBe('OK');
+      const { status: missing } = await play(
+        { op: 'client', action: { runHTTPRequest: { path: '/p' } }, expect: { httpResponse: { headers: { a: '1', c: '3' } } } },
+        { httpResponse: { headers: { a: '1', b: '2' } } },
+      );
+      expect(missing).toMatchObject({ codeName: 'INVALID_ARGUMENT', details: 'unexpected answer to runHTTPRequest #1' });
+    });
+
+    it('the type check comes first: a wrong answer type fails as such', async () => {
+      const { status } = await play(
+        { op: 'client', action: { runHTTPRequest: { path: '/p' } }, expect: { httpResponse: { statusCode: 200 } } },
+        { plainTextResponse: { response: 'x' } },
+      );
+      expect(status).toMatchObject({ codeName: 'INVALID_ARGUMENT', details: 'runHTTPRequest #1 answered with plainTextResponse, expected httpResponse' });
+    });
+
+    it.each([
+      [{ op: 'client', action: { newCheckpoint: { status: 'S' } } }, /bad scenario: a client step needs an action that is answered/],
+      [{ op: 'client', action: {} }, /bad scenario: a client step names no action kind/],
+    ] satisfies Array<[Step, RegExp]>)('rejects %j as a bad scenario (INVALID_ARGUMENT)', async (step, details) => {
+      const { call } = start(client, [step]);
+      const status = await call.status;
+      expect(status.codeName).toBe('INVALID_ARGUMENT');
+      expect(status.details).toMatch(details);
+    });
+
+    it.each([
+      [{ plainTextResponse: { response: 7 } }, /^bad scenario: expect is not an ActionResponse: plainTextResponse\.response/],
+      [{ plain_text_response: { response: 'x' } }, /^bad scenario: expect names plain_text_response, no field of ActionResponse$/],
+      [{ plainTextResponse: { text: 'x' } }, /^bad scenario: expect names plainTextResponse\.text, no field of ActionResponse$/],
+    ])('an expect that is no ActionResponse (%j) is a bad scenario, found when the answer arrives', async (expectation, details) => {
+      const { call } = start(client, [{ op: 'client', action: { runReadFile: {} }, expect: expectation }]);
+      const action = await call.action(0);
+      call.send({ actionResponse: answer(action) });
+      const status = await call.status;
+      expect(status.codeName).toBe('INVALID_ARGUMENT');
+      expect(status.details).toMatch(details);
+    });
   });
 
   it.each([
@@ -702,5 +890,194 @@ describe('workflow simulator: the TCP front (ping policy, black hole)', () => {
     const sim = await WorkflowServiceSimulator.start();
     sims.push(sim);
     expect(() => sim.blackHole()).toThrow(/front/);
+  });
+});
+
+interface TrackEvent {
+  requestID?: string;
+  workflowID?: string;
+  featureQualifiedName?: string;
+  featureAiCatalogItem?: boolean;
+}
+
+/** A bare grpc-js TrackSelfHostedExecuteWorkflow call, as Workhorse's cloud-service client opens it. */
+class BillingTestCall {
+  readonly answers: Array<{ requestID?: string }> = [];
+  readonly status: Promise<{ codeName: string; details: string }>;
+  private readonly stream: grpc.ClientDuplexStream<TrackEvent, { requestID?: string }>;
+
+  constructor(client: grpc.Client, metadata: Record<string, string> = {}) {
+    const method = duoWorkflowService['TrackSelfHostedExecuteWorkflow'] as grpc.MethodDefinition<TrackEvent, { requestID?: string }>;
+    const md = new grpc.Metadata();
+    for (const [k, v] of Object.entries(metadata)) md.set(k, v);
+    this.stream = client.makeBidiStreamRequest(method.path, method.requestSerialize, method.responseDeserialize, md);
+    this.stream.on('error', () => undefined);
+    this.stream.on('data', (answer: { requestID?: string }) => this.answers.push(answer));
+    this.status = new Promise((resolve) => this.stream.on('status', (s: grpc.StatusObject) => resolve({ codeName: grpc.status[s.code] ?? String(s.code), details: s.details })));
+  }
+
+  send(event: TrackEvent): void {
+    this.stream.write(event);
+  }
+
+  end(): void {
+    this.stream.end();
+  }
+
+  cancel(): void {
+    this.stream.cancel();
+  }
+}
+
+describe('workflow simulator: TrackSelfHostedExecuteWorkflow (self-hosted billing)', () => {
+  const sims: WorkflowServiceSimulator[] = [];
+  const clients: Array<{ close(): void }> = [];
+
+  async function simulator(options: Parameters<typeof WorkflowServiceSimulator.start>[0] = {}): Promise<{ sim: WorkflowServiceSimulator; client: WorkflowTestClient; billing: grpc.Client }> {
+    const sim = await WorkflowServiceSimulator.start(options);
+    sims.push(sim);
+    const client = new WorkflowTestClient(sim.address);
+    const billing = new grpc.Client(sim.address, grpc.credentials.createInsecure());
+    clients.push(client, billing);
+    return { sim, client, billing };
+  }
+
+  afterEach(async () => {
+    for (const client of clients.splice(0)) client.close();
+    await Promise.all(sims.splice(0).map((sim) => sim.close()));
+  });
+
+  /** Polls `predicate` (for what the client side received, which the simulator cannot signal). */
+  async function until(predicate: () => boolean, what: string): Promise<void> {
+    for (const began = Date.now(); !predicate(); await sleep(5)) if (Date.now() - began > 2_000) throw new Error(`timed out waiting for ${what}`);
+  }
+
+  const event = (requestID: string, workflowID = 'wf-1'): TrackEvent => ({ requestID, workflowID, featureQualifiedName: 'duo_chat', featureAiCatalogItem: true });
+
+  it('records every event with the call metadata and answers each with its requestID; a half-close ends the call OK', async () => {
+    const { sim, billing } = await simulator();
+    const call = new BillingTestCall(billing, { 'x-gitlab-oauth-token': 'cloud-token' });
+    call.send(event('1'));
+    call.send({ requestID: '2', workflowID: 'wf-1' });
+    await until(() => call.answers.length === 2, 'two answers');
+    expect(call.answers).toEqual([{ requestID: '1' }, { requestID: '2' }]);
+    const [record, ...more] = sim.billingCalls;
+    expect(more).toEqual([]);
+    expect(record?.metadata).toMatchObject({ 'x-gitlab-oauth-token': 'cloud-token' });
+    expect(record?.events.map(({ at: _at, ...e }) => e)).toEqual([
+      { requestID: '1', workflowID: 'wf-1', featureQualifiedName: 'duo_chat', featureAiCatalogItem: true },
+      { requestID: '2', workflowID: 'wf-1', featureQualifiedName: '', featureAiCatalogItem: false },
+    ]);
+    expect(sim.openBillingCalls).toBe(1);
+    call.end();
+    expect((await call.status).codeName).toBe('OK');
+    expect(record?.ended?.how).toBe('ok');
+    expect(sim.openBillingCalls).toBe(0);
+    // Billing calls are not workflow calls.
+    expect(sim.calls).toEqual([]);
+  });
+
+  it('billing fail without afterEvents: the call fails with that status as it opens', async () => {
+    const { sim, billing } = await simulator({ billing: { mode: 'fail', code: 'PERMISSION_DENIED', message: 'no cloud connector' } });
+    const call = new BillingTestCall(billing);
+    expect(await call.status).toEqual({ codeName: 'PERMISSION_DENIED', details: 'no cloud connector' });
+    expect(sim.billingCalls[0]).toMatchObject({ events: [], answered: 0, ended: { how: 'status', code: 'PERMISSION_DENIED' } });
+  });
+
+  it('billing fail afterEvents: answers that many, then fails on the next event (recorded, not answered)', async () => {
+    const { sim, billing } = await simulator({ billing: { mode: 'fail', code: 'UNAVAILABLE', afterEvents: 1 } });
+    const call = new BillingTestCall(billing);
+    call.send(event('1'));
+    call.send(event('2'));
+    expect(await call.status).toEqual({ codeName: 'UNAVAILABLE', details: 'UNAVAILABLE' });
+    expect(call.answers).toEqual([{ requestID: '1' }]);
+    expect(sim.billingCalls[0]).toMatchObject({ answered: 1, ended: { how: 'status', code: 'UNAVAILABLE' } });
+    expect(sim.billingCalls[0]?.events.map((e) => e.requestID)).toEqual(['1', '2']);
+  });
+
+  it('billing hang: answers afterEvents events, then records and answers nothing, the call kept open; switchable at run time', async () => {
+    const { sim, billing } = await simulator({ billing: { mode: 'hang', afterEvents: 1 } });
+    const call = new BillingTestCall(billing);
+    call.send(event('1'));
+    call.send(event('2'));
+    await sim.waitFor(() => sim.billingCalls[0]?.events.length === 2, 2_000, 'two events');
+    await sleep(100);
+    expect(call.answers).toEqual([{ requestID: '1' }]);
+    expect(sim.billingCalls[0]?.ended).toBeUndefined();
+    expect(sim.openBillingCalls).toBe(1);
+
+    sim.billing = { mode: 'answer' };
+    call.send(event('3'));
+    await until(() => call.answers.length === 2, 'the third answered');
+    call.cancel();
+    expect((await call.status).codeName).toBe('CANCELLED');
+    await sim.waitFor(() => sim.billingCalls[0]?.ended !== undefined, 2_000, 'the cancel');
+    expect(sim.billingCalls[0]?.ended?.how).toBe('cancelled');
+    expect(call.answers.map((a) => a.requestID)).toEqual(['1', '3']);
+  });
+
+  it('close() ends open billing calls UNAVAILABLE', async () => {
+    const { sim, billing } = await simulator({ billing: { mode: 'hang' } });
+    const call = new BillingTestCall(billing);
+    call.send(event('1'));
+    await sim.waitFor(() => sim.billingCalls[0]?.events.length === 1, 2_000, 'the event');
+    await sim.close();
+    expect(await call.status).toEqual({ codeName: 'UNAVAILABLE', details: 'workflow service shutting down' });
+    expect(sim.billingCalls[0]?.ended).toMatchObject({ how: 'status', code: 'UNAVAILABLE' });
+  });
+
+  describe('the track_llm_call step', () => {
+    it('sends trackLlmCallForSelfHosted (workflowID by default the call\'s) and goes on on a plainTextResponse; billed when the billing stream saw it first', async () => {
+      const { sim, client, billing } = await simulator();
+      const { call, workflowId } = start(client, [
+        { op: 'track_llm_call', featureQualifiedName: 'duo_agent_platform', featureAiCatalogItem: true, expect: { plainTextResponse: {} }, exact: true },
+        { op: 'track_llm_call', workflowID: 'other' },
+        { op: 'checkpoint', text: 'after' },
+      ]);
+      // As Workhorse: forward the event on the billing stream, await its ack, answer an empty plainTextResponse.
+      const tracking = new BillingTestCall(billing);
+      const first = await call.action(0);
+      expect(first).toMatchObject({
+        requestID: '1',
+        trackLlmCallForSelfHosted: { workflowID: workflowId, featureQualifiedName: 'duo_agent_platform', featureAiCatalogItem: true },
+      });
+      tracking.send({ requestID: first.requestID, ...first.trackLlmCallForSelfHosted });
+      await sim.waitFor(() => sim.billingCalls[0]?.answered === 1, 2_000, 'the ack');
+      call.send({ actionResponse: { requestID: first.requestID ?? '', plainTextResponse: {} } });
+      // The second is answered without billing it.
+      const second = await call.action(1);
+      expect(second.trackLlmCallForSelfHosted).toMatchObject({ workflowID: 'other', featureQualifiedName: 'duo_chat' });
+      expect(second.trackLlmCallForSelfHosted?.featureAiCatalogItem).toBeFalsy();
+      call.send({ actionResponse: { requestID: second.requestID ?? '', plainTextResponse: {} } });
+      expect((await call.action(2)).newCheckpoint?.checkpoint).toBe('after');
+      expect((await call.status).codeName).toBe('OK');
+      const record = await ended(sim, workflowId);
+      expect(record.llmCalls).toEqual([
+        { requestID: '1', workflowID: workflowId, billed: true },
+        { requestID: '2', workflowID: 'other', billed: false },
+      ]);
+      expect(record.actionResponses.map((r) => r.kind)).toEqual(['trackLlmCallForSelfHosted', 'trackLlmCallForSelfHosted']);
+      expect(record.protocolErrors).toEqual([]);
+      tracking.end();
+    });
+
+    it.each([
+      ['an httpResponse', { httpResponse: { statusCode: 200 } }, 'trackLlmCallForSelfHosted #1 answered with httpResponse, expected plainTextResponse'],
+      ['an error where expect wants it empty', { plainTextResponse: { error: 'cannot bill' } }, 'unexpected answer to trackLlmCallForSelfHosted #1'],
+    ])('fails the call INVALID_ARGUMENT on %s', async (_what, response, details) => {
+      const { sim, client } = await simulator();
+      const { call, workflowId } = start(client, [{ op: 'track_llm_call', expect: { plainTextResponse: {} }, exact: true }]);
+      const action = await call.action(0);
+      call.send({ actionResponse: { requestID: action.requestID ?? '', ...response } });
+      expect(await call.status).toEqual(expect.objectContaining({ codeName: 'INVALID_ARGUMENT', details }));
+      expect((await ended(sim, workflowId)).protocolErrors).toHaveLength(1);
+    });
+
+    it('answerWithinMs: unanswered (a billing stream that hangs, say) fails the call DEADLINE_EXCEEDED', async () => {
+      const { client } = await simulator({ billing: { mode: 'hang' } });
+      const { call } = start(client, [{ op: 'track_llm_call', answerWithinMs: 100 }]);
+      await call.action(0);
+      expect(await call.status).toMatchObject({ codeName: 'DEADLINE_EXCEEDED', details: 'trackLlmCallForSelfHosted #1 unanswered after 100 ms' });
+    });
   });
 });
