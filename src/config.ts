@@ -60,6 +60,18 @@ export interface Config {
   drainReserveMs: number;
   maxDetachedRuns: number;
   maxRunsPerActor: number;
+  /** WebSocket sessions (docs/spec.md §11): a ping this often; no pong for wsPongTimeoutMs ends the session. */
+  wsPingMs: number;
+  wsPongTimeoutMs: number;
+  /** A client that takes nothing written to it for this long is gone; a close frame gets wsCloseTimeoutMs. */
+  wsWriteTimeoutMs: number;
+  wsCloseTimeoutMs: number;
+  /** Origins allowed besides the request's own host (scheme://host[:port], lower case). */
+  wsAllowedOrigins: readonly string[];
+  /** Check a browser's Origin against X-Forwarded-Host (behind a proxy that sets it) instead of Host. */
+  trustForwardedHost: boolean;
+  /** WebSocket sessions at once in this process (503 before the upgrade when full). */
+  maxWsSessions: number;
   preauthTimeoutMs: number;
   relayTimeoutMs: number;
   /** Deadline of one MCP tool call. */
@@ -184,6 +196,26 @@ function parseRedis(env: Env, keys: RedisKeyScheme): RedisTarget | undefined {
   }
 }
 
+/** LONGRUN_WS_ALLOWED_ORIGINS: `scheme://host[:port]` origins, normalised as browsers send them. */
+const originList = z.string().transform((text, ctx) => {
+  const origins: string[] = [];
+  for (const item of text.split(',').map((s) => s.trim()).filter(Boolean)) {
+    let url: URL;
+    try {
+      url = new URL(item);
+    } catch {
+      ctx.addIssue({ code: 'custom', message: `not an origin: ${item}` });
+      return z.NEVER;
+    }
+    if (url.origin === 'null' || url.pathname !== '/' || url.search || url.hash || item.replace(/\/$/, '').toLowerCase() !== url.origin) {
+      ctx.addIssue({ code: 'custom', message: `not an origin: ${item}` });
+      return z.NEVER;
+    }
+    origins.push(url.origin);
+  }
+  return origins;
+});
+
 const flag = z
   .string()
   .transform((v) => v.toLowerCase())
@@ -259,6 +291,13 @@ export function loadConfig(env: Env = process.env): EnvConfig {
     drainReserveMs: read(env, 'LONGRUN_DRAIN_RESERVE_MS', nonNegativeMs, 'a non-negative integer number of milliseconds', 2_000),
     maxDetachedRuns: read(env, 'LONGRUN_MAX_DETACHED_RUNS', count, 'a non-negative integer', 10_000),
     maxRunsPerActor: read(env, 'LONGRUN_MAX_RUNS_PER_ACTOR', count, 'a non-negative integer (0 = off)', 0),
+    wsPingMs: read(env, 'LONGRUN_WS_PING_MS', durationMs, 'a positive integer number of milliseconds', 20_000),
+    wsPongTimeoutMs: read(env, 'LONGRUN_WS_PONG_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 30_000),
+    wsWriteTimeoutMs: read(env, 'LONGRUN_WS_WRITE_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 60_000),
+    wsCloseTimeoutMs: read(env, 'LONGRUN_WS_CLOSE_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 5_000),
+    wsAllowedOrigins: read(env, 'LONGRUN_WS_ALLOWED_ORIGINS', originList, 'a comma-separated list of origins (scheme://host[:port])', []),
+    trustForwardedHost: read(env, 'LONGRUN_TRUST_FORWARDED_HOST', flag, 'true or false', false),
+    maxWsSessions: read(env, 'LONGRUN_MAX_WS_SESSIONS', count, 'a non-negative integer', 10_000),
     preauthTimeoutMs: read(env, 'LONGRUN_PREAUTH_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 10_000),
     relayTimeoutMs: read(env, 'LONGRUN_RELAY_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 5_000),
     // A tool call may take a while (a search, a build); 30 s bounds a hung MCP server.

@@ -16,6 +16,8 @@ export interface DrainDeps {
   logger: Logger;
   metrics: Metrics;
   registry: RunRegistry;
+  /** WebSocket sessions: those that opened no run yet are closed at once (1001). */
+  websockets: { shutdownIdle(): void };
   /** Bounds segment-end callbacks; aborted shortly before the budget ends. */
   callbackBudget: AbortController;
   /** Closes every part of the gateway within `timeoutMs` (runs still in flight are cancelled). */
@@ -46,6 +48,7 @@ export async function drain(deps: DrainDeps): Promise<void> {
   // bytes per held run.)
   const stackTraceLimit = Error.stackTraceLimit;
   Error.stackTraceLimit = 0;
+  deps.websockets.shutdownIdle();
   const stops = registry.stopAll({ kind: 'drain', ackTimeoutMs });
   let budgetTimer: NodeJS.Timeout | undefined;
   const budget = new Promise<'over'>((resolve) => (budgetTimer = setTimeout(() => resolve('over'), budgetMs)));

@@ -19,6 +19,7 @@ export const errorCatalog = {
   PREAUTH_DENIED: { retryable: false, errorType: 'preauth' },
   USAGE_QUOTA_EXCEEDED: { retryable: false, errorType: 'rejected' },
   NOT_FOUND: { retryable: false, errorType: 'internal' },
+  FORBIDDEN_ORIGIN: { retryable: false, errorType: 'bad_request' },
   WORKFLOW_LOCKED: { retryable: true, errorType: 'lock' },
   STOPPED: { retryable: false, errorType: 'rejected' },
   NOT_CANCELLABLE: { retryable: false, errorType: 'internal' },

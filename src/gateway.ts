@@ -7,6 +7,7 @@
 import { setMaxListeners } from 'node:events';
 import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
 import type { Config, ListenAddress } from './config';
 import { drain } from './drain';
 import { createLogger, type Logger } from './log';
@@ -18,6 +19,7 @@ import { RedisBackend } from './coordination/redis-backend';
 import { StopWatcher } from './coordination/stop-watcher';
 import { createMainApp } from './http/main-app';
 import { createOpsApp } from './http/ops-app';
+import { WebSocketRoute } from './http/ws-route';
 import { McpConnector } from './mcp/connector';
 import { OwnerClient } from './owner/owner-client';
 import { Launcher } from './run/launcher';
@@ -48,6 +50,8 @@ interface GatewayParts {
   stopReasons: StopReasons;
   mainServer: http.Server;
   opsServer: http.Server;
+  /** The WebSocket sessions of the main listener (docs/spec.md §11). */
+  websockets: WebSocketRoute;
   /** Bounds segment-end callbacks; aborted when the drain's budget is spent. */
   callbackBudget: AbortController;
 }
@@ -274,7 +278,18 @@ export class Gateway {
         backend,
         stopKeyTtlMs: config.stopKeyTtlMs,
       });
+      const websockets = new WebSocketRoute({
+        launcher,
+        owner,
+        metrics,
+        logger,
+        settings: { pingMs: config.wsPingMs, pongTimeoutMs: config.wsPongTimeoutMs, writeTimeoutMs: config.wsWriteTimeoutMs, closeTimeoutMs: config.wsCloseTimeoutMs },
+        maxSessions: config.maxWsSessions,
+        allowedOrigins: config.wsAllowedOrigins,
+        trustForwardedHost: config.trustForwardedHost,
+      });
       const mainServer = own('main listener', await listen(mainApp, config.listen), closeServer, (server) => server.closeAllConnections());
+      mainServer.on('upgrade', (req: http.IncomingMessage, socket: Duplex, head: Buffer) => websockets.handleUpgrade(req, socket, head));
       // Long turns: no request or header timeouts on streaming responses.
       mainServer.requestTimeout = 0;
       mainServer.headersTimeout = 60_000;
@@ -286,9 +301,11 @@ export class Gateway {
       // flight are cancelled — a listener waits for its open blocking streams to end, and
       // a run's teardown needs the backend and the owner client, closed after.
       own('runs in flight', registry, (r) => r.cancelAll());
+      // An upgraded socket is no longer the listener's to close.
+      own('websocket sessions', websockets, (w) => w.terminateAll());
       own('callback budget', callbackBudget, (c) => c.abort());
       gateway = new Gateway(
-        { config, logger, metrics, registry, owner, channels, backend, leases, stopWatcher, launcher, stopReasons, mainServer, opsServer, callbackBudget },
+        { config, logger, metrics, registry, owner, channels, backend, leases, stopWatcher, launcher, stopReasons, mainServer, opsServer, websockets, callbackBudget },
         closables,
       );
     } catch (err) {

@@ -45,6 +45,9 @@ import {
 import { actionKinds } from './workflow/contract';
 
 const relayMethods = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD'] as const;
+/** The close codes the gateway sends (ws-close.ts), as metric labels. */
+const websocketCloseCodes = ['1000', '1001', '1008', '1009', '1013', '4400'] as const;
+
 const grpcCodeNames = Object.keys(grpc.status).filter((k) => Number.isNaN(Number(k)));
 
 /**
@@ -113,6 +116,10 @@ export class Metrics {
     registers: [this.registry],
   });
   readonly teardowns = new Counter({ name: 'longrun_teardowns_total', help: 'Runs ended, by transport and reason.', labelNames: ['transport', 'reason'], registers: [this.registry] });
+  readonly websocketFrames = new Counter({ name: 'longrun_websocket_frames_total', help: 'WebSocket frames, by direction (in: from the client).', labelNames: ['direction'], registers: [this.registry] });
+  readonly websocketBytes = new Counter({ name: 'longrun_websocket_bytes_total', help: 'WebSocket payload bytes, by direction (in: from the client).', labelNames: ['direction'], registers: [this.registry] });
+  readonly websocketCloses = new Counter({ name: 'longrun_websocket_closes_total', help: 'Close frames the gateway sent, by code.', labelNames: ['code'], registers: [this.registry] });
+  readonly websocketSessionsOpen = new Gauge({ name: 'longrun_websocket_sessions_open', help: 'WebSocket sessions held now (LONGRUN_MAX_WS_SESSIONS caps them).', registers: [this.registry] });
   readonly endsWhileStopping = new Counter({
     name: 'longrun_ends_while_stopping_total',
     help: 'Runs whose infrastructure stop crossed an OK end with no checkpoint saying the turn was over (reported with ended_while_stopping).',
@@ -235,6 +242,10 @@ export class Metrics {
       collectDefaultMetrics({ register: this.registry });
       for (const name of lintFailingDefaults) this.registry.removeSingleMetric(name);
     }
+    for (const direction of ['in', 'out']) {
+      this.websocketFrames.inc({ direction }, 0);
+      this.websocketBytes.inc({ direction }, 0);
+    }
     // Zero-initialise what dashboards divide or alert on, so they see 0 rather than no
     // data, and so rate() counts the first increment of a series.
     for (const transport of transportLabelValues) {
@@ -269,6 +280,17 @@ export class Metrics {
   }
 
   /** A run opened a workflow stream; `inFlight` runs of its transport are held now. */
+  /** A WebSocket frame of `bytes`, from the client ('in') or to it ('out'). */
+  websocketFrame(direction: 'in' | 'out', bytes: number): void {
+    this.websocketFrames.inc({ direction });
+    this.websocketBytes.inc({ direction }, bytes);
+  }
+
+  /** A close frame the gateway sent, by code (Workhorse's codes; anything else `other`). */
+  websocketClose(code: number): void {
+    this.websocketCloses.inc({ code: oneOf(String(code), websocketCloseCodes) });
+  }
+
   runOpened(transport: Transport, inFlight: number): void {
     const label = { transport: transportLabels[transport] };
     this.connections.inc(label);

@@ -5,8 +5,11 @@
  * has the same name everywhere (grpc-js `constants.ts`).
  */
 
-/** How a run reaches its caller: blocking (ndjson streamed back), or detached (202, runs on). */
-export const transports = ['blocking', 'detached'] as const;
+/**
+ * How a run reaches its caller: blocking (ndjson streamed back), detached (202, runs on),
+ * or a WebSocket session (the client executes the actions the gateway does not serve).
+ */
+export const transports = ['blocking', 'detached', 'websocket'] as const;
 export type Transport = (typeof transports)[number];
 
 /**
@@ -14,7 +17,7 @@ export type Transport = (typeof transports)[number];
  * records. A blocking run is written `http`, the documented label value dashboards, alert
  * rules and owners already read; this table is the one place the two names meet.
  */
-export const transportLabels = { blocking: 'http', detached: 'detached' } as const satisfies Record<Transport, string>;
+export const transportLabels = { blocking: 'http', detached: 'detached', websocket: 'websocket' } as const satisfies Record<Transport, string>;
 export type TransportLabel = (typeof transportLabels)[Transport];
 export const transportLabelValues: readonly TransportLabel[] = transports.map((t) => transportLabels[t]);
 
@@ -31,12 +34,20 @@ export const segmentEndReasons = [...finalSegmentEndReasons, ...resumableSegment
 export type SegmentEndReason = (typeof segmentEndReasons)[number];
 
 /**
+ * How a WebSocket session's client ended it (docs/spec.md §11): a close frame 1000/1001
+ * (`client_closed`, stopped with WORKHORSE_WEBSOCKET_CLOSE_<code>), no pong within the
+ * read deadline (`pong_timeout`), a ping that could not be written (`ping_failed`). A
+ * connection lost otherwise is `client_gone`, like a blocking caller that hung up.
+ */
+export const websocketEndReasons = ['client_closed', 'pong_timeout', 'ping_failed'] as const;
+
+/**
  * Why a run ended — the teardown reason in metrics and the run-end log line. The
  * segment-end callback (docs/spec.md §6) uses the same words, except that a detached run has no
  * caller to lose: `client_gone` there (a cancel while closing) is reported as
  * `stream_error` (see `segmentEndReason`).
  */
-export const endReasons = [...segmentEndReasons, 'client_gone'] as const;
+export const endReasons = [...segmentEndReasons, 'client_gone', ...websocketEndReasons] as const;
 export type EndReason = (typeof endReasons)[number];
 
 /**
@@ -47,7 +58,7 @@ export const inFlightKinds = ['http', 'mcp'] as const;
 export type InFlightKind = (typeof inFlightKinds)[number];
 
 export function segmentEndReason(reason: EndReason): SegmentEndReason {
-  return reason === 'client_gone' ? 'stream_error' : reason;
+  return (segmentEndReasons as readonly string[]).includes(reason) ? (reason as SegmentEndReason) : 'stream_error';
 }
 
 /** How a run's start was answered once it was accepted (docs/spec.md §3b). */
@@ -64,7 +75,12 @@ export const RUN_LIMIT = 'WORKHORSE_RUN_LIMIT';
 export const LOCK_LOST = 'WORKHORSE_LOCK_LOST';
 /** The user reason when the owner's stop names none (or an unusable one). */
 export const USER_STOP = 'USER_STOP';
-export const infraStopReasons = [SERVER_SHUTDOWN, RUN_LIMIT, LOCK_LOST] as const;
+/** What Workhorse sends when a WebSocket client goes away (the public service lists both as infrastructure stops). */
+export const WEBSOCKET_PONG_TIMEOUT = 'WORKHORSE_WEBSOCKET_PONG_TIMEOUT';
+export const WEBSOCKET_PING_FAILED = 'WORKHORSE_WEBSOCKET_PING_FAILED';
+/** A client's close frame: WORKHORSE_WEBSOCKET_CLOSE_<code>. */
+export const WEBSOCKET_CLOSE_PREFIX = 'WORKHORSE_WEBSOCKET_CLOSE_';
+export const infraStopReasons = [SERVER_SHUTDOWN, RUN_LIMIT, LOCK_LOST, WEBSOCKET_PONG_TIMEOUT, WEBSOCKET_PING_FAILED] as const;
 /** The stops longrun makes itself, each sent with its (configurable) infrastructure reason. */
 export type InfraStop = Extract<EndReason, 'drain' | 'run_limit' | 'lock_lost'>;
 
@@ -81,6 +97,9 @@ export type StopReason =
   | { readonly kind: 'drain'; readonly ackTimeoutMs?: number }
   | { readonly kind: 'lock_lost'; readonly why: 'taken' | 'expired' }
   | { readonly kind: 'stop_requested'; readonly value: string }
+  | { readonly kind: 'client_closed'; readonly code: number }
+  | { readonly kind: 'pong_timeout' }
+  | { readonly kind: 'ping_failed' }
   | { readonly kind: 'client_gone' }
   | { readonly kind: 'workflow_unavailable' };
 
@@ -100,7 +119,7 @@ export const connectionErrorTypes = ['preauth', 'bad_request', 'lock', 'capacity
 export type ConnectionErrorType = (typeof connectionErrorTypes)[number];
 
 /** Which cap refused an execute. */
-export const capKinds = ['process', 'actor'] as const;
+export const capKinds = ['process', 'actor', 'websocket'] as const;
 export type CapKind = (typeof capKinds)[number];
 
 /** Lock operations and their results; only the pairs in `lockOutcomes` happen. */

@@ -11,6 +11,8 @@ export const errorStatus = {
   PREAUTH_DENIED: 403,
   USAGE_QUOTA_EXCEEDED: 403,
   NOT_FOUND: 404,
+  // A browser page of another site opening a WebSocket session (cross-site WebSocket hijacking).
+  FORBIDDEN_ORIGIN: 403,
   WORKFLOW_LOCKED: 409,
   STOPPED: 409,
   NOT_CANCELLABLE: 409,

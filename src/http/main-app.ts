@@ -11,6 +11,7 @@ import { executeHandler, type ExecuteRouteDeps } from './execute-route';
 import { createInternalRouter } from './internal-routes';
 import { requestIdMiddleware } from './request-id';
 import { originFormOnly } from './request-target';
+import { WEBSOCKET_PATH } from './ws-route';
 
 export interface MainAppDeps extends ExecuteRouteDeps {
   secret: Uint8Array;
@@ -25,6 +26,10 @@ export function createMainApp(deps: MainAppDeps): express.Express {
   app.use(requestIdMiddleware);
   app.use(originFormOnly(deps.logger));
   app.post('/api/v4/ai/duo_workflows/workflows/:workflow_id/execute', executeHandler(deps));
+  // The WebSocket route answers upgrades only (ws-route.ts); a plain GET there is a client error.
+  app.get(WEBSOCKET_PATH, (_req, res) => {
+    sendError(res, new GatewayError('INVALID_REQUEST', 'this route takes a WebSocket upgrade (Connection: Upgrade, Upgrade: websocket)'), deps.logger);
+  });
   // One log line per request (docs/spec.md §7) for everything after the execute route.
   app.use((req, res, next) => {
     const started = performance.now();

@@ -9,11 +9,11 @@
  * bounded by the socket's high-water mark plus one line (one Action, at most 4 MiB).
  */
 import type { Response } from 'express';
-import type { CheckpointSink } from '../run/run';
+import type { ActionSink } from '../run/run';
 import { workhorseActionJson } from '../workflow/action-line';
 import type { Action } from '../workflow/contract';
 
-export class NdjsonResponse implements CheckpointSink {
+export class NdjsonResponse implements ActionSink {
   private keepalive: NodeJS.Timeout | undefined;
   private finished = false;
 

@@ -65,6 +65,11 @@ export class McpToolbox {
     return this.catalog.tools;
   }
 
+  /** Whether `name` (`<server>_<tool>`) is one of this run's tools (else a WebSocket client's own). */
+  has(name: string): boolean {
+    return this.catalog.routes.has(name);
+  }
+
   /** The prefixed names for StartWorkflowRequest.preapproved_tools. */
   get preapprovedTools(): readonly string[] {
     return this.catalog.preapprovedTools;

@@ -15,7 +15,7 @@ import { readCapped, type CappedRead } from '../shared/read-capped';
 import { JwtSigner } from '../shared/jwt';
 import { passedOnDenialHeaders } from './http-headers';
 import { networkErrorText } from './network-errors';
-import { DENIAL_BODY_LIMIT, PREAUTH_CONTENT_TYPE, forwardedHeaders, preauthSchema, type PreauthAnswer } from './preauth';
+import { DENIAL_BODY_LIMIT, PREAUTH_CONTENT_TYPE, forwardedHeaders, preauthSchema, websocketPreauthSchema, type PreauthAnswer } from './preauth';
 import { RelayCall, type RelayResult } from './relay-call';
 import { checkRelayPath } from './relay-path';
 import { Semaphore } from '../shared/semaphore';
@@ -123,8 +123,16 @@ export class OwnerClient {
    * Asks the owner whether this execute may run: same method, path and query rebased on
    * the owner URL, no body, filtered headers plus Gitlab-Workhorse and the JWT.
    * Throws GatewayError OWNER_UNAVAILABLE (unreachable, deadline) or PREAUTH_INVALID.
+   * `route` 'websocket': the answer need not name the workflow (docs/spec.md §11).
    */
-  async preauthorize(method: string, originalUrl: string, headers: IncomingHttpHeaders, requestId: string, signal?: AbortSignal): Promise<PreauthResult> {
+  async preauthorize(
+    method: string,
+    originalUrl: string,
+    headers: IncomingHttpHeaders,
+    requestId: string,
+    signal?: AbortSignal,
+    route: 'execute' | 'websocket' = 'execute',
+  ): Promise<PreauthResult> {
     const limit = deadline(signal, this.options.preauthTimeoutMs);
     let response: Dispatcher.ResponseData;
     let read: CappedRead;
@@ -169,7 +177,7 @@ export class OwnerClient {
     } catch (err) {
       throw new GatewayError('PREAUTH_INVALID', 'owner preauth answer is not valid JSON', { cause: err });
     }
-    const parsed = preauthSchema.safeParse(json);
+    const parsed = (route === 'websocket' ? websocketPreauthSchema : preauthSchema).safeParse(json);
     if (!parsed.success) {
       const issue = parsed.error.issues[0];
       throw new GatewayError('PREAUTH_INVALID', `owner preauth answer is malformed at ${issue?.path.join('.') || '(root)'}: ${issue?.message ?? 'invalid'}`);

@@ -28,6 +28,8 @@ export const preauthSchema = z.object({
       Secure: z.boolean().nullish(),
     }),
     McpServers: z.record(z.string(), mcpServerSchema).nullish(),
+    /** Self-hosted instances: where each LLM call is tracked for billing (docs/spec.md §11). */
+    CloudServiceForSelfHosted: z.object({ URI: z.string(), Headers: stringMap.nullish(), Secure: z.boolean().nullish() }).nullish(),
     LockConcurrentFlow: z.boolean().nullish(),
     ServerCapabilities: z.array(z.string()).nullish(),
     TimeoutHTTPRequests: z.boolean().nullish(),
@@ -35,6 +37,15 @@ export const preauthSchema = z.object({
     ActorID: idString.nullish(),
   }),
   Detached: z.boolean().nullish(),
+});
+
+/**
+ * The WebSocket route's answer (docs/spec.md §11): the same, but the owner names no
+ * workflow — the client names it in its startRequest — so WorkflowID may be absent
+ * (read as '').
+ */
+export const websocketPreauthSchema = preauthSchema.extend({
+  DuoWorkflow: preauthSchema.shape.DuoWorkflow.extend({ WorkflowID: idString.nullish().transform((id) => id ?? '') }),
 });
 
 export type PreauthAnswer = z.infer<typeof preauthSchema>;

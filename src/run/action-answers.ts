@@ -7,6 +7,7 @@
  * is produced here, exactly once.
  */
 import type { Metrics } from '../metrics';
+import type { BillingStream } from '../workflow/billing-stream';
 import type { McpToolbox } from '../mcp/toolbox';
 import type { OwnerClient } from '../owner/owner-client';
 import type { Action, ActionResponse, RunHTTPRequest } from '../workflow/contract';
@@ -39,6 +40,8 @@ export interface ActionContext {
   forwardedFor: string | undefined;
   /** The run's MCP tools (discovered at its start). */
   mcp: McpToolbox;
+  /** Self-hosted billing, when the owner named a cloud service for it. */
+  billing: BillingStream | undefined;
 }
 
 /** The answer to an action, or null for actions that take none (newCheckpoint). */
@@ -55,12 +58,30 @@ export function serveAction(action: Action, ctx: ActionContext): Promise<ActionR
       const tool = action.runMCPTool ?? {};
       return ctx.mcp.call(tool.name ?? '', tool.args, ctx.signal).then((plainTextResponse) => ({ requestID, plainTextResponse }));
     }
+    case 'trackLlmCallForSelfHosted':
+      if (ctx.billing) return trackLlmCall(requestID, action, ctx.billing);
+      return Promise.resolve({ requestID, plainTextResponse: { error: `action cannot be executed by this client: ${kind}` } });
     case 'scheduleNotification':
       // Answered in the response type the service expects for it (docs/spec.md §4), declined.
       return Promise.resolve({ requestID, scheduleNotificationResponse: { accepted: false, reason: SCHEDULE_NOTIFICATION_DECLINED } });
     default:
       return Promise.resolve({ requestID, plainTextResponse: { error: `action cannot be executed by this client: ${kind}` } });
   }
+}
+
+/**
+ * Workhorse's answer to a tracked LLM call: the event goes to the cloud service, and once
+ * it is acknowledged the service gets an empty plainTextResponse. (Workhorse ends the whole
+ * run when the billing stream fails; longrun answers the action with the error and goes on.)
+ */
+function trackLlmCall(requestID: string, action: Action, billing: BillingStream): Promise<ActionResponse> {
+  const call = (action.trackLlmCallForSelfHosted ?? {}) as { workflowID?: string; featureQualifiedName?: string; featureAiCatalogItem?: boolean };
+  return billing
+    .track({ requestID, workflowID: call.workflowID ?? '', featureQualifiedName: call.featureQualifiedName ?? '', featureAiCatalogItem: call.featureAiCatalogItem ?? false })
+    .then(
+      (): ActionResponse => ({ requestID, plainTextResponse: {} }),
+      (err: unknown): ActionResponse => ({ requestID, plainTextResponse: { error: `failed to track the LLM call with the cloud service: ${(err as Error).message}` } }),
+    );
 }
 
 function relayAction(requestID: string, http: RunHTTPRequest, ctx: ActionContext): Promise<ActionResponse> {

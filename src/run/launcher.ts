@@ -27,11 +27,12 @@ import type { McpToolbox } from '../mcp/toolbox';
 import type { DuoWorkflowAuth } from '../owner/preauth';
 import type { AcceptedOn, StopReason } from '../vocabulary';
 import type { ChannelPool } from '../workflow/channel-pool';
-import type { StartWorkflowRequest } from '../workflow/contract';
+import type { ClientEvent, StartWorkflowRequest } from '../workflow/contract';
+import { BillingStream } from '../workflow/billing-stream';
 import { streamEndToError } from '../workflow/grpc-errors';
 import { awaitAcceptance } from './acceptance';
 import { reserve, type AdmissionDeps } from './admission';
-import { Run, type CheckpointSink, type RunDeps, type RunResult } from './run';
+import { Run, type ActionSink, type RunDeps, type RunResult } from './run';
 import { authorizeStartRequest, callMetadata, withMcpTools } from './start-request';
 
 /** What an entry point brings to start a run, whatever the transport. */
@@ -50,8 +51,10 @@ export interface AuthorizedStart {
 /** An authorized detached start (the owner answered `Detached: true`). */
 export type DetachedStart = AuthorizedStart & { transport: 'detached' };
 /** An authorized blocking start: checkpoints stream to `sink`. */
-export type BlockingStart = AuthorizedStart & { transport: 'blocking'; sink: CheckpointSink };
-export type LaunchRequest = DetachedStart | BlockingStart;
+export type BlockingStart = AuthorizedStart & { transport: 'blocking'; sink: ActionSink };
+/** An authorized WebSocket session's start: every action for the client goes to `sink`. */
+export type WebSocketStart = AuthorizedStart & { transport: 'websocket'; sink: ActionSink };
+export type LaunchRequest = DetachedStart | BlockingStart | WebSocketStart;
 
 export type DetachedOutcome =
   /** The run was accepted and goes on without its caller. */
@@ -66,7 +69,21 @@ export interface Streaming {
   done: Promise<RunResult>;
 }
 
-export type LaunchOutcome = DetachedOutcome | Streaming;
+/** What a WebSocket session holds of its run: the client's events in, its stops, its end. */
+export interface SessionRun {
+  readonly id: string;
+  readonly done: Promise<RunResult>;
+  fromClient(event: ClientEvent): boolean;
+  stop(reason: StopReason): Promise<RunResult>;
+}
+
+/** WebSocket: the run is open; the session passes events both ways until `run.done`. */
+export interface Session {
+  kind: 'session';
+  run: SessionRun;
+}
+
+export type LaunchOutcome = DetachedOutcome | Streaming | Session;
 
 /** What the launcher, admission and every run share: built once per process. */
 export interface LauncherDeps extends RunDeps, Omit<AdmissionDeps, 'maxRunsPerActor'> {
@@ -104,9 +121,10 @@ export class Launcher {
    */
   launch(start: DetachedStart): Promise<DetachedOutcome>;
   launch(start: BlockingStart): Promise<Streaming>;
+  launch(start: WebSocketStart): Promise<Session>;
   async launch(start: LaunchRequest): Promise<LaunchOutcome> {
     const { auth, requestId, signal, caller } = start;
-    const authorized = authorizeStartRequest(start.request, auth);
+    const authorized = authorizeStartRequest(start.request, auth, start.transport);
     if (signal?.aborted) throw clientGone();
     const coordination = await reserve(
       { workflowId: auth.WorkflowID, transport: start.transport, lockConcurrentFlow: auth.LockConcurrentFlow ?? false, actorId: auth.ActorID ?? undefined, requestId },
@@ -129,12 +147,11 @@ export class Launcher {
       throw err;
     }
     const request = withMcpTools(authorized, mcp);
-    if (start.transport === 'blocking') {
-      bindToCaller(run, signal);
-      void run.markRunning();
-    }
+    if (start.transport === 'blocking') bindToCaller(run, signal);
+    if (start.transport !== 'detached') void run.markRunning();
     await this.send(run, request, start.transport === 'detached' ? undefined : signal);
     if (start.transport === 'blocking') return { kind: 'streaming', runId: run.id, done: run.done };
+    if (start.transport === 'websocket') return { kind: 'session', run };
     // The caller waited through discovery already: it counts against the accept wait.
     return this.accept(run, Math.max(0, this.deps.config.acceptWaitMs - (performance.now() - discoveryStarted)));
   }
@@ -176,9 +193,17 @@ export class Launcher {
   private open(start: LaunchRequest, coordination: RunCoordination, mcp: McpToolbox): Run {
     const { auth, requestId, transport, caller } = start;
     let call;
+    let billing: BillingStream | undefined;
     try {
       call = this.deps.channels.open(auth.Service.URI, auth.Service.Secure ?? false, callMetadata(auth, requestId, caller), caller?.userAgent);
+      // Self-hosted billing beside the main stream, with the cloud service's own headers (Workhorse's stream_manager).
+      const cloud = auth.CloudServiceForSelfHosted;
+      if (cloud?.URI) {
+        const metadata = callMetadata({ ...auth, Service: { URI: cloud.URI, Headers: cloud.Headers ?? {}, Secure: cloud.Secure ?? false } }, requestId, caller);
+        billing = new BillingStream(this.deps.channels.openBilling(cloud.URI, cloud.Secure ?? false, metadata, caller?.userAgent));
+      }
     } catch (err) {
+      if (call) call.cancel();
       throw new GatewayError('WORKFLOW_SERVICE_UNAVAILABLE', 'workflow service could not be reached', { cause: err });
     }
     return new Run(
@@ -188,12 +213,13 @@ export class Launcher {
         call,
         coordination,
         mcp,
+        ...(billing ? { billing } : {}),
         access: {
           token: auth.Service.Headers?.['x-gitlab-oauth-token'] ?? '',
           timeoutHTTPRequests: auth.TimeoutHTTPRequests ?? false,
           forwardedFor: forwardedForOf(caller),
         },
-        ...(start.transport === 'blocking' ? { sink: start.sink } : { limited: true }),
+        ...(start.transport === 'detached' ? { limited: true } : { sink: start.sink }),
       },
       this.deps,
     );

@@ -27,7 +27,8 @@ import type { OwnerClient } from '../owner/owner-client';
 import type { RunCoordination } from '../coordination/run-coordination';
 import type { McpToolbox } from '../mcp/toolbox';
 import { transportLabels, type EndReason, type StopOutcome, type StopReason, type Transport } from '../vocabulary';
-import type { Action, StartWorkflowRequest } from '../workflow/contract';
+import type { Action, ClientEvent, StartWorkflowRequest } from '../workflow/contract';
+import type { BillingStream } from '../workflow/billing-stream';
 import { WorkflowStream, type CallHandle, type StreamEnd } from '../workflow/workflow-stream';
 import type { AcceptanceListener } from './acceptance';
 import { errorAnswer } from './action-answers';
@@ -66,14 +67,17 @@ export interface RunResult {
 }
 
 /**
- * Where a blocking run's checkpoints go (the HTTP adapter writes them as ndjson lines).
- * `write` says whether the caller can take more: 'full' pauses the stream until
- * `drained()`, 'gone' ends the run (client_gone).
+ * Where a run's actions for its caller go: a blocking run's checkpoints (the HTTP adapter
+ * writes them as ndjson lines), a WebSocket session's every action the gateway does not
+ * serve itself (binary frames). `write` says whether the caller can take more: 'full'
+ * pauses the stream until `drained()`, 'gone' ends the run (client_gone).
  */
-export interface CheckpointSink {
+export interface ActionSink {
   write(action: Action): 'ok' | 'full' | 'gone';
   /** Resolves when a full sink can take more. */
   drained(): Promise<void>;
+  /** How long the caller may take nothing before it counts as gone (default LONGRUN_CALLER_STALL_MS). */
+  readonly stallMs?: number;
 }
 
 /** What every run of this process shares: one object, built once by the launcher. */
@@ -109,13 +113,15 @@ export interface RunSpec {
   call: CallHandle;
   /** What admission took (id, lock, slots) and what the run holds in Redis; given back at teardown. */
   coordination: RunCoordination;
+  /** Self-hosted billing beside the main stream (opened by the launcher); the run closes it at teardown. */
+  billing?: BillingStream;
   /** The run's MCP sessions and tools (opened by the launcher); the run closes them at teardown. */
   mcp: McpToolbox;
   access: RunAccess;
   /** Detached runs: stopped with WORKHORSE_RUN_LIMIT at the run limit (RunDeps.runLimits). */
   limited?: boolean;
-  /** Blocking runs write each checkpoint to the caller. */
-  sink?: CheckpointSink;
+  /** Blocking runs write each checkpoint to the caller; WebSocket sessions every action for the client. */
+  sink?: ActionSink;
 }
 
 export class Run implements RegisteredRun, LimitedRun {
@@ -129,6 +135,8 @@ export class Run implements RegisteredRun, LimitedRun {
   private lastCheckpointStatus: string | undefined;
   private stopping: Promise<StopOutcome> | undefined;
   private stopStartedAt = 0;
+  /** The stop check of the last action that needed one, and its serving. */
+  private checking: Promise<void> | undefined;
   /** Set when the owner's stop signal is seen (it wins over acceptance). */
   private stopSeen = false;
   /** Told what decides acceptance, while a detached start waits for it. */
@@ -232,8 +240,9 @@ export class Run implements RegisteredRun, LimitedRun {
    * The one entry for every stop. The first stop decides how the run ends (later ones
    * wait for the same end); resolves when teardown is complete.
    *
-   * - run_limit, drain, lock_lost, stop_requested: the stop handshake, with the word
-   *   StopReasons gives for it as StopWorkflowRequest.reason;
+   * - run_limit, drain, lock_lost, stop_requested, and a WebSocket client's close frame,
+   *   pong timeout or failed ping: the stop handshake, with the word StopReasons gives
+   *   for it as StopWorkflowRequest.reason;
    * - client_gone (the caller hung up or stalled, or the process is closing) and
    *   workflow_unavailable (the service never took the stream): the call is cancelled
    *   at once, no handshake. A stop already under way keeps its reason; its call is
@@ -262,6 +271,11 @@ export class Run implements RegisteredRun, LimitedRun {
         return this.handshake(this.deps.stopReasons.infra('run_limit'), this.deps.stopAckTimeoutMs);
       case 'drain':
         return this.handshake(this.deps.stopReasons.infra('drain'), reason.ackTimeoutMs ?? this.deps.stopAckTimeoutMs);
+      case 'client_closed':
+        return this.handshake(this.deps.stopReasons.websocket(reason.kind, reason.code), this.deps.stopAckTimeoutMs);
+      case 'pong_timeout':
+      case 'ping_failed':
+        return this.handshake(this.deps.stopReasons.websocket(reason.kind), this.deps.stopAckTimeoutMs);
     }
   }
 
@@ -289,6 +303,11 @@ export class Run implements RegisteredRun, LimitedRun {
     if (this.actions === 1) this.acceptance?.firstAction();
     if (action.action === 'newCheckpoint') {
       this.lastCheckpointStatus = action.newCheckpoint?.status;
+      // A WebSocket client gets checkpoints in order with every other action: the same path.
+      if (this.transport === 'websocket') {
+        this.serve(action);
+        return;
+      }
       this.deps.metrics.action('newCheckpoint');
       if (this.spec.sink) this.deliver(this.spec.sink, action);
       return;
@@ -301,7 +320,7 @@ export class Run implements RegisteredRun, LimitedRun {
    * service (HTTP/2 flow control then slows it) until the caller has taken the lines;
    * a caller that takes nothing for callerStallMs, or is gone, ends the run.
    */
-  private deliver(sink: CheckpointSink, action: Action): void {
+  private deliver(sink: ActionSink, action: Action): void {
     const taken = sink.write(action);
     if (taken === 'gone') {
       void this.stop(CLIENT_GONE);
@@ -309,10 +328,11 @@ export class Run implements RegisteredRun, LimitedRun {
     }
     if (taken === 'ok' || this.stallTimer) return;
     this.stream.pause();
+    const stallMs = sink.stallMs ?? this.deps.callerStallMs;
     this.stallTimer = setTimeout(() => {
-      this.log.warn({ stall_ms: this.deps.callerStallMs }, 'blocking caller took nothing: ending the run');
+      this.log.warn({ stall_ms: stallMs }, `${this.transport === 'websocket' ? 'websocket client' : 'blocking caller'} took nothing: ending the run`);
       void this.stop(CLIENT_GONE);
-    }, this.deps.callerStallMs);
+    }, stallMs);
     void sink.drained().then(() => {
       clearTimeout(this.stallTimer);
       this.stallTimer = undefined;
@@ -326,14 +346,30 @@ export class Run implements RegisteredRun, LimitedRun {
       this.serveChecked(action);
       return;
     }
-    void this.coordination.checkStop().then(() => this.serveChecked(action));
+    // Checks resolve in the order they were asked (stop-reads.ts): actions are served in order.
+    this.checking = this.coordination.checkStop().then(() => this.serveChecked(action));
   }
 
-  /** Serves an action whose stop check is done: refused once the run is stopping. */
+  /**
+   * Serves an action whose stop check is done: refused once the run is stopping. A
+   * WebSocket session's client gets every action the gateway does not serve itself.
+   */
   private serveChecked(action: Action): void {
+    const kind = action.action ?? 'unknown';
+    if (kind === 'newCheckpoint') {
+      // A checkpoint takes no answer: the caller gets it whatever the run is doing.
+      this.deps.metrics.action(kind);
+      if (this.spec.sink) this.deliver(this.spec.sink, action);
+      return;
+    }
     if (this.phase.state !== 'starting' && this.phase.state !== 'running') {
-      this.deps.metrics.action(action.action ?? 'unknown');
+      this.deps.metrics.action(kind);
       this.stream.respond(errorAnswer(action, 'request aborted: the run is stopping'));
+      return;
+    }
+    if (this.transport === 'websocket' && this.spec.sink && !this.servedHere(action)) {
+      this.deps.metrics.action(kind);
+      this.deliver(this.spec.sink, action);
       return;
     }
     this.served ??= new RunActions(
@@ -345,6 +381,7 @@ export class Run implements RegisteredRun, LimitedRun {
         token: this.spec.access.token,
         timeoutHTTPRequests: this.spec.access.timeoutHTTPRequests,
         mcp: this.spec.mcp,
+        billing: this.spec.billing,
         forwardedFor: this.spec.access.forwardedFor,
       },
       this.stream,
@@ -354,8 +391,28 @@ export class Run implements RegisteredRun, LimitedRun {
     void this.served.serve(action);
   }
 
+  /**
+   * What the gateway answers itself on a WebSocket session (docs/spec.md §11): the API
+   * relay, and the tools of the owner's MCP servers (any other tool is the client's own).
+   */
+  private servedHere(action: Action): boolean {
+    if (action.action === 'runHTTPRequest' || action.action === 'trackLlmCallForSelfHosted') return true;
+    return action.action === 'runMCPTool' && this.spec.mcp.has(action.runMCPTool?.name ?? '');
+  }
+
+  /**
+   * A WebSocket client's event for the service (docs/spec.md §11): its answer to an action,
+   * a heartbeat or its own stopWorkflow, passed on as it is. False once the call cannot take it.
+   */
+  fromClient(event: ClientEvent): boolean {
+    return this.stream.send(event);
+  }
+
   /** Runs once, when the call has ended: gives everything back, then records the end. */
   private async teardown(end: StreamEnd): Promise<RunResult> {
+    // Actions that arrived before the end and wait for their stop check are served (or
+    // refused) first: a WebSocket client gets the last checkpoint before its close.
+    await this.checking;
     const phase = this.phase;
     const decision = decideEnd({
       ending: phase.state === 'stopping' ? phase.ending : undefined,
@@ -372,6 +429,7 @@ export class Run implements RegisteredRun, LimitedRun {
     if (this.runLimit) this.deps.runLimits.remove(this.runLimit);
     clearTimeout(this.stallTimer);
     this.served?.end();
+    this.spec.billing?.close();
     // Sessions end (DELETE) while the rest is given back; bounded, never rejects.
     const mcpClosed = this.spec.mcp.close();
     // A stop that did not decide the end (the service had ended by itself) counts no outcome.

@@ -7,6 +7,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { metadataValue, type Caller } from '../caller';
 import { GatewayError } from '../errors';
+import type { Transport } from '../vocabulary';
 import type { DuoWorkflowAuth } from '../owner/preauth';
 import { messageTypes, type McpTool, type StartWorkflowRequest } from '../workflow/contract';
 import { JsonBodyError, parseJsonBody } from '../shared/json-body';
@@ -34,13 +35,54 @@ export function decodeStartRequest(body: Buffer): StartWorkflowRequest {
 }
 
 /**
- * Applies the owner's authorization; throws INVALID_REQUEST on a workflowID mismatch.
- * The caller's MCP tools are dropped here; the owner's are put in by `withMcpTools` once
- * they have been discovered.
+ * The client capabilities a WebSocket client may announce, and the owner's server
+ * capabilities passed on, as Workhorse's websocket.go lists them (its newest lists; the
+ * start carries them in these lists' order, the client's first).
  */
-export function authorizeStartRequest(request: StartWorkflowRequest, auth: DuoWorkflowAuth): StartWorkflowRequest {
+export const WEBSOCKET_CLIENT_CAPABILITIES = [
+  'incremental_streaming',
+  'shell_command',
+  'read_file_chunked',
+  'command_timeout',
+  'web_search',
+  'tool_call_streaming',
+  'schedule_notification',
+  'grep_fixed_strings',
+  'read_file_image',
+  'auto_mode',
+] as const;
+export const WEBSOCKET_SERVER_CAPABILITIES = [
+  'advanced_search',
+  'tool_call_approval',
+  'tool_call_pattern_approval',
+  'job_trace_pagination',
+  'incremental_checkpoints',
+  'incremental_checkpoints_only',
+] as const;
+
+function allowed(allowlist: readonly string[], asked: readonly string[] | null | undefined): string[] {
+  const set = new Set(asked ?? []);
+  return allowlist.filter((c) => set.has(c));
+}
+
+/**
+ * Applies the owner's authorization; throws INVALID_REQUEST on a workflowID mismatch.
+ * An execute's own capabilities and MCP tools are dropped (the owner's replace them); a
+ * WebSocket client keeps the capabilities Workhorse allows and its own MCP tools, which
+ * the owner's are appended to (`withMcpTools`, once discovered).
+ */
+export function authorizeStartRequest(request: StartWorkflowRequest, auth: DuoWorkflowAuth, transport: Transport): StartWorkflowRequest {
   if (request.workflowID && request.workflowID !== auth.WorkflowID) {
     throw new GatewayError('INVALID_REQUEST', `workflowID ${JSON.stringify(request.workflowID)} does not match the authorized workflow`);
+  }
+  if (transport === 'websocket') {
+    return {
+      ...request,
+      workflowID: auth.WorkflowID,
+      clientCapabilities: [...allowed(WEBSOCKET_CLIENT_CAPABILITIES, request.clientCapabilities), ...allowed(WEBSOCKET_SERVER_CAPABILITIES, auth.ServerCapabilities)],
+      mcpTools: [...(request.mcpTools ?? [])],
+      preapproved_tools: [...(request.preapproved_tools ?? [])],
+    };
   }
   return {
     ...request,
@@ -51,9 +93,9 @@ export function authorizeStartRequest(request: StartWorkflowRequest, auth: DuoWo
   };
 }
 
-/** The tools a run offers (its MCP servers' discovered tools), put in the start request. */
+/** The tools a run offers (its MCP servers' discovered tools), appended to the start request's. */
 export function withMcpTools(request: StartWorkflowRequest, offered: { tools: readonly McpTool[]; preapprovedTools: readonly string[] }): StartWorkflowRequest {
-  return { ...request, mcpTools: [...offered.tools], preapproved_tools: [...offered.preapprovedTools] };
+  return { ...request, mcpTools: [...(request.mcpTools ?? []), ...offered.tools], preapproved_tools: [...(request.preapproved_tools ?? []), ...offered.preapprovedTools] };
 }
 
 /**

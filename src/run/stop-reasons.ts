@@ -9,7 +9,16 @@
  * reason recorded stays what happened (run_limit, lock_lost), whatever word was sent.
  */
 import * as grpc from '@grpc/grpc-js';
-import { STOP_REASON_TOKEN, USER_STOP, infraStopReasons, type EndReason, type InfraStop } from '../vocabulary';
+import {
+  STOP_REASON_TOKEN,
+  USER_STOP,
+  WEBSOCKET_CLOSE_PREFIX,
+  WEBSOCKET_PING_FAILED,
+  WEBSOCKET_PONG_TIMEOUT,
+  infraStopReasons,
+  type EndReason,
+  type InfraStop,
+} from '../vocabulary';
 
 /** A stop: what it is (its end reason) and the word sent to the service. */
 export interface StopCause {
@@ -28,6 +37,12 @@ export class StopReasons {
   /** longrun's own stop of `kind` (drain, run limit, lost lease). */
   infra(kind: InfraStop): StopCause {
     return { end: kind, reason: this.infraReasons[kind] };
+  }
+
+  /** A WebSocket client gone (docs/spec.md §11): its close frame's code, or the liveness check that failed. */
+  websocket(kind: 'client_closed' | 'pong_timeout' | 'ping_failed', code = 1000): StopCause {
+    if (kind === 'client_closed') return { end: kind, reason: `${WEBSOCKET_CLOSE_PREFIX}${code}` };
+    return { end: kind, reason: kind === 'pong_timeout' ? WEBSOCKET_PONG_TIMEOUT : WEBSOCKET_PING_FAILED };
   }
 
   /** The owner's stop; the stop key's value is sent when it is a plain token and no infrastructure word. */

@@ -40,7 +40,14 @@ export interface PreauthConfig {
   malformed?: 'content-type' | 'json' | 'missing-uri' | 'missing-workflow-id';
   /** Delay the answer (to test the preauth deadline). */
   delayMs?: number;
+  /** CloudServiceForSelfHosted: a self-hosted instance's billing service (URI: the workflow simulator). */
+  cloudServiceForSelfHosted?: { URI: string; Headers?: Record<string, string>; Secure?: boolean };
+  /** The WebSocket route's answer names this WorkflowID (Rails names none). */
+  websocketWorkflowId?: string;
 }
+
+/** configure(WEBSOCKET_PREAUTH, …) sets what the WebSocket route's preauth answers. */
+export const WEBSOCKET_PREAUTH = '(websocket)';
 
 export interface ReceivedRequest {
   method: string;
@@ -204,8 +211,10 @@ export class OwnerServiceSimulator {
   private async dispatch(req: express.Request, res: express.Response): Promise<void> {
     const received = this.record(req);
     const executeMatch = /\/api\/v4\/ai\/duo_workflows\/workflows\/([^/]+)\/execute$/.exec(req.path);
+    // The WebSocket route's preauth (GET, as Workhorse asks it): no workflow in the path.
+    const websocketPreauth = req.path === '/api/v4/ai/duo_workflows/ws' && req.method === 'GET';
     const segmentEndMatch = /\/api\/v4\/internal\/ai\/duo_workflows\/workflows\/([^/]+)\/segment_end$/.exec(req.path);
-    if ((executeMatch || segmentEndMatch) && !(await this.jwtOk(req))) {
+    if ((executeMatch || segmentEndMatch || websocketPreauth) && !(await this.jwtOk(req))) {
       this.rejectedJwt.push(received);
       res.status(401).json({ message: '401 Unauthorized: missing or invalid Gitlab-Workhorse-Api-Request' });
       return;
@@ -213,6 +222,11 @@ export class OwnerServiceSimulator {
     if (executeMatch) {
       this.preauths.push(received);
       await this.answerPreauth(decodeURIComponent(executeMatch[1] as string), res);
+      return;
+    }
+    if (websocketPreauth) {
+      this.preauths.push(received);
+      await this.answerPreauth(WEBSOCKET_PREAUTH, res);
       return;
     }
     if (segmentEndMatch) {
@@ -277,10 +291,12 @@ export class OwnerServiceSimulator {
           Secure: config.secure ?? false,
         },
         McpServers: config.mcpServers ?? {},
+        ...(config.cloudServiceForSelfHosted ? { CloudServiceForSelfHosted: config.cloudServiceForSelfHosted } : {}),
         LockConcurrentFlow: config.lockConcurrentFlow ?? true,
         ServerCapabilities: config.serverCapabilities ?? ['owner_capability'],
         TimeoutHTTPRequests: config.timeoutHTTPRequests ?? true,
-        WorkflowID: config.malformed === 'missing-workflow-id' ? undefined : workflowId,
+        // Rails names no workflow on the WebSocket route (the client does, in its start) unless configured to.
+        WorkflowID: config.malformed === 'missing-workflow-id' ? undefined : workflowId === WEBSOCKET_PREAUTH ? config.websocketWorkflowId : workflowId,
         ...(config.actorId === undefined ? {} : { ActorID: config.actorId }),
       },
       ...(config.detached === undefined ? {} : { Detached: config.detached }),

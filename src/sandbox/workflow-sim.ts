@@ -34,6 +34,9 @@ export const defaultInfraStopReasons = [
   'WORKHORSE_SERVER_SHUTDOWN',
   'WORKHORSE_RUN_LIMIT',
   'WORKHORSE_LOCK_LOST',
+  // On the public service's allowlist: a WebSocket client that went away keeps its workflow resumable.
+  'WORKHORSE_WEBSOCKET_PING_FAILED',
+  'WORKHORSE_WEBSOCKET_PONG_TIMEOUT',
 ] as const;
 
 export interface CallEnd {

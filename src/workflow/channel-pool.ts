@@ -14,6 +14,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { metadataValue } from '../caller';
 import { userAgent } from '../version';
+import type { BillingCall } from './billing-stream';
 import { duoWorkflowClientService, type Action, type ClientEvent } from './contract';
 
 export type WorkflowCall = grpc.ClientDuplexStream<ClientEvent, Action>;
@@ -25,7 +26,10 @@ const MAX_USER_AGENT_LENGTH = 256;
 const ServiceClient = grpc.makeGenericClientConstructor(duoWorkflowClientService, 'DuoWorkflow');
 
 interface Connection {
-  client: grpc.Client & { ExecuteWorkflow: (metadata: grpc.Metadata, options?: grpc.CallOptions) => WorkflowCall };
+  client: grpc.Client & {
+    ExecuteWorkflow: (metadata: grpc.Metadata, options?: grpc.CallOptions) => WorkflowCall;
+    TrackSelfHostedExecuteWorkflow: (metadata: grpc.Metadata, options?: grpc.CallOptions) => BillingCall;
+  };
   streams: number;
 }
 
@@ -109,6 +113,16 @@ export class ChannelPool {
       if (counted) connection.streams -= 1;
       counted = false;
     });
+    return call;
+  }
+
+  /** Opens a TrackSelfHostedExecuteWorkflow stream (self-hosted billing) to `uri`, on the pool's connections. */
+  openBilling(uri: string, secure: boolean, metadata: grpc.Metadata, callerUserAgent?: string): BillingCall {
+    if (this.closed) throw new Error('channel pool is closed');
+    const connection = this.pick(uri, secure, metadataValue(callerUserAgent, MAX_USER_AGENT_LENGTH) ?? '');
+    connection.streams += 1;
+    const call = connection.client.TrackSelfHostedExecuteWorkflow(metadata);
+    call.once('status', () => (connection.streams -= 1));
     return call;
   }
 

@@ -117,6 +117,11 @@ export class WorkflowStream {
     this.call.resume();
   }
 
+  /** Writes any event (a WebSocket client's, passed on) if the call can still take it. */
+  send(event: ClientEvent): boolean {
+    return this.write(event);
+  }
+
   /** Writes an ActionResponse if the call can still take it. */
   respond(response: ActionResponse): boolean {
     return this.write({ actionResponse: response });

@@ -1,0 +1,165 @@
+/**
+ * GET /api/v4/ai/duo_workflows/ws with an RFC 6455 upgrade (docs/spec.md §11): everything
+ * decided before the upgrade, on the raw request — the drain, the process cap, the
+ * Origin check (cross-site WebSocket hijacking is refused), the owner's preauthorization
+ * (GET, same path and query; a denial is the owner's answer, passed through) — then the
+ * upgrade (`ws`, no subprotocol, no compression, frames of at most 4 MiB) and the session
+ * (ws-session.ts). A refusal is a plain HTTP answer with the error body and the status
+ * error-status.ts gives its code.
+ */
+import { STATUS_CODES, type IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { WebSocketServer } from 'ws';
+import { callerOf } from '../caller';
+import { GatewayError, toGatewayError } from '../errors';
+import type { Logger } from '../log';
+import type { Metrics } from '../metrics';
+import type { OwnerClient } from '../owner/owner-client';
+import type { Launcher } from '../run/launcher';
+import { errorStatus, retryAfterOf } from './error-status';
+import { requestIdOf } from './request-id';
+import { WebSocketSession, type SessionSettings } from './ws-session';
+
+export const WEBSOCKET_PATH = '/api/v4/ai/duo_workflows/ws';
+/** The largest frame a client may send (a startRequest is at most what an execute body is). */
+export const MAX_FRAME_BYTES = 4 * 1024 * 1024;
+
+export interface WebSocketRouteDeps {
+  launcher: Launcher;
+  owner: OwnerClient;
+  metrics: Metrics;
+  logger: Logger;
+  settings: SessionSettings;
+  maxSessions: number;
+  /** Origins allowed besides the request's own host. */
+  allowedOrigins: readonly string[];
+  /** Compare Origin with X-Forwarded-Host instead of Host. */
+  trustForwardedHost: boolean;
+}
+
+export class WebSocketRoute {
+  private readonly server = new WebSocketServer({ noServer: true, maxPayload: MAX_FRAME_BYTES, perMessageDeflate: false, clientTracking: false });
+  /** Sessions upgraded or being authorized: what the cap counts. */
+  private readonly sessions = new Set<WebSocketSession>();
+  private pending = 0;
+
+  constructor(private readonly deps: WebSocketRouteDeps) {}
+
+  /** Sessions held now (with those being authorized). */
+  get size(): number {
+    return this.sessions.size + this.pending;
+  }
+
+  /** Whether `url` (the request target) is this route. */
+  static matches(url: string | undefined): boolean {
+    return (url ?? '').split('?')[0] === WEBSOCKET_PATH;
+  }
+
+  /** The main listener's 'upgrade' event. */
+  handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    socket.on('error', () => undefined);
+    const requestId = requestIdOf(req.headers['x-request-id']);
+    if (!WebSocketRoute.matches(req.url)) {
+      refuse(socket, new GatewayError('NOT_FOUND', `no WebSocket route for ${(req.url ?? '').split('?')[0]}`), requestId);
+      return;
+    }
+    void this.authorize(req, socket, head, requestId);
+  }
+
+  /** Draining: sessions that have not started a run are closed (1001); the others end with their runs. */
+  shutdownIdle(): void {
+    for (const session of this.sessions) session.shutdownIdle();
+  }
+
+  /** Closing: every socket goes at once. */
+  terminateAll(): void {
+    for (const session of this.sessions) session.terminate();
+  }
+
+  private async authorize(req: IncomingMessage, socket: Duplex, head: Buffer, requestId: string): Promise<void> {
+    const { deps } = this;
+    const started = performance.now();
+    let answer = 'upgraded';
+    this.pending += 1;
+    const gone = new AbortController();
+    const onGone = (): void => gone.abort();
+    socket.once('close', onGone);
+    try {
+      deps.launcher.checkServing();
+      if (this.size > deps.maxSessions) {
+        deps.metrics.capRejection('websocket');
+        throw new GatewayError('CAPACITY_EXHAUSTED', 'this instance holds its maximum of WebSocket sessions', { retryAfterS: 5 });
+      }
+      if (!this.originAllowed(req)) throw new GatewayError('FORBIDDEN_ORIGIN', 'this Origin may not open a WebSocket session here');
+      const preauth = await deps.owner.preauthorize('GET', req.url ?? WEBSOCKET_PATH, req.headers, requestId, gone.signal, 'websocket');
+      if (preauth.kind === 'denied') {
+        answer = 'PREAUTH_DENIED';
+        deps.metrics.connectionError('websocket', 'preauth');
+        writeRaw(socket, preauth.status, { ...preauth.headers, 'X-Longrun-Error-Code': 'PREAUTH_DENIED' }, preauth.body, requestId);
+        return;
+      }
+      if (gone.signal.aborted) throw new GatewayError('CLIENT_GONE', 'the client hung up before the upgrade');
+      const auth = preauth.answer.DuoWorkflow;
+      const caller = callerOf(req);
+      this.server.handleUpgrade(req, socket, head, (ws) => {
+        const session = new WebSocketSession(ws, { auth, requestId, caller }, { launcher: deps.launcher, metrics: deps.metrics, logger: deps.logger, settings: deps.settings });
+        this.sessions.add(session);
+        deps.metrics.websocketSessionsOpen.inc();
+        void session.serve().finally(() => {
+          this.sessions.delete(session);
+          deps.metrics.websocketSessionsOpen.dec();
+        });
+      });
+    } catch (err) {
+      const error = toGatewayError(err);
+      answer = error.code;
+      if (error.code === 'INTERNAL') deps.logger.error({ err, request_id: requestId }, 'internal error');
+      deps.metrics.connectionError('websocket', error.errorType);
+      refuse(socket, error, requestId);
+    } finally {
+      this.pending -= 1;
+      socket.off('close', onGone);
+      deps.logger.info({ request_id: requestId, path: WEBSOCKET_PATH, transport: 'websocket', reason: answer, duration_ms: Math.round(performance.now() - started) }, 'websocket upgrade');
+    }
+  }
+
+  /**
+   * No Origin (a non-browser client) is allowed; a browser's only when its host is the
+   * request's (Host, or X-Forwarded-Host when trusted) or it is listed.
+   */
+  private originAllowed(req: IncomingMessage): boolean {
+    const origin = req.headers.origin;
+    if (origin === undefined) return true;
+    let url: URL;
+    try {
+      url = new URL(origin);
+    } catch {
+      return false;
+    }
+    if (this.deps.allowedOrigins.includes(url.origin)) return true;
+    const forwarded = req.headers['x-forwarded-host'];
+    const host = this.deps.trustForwardedHost && typeof forwarded === 'string' ? forwarded.split(',')[0]?.trim() : req.headers.host;
+    return host !== undefined && url.host.toLowerCase() === host.toLowerCase();
+  }
+}
+
+/** An error answered on the raw socket, before any upgrade: status, JSON body, Retry-After. */
+function refuse(socket: Duplex, error: GatewayError, requestId: string): void {
+  const retryAfterS = retryAfterOf(error.code, error.retryAfterS);
+  const headers: Record<string, string | string[]> = { 'Content-Type': 'application/json; charset=utf-8' };
+  if (retryAfterS !== undefined) headers['Retry-After'] = String(retryAfterS);
+  writeRaw(socket, errorStatus[error.code], headers, Buffer.from(JSON.stringify(error.toBody())), requestId);
+}
+
+function writeRaw(socket: Duplex, status: number, headers: Record<string, string | string[]>, body: Buffer, requestId: string): void {
+  if (!socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const lines = [`HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Unknown'}`];
+  for (const [name, value] of Object.entries(headers)) {
+    for (const v of Array.isArray(value) ? value : [value]) lines.push(`${name}: ${v}`);
+  }
+  lines.push(`X-Request-Id: ${requestId}`, `Content-Length: ${body.length}`, 'Connection: close', '', '');
+  socket.end(Buffer.concat([Buffer.from(lines.join('\r\n')), body]));
+}

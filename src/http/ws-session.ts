@@ -1,0 +1,277 @@
+/**
+ * One WebSocket session (docs/spec.md §11), from the upgrade to the close: the client's
+ * frames in, the run's actions for the client out, liveness, and how it ends.
+ *
+ *   awaiting_start ──startRequest──► starting (lock, MCP discovery, stream open: the launcher)
+ *     ──► open: client events → the run (run.fromClient); actions → binary frames (ActionSink)
+ *     ──► closed: the run's end chooses the close code (ws-close.ts), or the client's end the stop
+ *
+ * How the client's end reaches the run (Workhorse's runner): a close frame 1000/1001 stops
+ * it with WORKHORSE_WEBSOCKET_CLOSE_<code>; no pong within the read deadline with
+ * WORKHORSE_WEBSOCKET_PONG_TIMEOUT; a ping that cannot be written with
+ * WORKHORSE_WEBSOCKET_PING_FAILED; any other close code, a connection lost without a
+ * close frame, an undecodable frame or a client that stops reading cancel the call, no
+ * stop. Everything the session holds — its timers, its run, its place in the route's
+ * count — is given back when the socket closes, whichever side closed it.
+ */
+import type { WebSocket } from 'ws';
+import { GatewayError } from '../errors';
+import type { Logger } from '../log';
+import type { Metrics } from '../metrics';
+import type { AuthorizedStart, Launcher, SessionRun } from '../run/launcher';
+import type { ActionSink } from '../run/run';
+import { parseJsonBody } from '../shared/json-body';
+import type { StopReason } from '../vocabulary';
+import { workhorseActionJson } from '../workflow/action-line';
+import { messageTypes, type Action, type ClientEvent, type DecodedClientEvent, type StartWorkflowRequest } from '../workflow/contract';
+import { MAX_JSON_DEPTH, decodeProtoJson } from '../workflow/protojson';
+import { NORMAL, closeForRefusal, closeForRunEnd, invalidRequest, type Close } from './ws-close';
+
+export interface SessionSettings {
+  pingMs: number;
+  pongTimeoutMs: number;
+  writeTimeoutMs: number;
+  closeTimeoutMs: number;
+}
+
+export interface SessionDeps {
+  launcher: Launcher;
+  metrics: Metrics;
+  logger: Logger;
+  settings: SessionSettings;
+}
+
+/** What the session was authorized for: the start, less the request the client sends. */
+export type SessionAuth = Omit<AuthorizedStart, 'request' | 'signal'>;
+
+type State = 'awaiting_start' | 'starting' | 'open' | 'closed';
+
+/** Bytes queued to a client before it counts as not reading (the run pauses the service). */
+const HIGH_WATER_BYTES = 1024 * 1024;
+
+const CLIENT_GONE: StopReason = Object.freeze({ kind: 'client_gone' });
+const PONG_TIMEOUT: StopReason = Object.freeze({ kind: 'pong_timeout' });
+const PING_FAILED: StopReason = Object.freeze({ kind: 'ping_failed' });
+
+export class WebSocketSession implements ActionSink {
+  private state: State = 'awaiting_start';
+  private run: SessionRun | undefined;
+  /** Client events that came while the run was being opened, passed on once it is. */
+  private early: ClientEvent[] = [];
+  private readonly gone = new AbortController();
+  private pingTimer: NodeJS.Timeout | undefined;
+  private pongDeadline: NodeJS.Timeout | undefined;
+  private closeTimer: NodeJS.Timeout | undefined;
+  /** Bytes handed to ws not yet written to the socket, and who waits for them to drain. */
+  private queuedBytes = 0;
+  private drainWaiters: Array<() => void> = [];
+  private readonly closed: Promise<void>;
+  private workflowId: string | undefined;
+  /** The lock was asked for: a second startRequest cannot take it again (Workhorse: 1013). */
+  private locking = false;
+
+  constructor(
+    private readonly socket: WebSocket,
+    private readonly auth: SessionAuth,
+    private readonly deps: SessionDeps,
+  ) {
+    this.closed = new Promise((resolve) => socket.once('close', () => resolve()));
+  }
+
+  /** How long a stalled client may hold the run before it counts as gone. */
+  get stallMs(): number {
+    return this.deps.settings.writeTimeoutMs;
+  }
+
+  /** Starts reading and the liveness checks; resolves once the socket has closed and the run (if any) ended. */
+  async serve(): Promise<void> {
+    const { socket } = this;
+    socket.on('message', (data: Buffer, isBinary: boolean) => this.onFrame(data, isBinary));
+    socket.on('pong', () => this.armPongDeadline());
+    socket.on('error', () => undefined);
+    socket.once('close', (code: number) => this.onClose(code));
+    this.armPongDeadline();
+    this.pingTimer = setInterval(() => this.ping(), this.deps.settings.pingMs);
+    await this.closed;
+    await this.run?.done;
+  }
+
+  /** The process is draining and no run was opened yet: 1001 `server shutdown`. */
+  shutdownIdle(): void {
+    if (this.state === 'awaiting_start') this.close(closeForRefusal('DRAINING', ''));
+  }
+
+  /** The process is closing: the socket goes at once. */
+  terminate(): void {
+    this.socket.terminate();
+  }
+
+  /** ActionSink: an action for the client, one binary frame as Workhorse marshals it. */
+  write(action: Action): 'ok' | 'full' | 'gone' {
+    if (this.state === 'closed' || this.socket.readyState !== this.socket.OPEN) return 'gone';
+    const frame = Buffer.from(JSON.stringify(workhorseActionJson(action)));
+    this.queuedBytes += frame.length;
+    this.deps.metrics.websocketFrame('out', frame.length);
+    this.socket.send(frame, { binary: true }, (err) => {
+      this.queuedBytes -= frame.length;
+      if (err) {
+        this.stopRun(CLIENT_GONE);
+        this.socket.terminate();
+      }
+      if (this.queuedBytes <= HIGH_WATER_BYTES / 2) this.wakeDrainWaiters();
+    });
+    return this.queuedBytes > HIGH_WATER_BYTES ? 'full' : 'ok';
+  }
+
+  /** ActionSink: resolves once what was queued for the client is mostly written (or the socket closed). */
+  drained(): Promise<void> {
+    if (this.queuedBytes <= HIGH_WATER_BYTES / 2 || this.state === 'closed') return Promise.resolve();
+    return new Promise((resolve) => this.drainWaiters.push(resolve));
+  }
+
+  private wakeDrainWaiters(): void {
+    const waiters = this.drainWaiters;
+    this.drainWaiters = [];
+    for (const wake of waiters) wake();
+  }
+
+  private onFrame(data: Buffer, isBinary: boolean): void {
+    if (this.state === 'closed') return;
+    this.deps.metrics.websocketFrame('in', data.length);
+    let decoded: DecodedClientEvent;
+    try {
+      decoded = decodeProtoJson(messageTypes.ClientEvent, parseJsonBody(data, MAX_JSON_DEPTH)) as DecodedClientEvent;
+    } catch (err) {
+      // Workhorse ends the session with a normal close, no stop: the call is cancelled.
+      this.log().info({ err: (err as Error).message, binary: isBinary }, 'websocket frame undecodable: closing');
+      this.stopRun(CLIENT_GONE);
+      this.close(NORMAL);
+      return;
+    }
+    if (decoded.startRequest) {
+      this.onStart(decoded.startRequest);
+      return;
+    }
+    const event = clientEvent(decoded);
+    // An event that sets nothing carries nothing for the service.
+    if (!event) return;
+    if (this.state === 'awaiting_start') {
+      // The service reads a startRequest first; anything else is what it would refuse.
+      this.close(invalidRequest('the first event must be startRequest'));
+      return;
+    }
+    if (this.state === 'starting') this.early.push(event);
+    else this.run?.fromClient(event);
+  }
+
+  private onStart(request: StartWorkflowRequest): void {
+    const event: ClientEvent = { startRequest: request };
+    if (this.state !== 'awaiting_start') {
+      // A second start: under the lock it cannot take the lock again (Workhorse: 1013); else the service decides.
+      if (this.locking) {
+        this.stopRun(CLIENT_GONE);
+        this.close(closeForRefusal('WORKFLOW_LOCKED', ''));
+      } else if (this.state === 'starting') this.early.push(event);
+      else this.run?.fromClient(event);
+      return;
+    }
+    const workflowId = request.workflowID ?? '';
+    const authorized = this.auth.auth.WorkflowID;
+    if (!workflowId) {
+      this.close(invalidRequest('startRequest names no workflowID'));
+      return;
+    }
+    if (authorized && authorized !== workflowId) {
+      this.close(invalidRequest(`workflowID ${JSON.stringify(workflowId)} does not match the authorized workflow`));
+      return;
+    }
+    this.state = 'starting';
+    this.workflowId = workflowId;
+    this.locking = this.auth.auth.LockConcurrentFlow === true;
+    const start = { ...this.auth, auth: { ...this.auth.auth, WorkflowID: workflowId }, request, signal: this.gone.signal };
+    this.deps.launcher.launch({ ...start, transport: 'websocket', sink: this }).then(
+      ({ run }) => this.opened(run),
+      (err: unknown) => {
+        const error = err instanceof GatewayError ? err : new GatewayError('INTERNAL', 'internal error', { cause: err });
+        if (error.code === 'INTERNAL') this.log().error({ err }, 'websocket session could not start');
+        this.deps.metrics.connectionError('websocket', error.errorType);
+        this.close(closeForRefusal(error.code, error.message));
+      },
+    );
+  }
+
+  private opened(run: SessionRun): void {
+    this.run = run;
+    if (this.state === 'closed') {
+      // The client left while the run was opening: as a connection lost, the call is cancelled.
+      void run.stop(CLIENT_GONE);
+      return;
+    }
+    this.state = 'open';
+    for (const event of this.early) run.fromClient(event);
+    this.early = [];
+    void run.done.then((result) => {
+      const close = closeForRunEnd(result);
+      if (close) this.close(close);
+    });
+  }
+
+  private stopRun(reason: StopReason): void {
+    if (this.run) void this.run.stop(reason);
+  }
+
+  private onClose(code: number): void {
+    const wasOpen = this.state === 'open';
+    this.state = 'closed';
+    this.gone.abort();
+    clearInterval(this.pingTimer);
+    clearTimeout(this.pongDeadline);
+    clearTimeout(this.closeTimer);
+    this.wakeDrainWaiters();
+    this.early = [];
+    if (!wasOpen) return;
+    // A client's close frame 1000/1001 is a stop it asked for; anything else is a lost connection.
+    this.stopRun(code === 1000 || code === 1001 ? { kind: 'client_closed', code } : CLIENT_GONE);
+  }
+
+  private ping(): void {
+    if (this.socket.readyState !== this.socket.OPEN) return;
+    this.socket.ping(undefined, undefined, (err) => {
+      if (!err || this.state === 'closed') return;
+      this.stopRun(PING_FAILED);
+      this.state = this.state === 'open' ? 'closed' : this.state;
+      this.socket.terminate();
+    });
+  }
+
+  /** The read deadline: reset by pongs only, as Workhorse's. */
+  private armPongDeadline(): void {
+    clearTimeout(this.pongDeadline);
+    this.pongDeadline = setTimeout(() => {
+      if (this.state === 'closed') return;
+      this.stopRun(PONG_TIMEOUT);
+      this.state = 'closed';
+      this.socket.terminate();
+    }, this.deps.settings.pongTimeoutMs);
+  }
+
+  /** Sends the close frame; a client that does not answer it within the close timeout is cut off. */
+  private close(close: Close): void {
+    if (this.socket.readyState !== this.socket.OPEN) return;
+    this.deps.metrics.websocketClose(close.code);
+    this.socket.close(close.code, close.reason);
+    this.closeTimer = setTimeout(() => this.socket.terminate(), this.deps.settings.closeTimeoutMs);
+  }
+
+  private log(): Logger {
+    return this.deps.logger.child({ request_id: this.auth.requestId, workflow_id: this.workflowId, transport: 'websocket' });
+  }
+}
+
+/** The one event a decoded ClientEvent carries (other than a start), as the stream writes it. */
+function clientEvent(decoded: DecodedClientEvent): ClientEvent | undefined {
+  if (decoded.actionResponse) return { actionResponse: decoded.actionResponse };
+  if (decoded.heartbeat) return { heartbeat: { timestamp: decoded.heartbeat.timestamp ?? '0' } };
+  if (decoded.stopWorkflow) return { stopWorkflow: { reason: decoded.stopWorkflow.reason ?? '' } };
+  return undefined;
+}

@@ -1,0 +1,366 @@
+/**
+ * The WebSocket route (docs/spec.md §11, as Workhorse's websocket.go and runner.go serve
+ * it), through a real gateway, the simulators and a real redis-server, with `ws` clients:
+ * what is refused before the upgrade (a plain GET, the owner's denial, a foreign Origin,
+ * the cap), a session's frames both ways (the start rewritten, actions for the client as
+ * binary protojson frames, its answers passed on, what the gateway serves itself), and
+ * every way a session ends — with its close code, the stop the service received, and
+ * nothing left behind (lock, run, socket).
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import { request } from 'undici';
+import { lockKey } from '../../src/coordination/keys';
+import { WEBSOCKET_PREAUTH } from '../../src/sandbox/owner-sim';
+import { scenarioMetadata, type Step } from '../../src/sandbox/scenario';
+import type { CallRecord } from '../../src/sandbox/workflow-sim';
+import { metricValue, startStack, type Stack, type StackOptions } from '../helpers/stack';
+
+let stack: Stack | undefined;
+const clients: WebSocket[] = [];
+
+afterEach(async () => {
+  for (const ws of clients.splice(0)) ws.terminate();
+  await stack?.close();
+  stack = undefined;
+});
+
+const FAST = { LONGRUN_WS_PING_MS: '100', LONGRUN_WS_PONG_TIMEOUT_MS: '400', LONGRUN_WS_CLOSE_TIMEOUT_MS: '500', LONGRUN_STOP_ACK_TIMEOUT_MS: '2000' };
+
+async function wsStack(options: StackOptions = {}): Promise<Stack> {
+  stack = await startStack({ redis: true, preauth: { lockConcurrentFlow: true }, ...options, env: { ...FAST, ...options.env } });
+  return stack;
+}
+
+interface Session {
+  ws: WebSocket;
+  /** Every frame from the gateway, parsed, with whether it was binary. */
+  frames: Array<{ binary: boolean; json: Record<string, unknown> }>;
+  closed: Promise<{ code: number; reason: string }>;
+  send(event: unknown): void;
+  /** Resolves with the first frame carrying `kind`. */
+  next(kind: string): Promise<Record<string, unknown>>;
+}
+
+function open(s: Stack, options: WebSocket.ClientOptions & { query?: string } = {}): Promise<Session> {
+  const ws = new WebSocket(`${s.url.replace('http', 'ws')}/api/v4/ai/duo_workflows/ws${options.query ?? ''}`, options);
+  clients.push(ws);
+  const frames: Session['frames'] = [];
+  const waiters: Array<() => void> = [];
+  ws.on('message', (data: Buffer, binary: boolean) => {
+    frames.push({ binary, json: JSON.parse(data.toString('utf8')) as Record<string, unknown> });
+    for (const wake of waiters.splice(0)) wake();
+  });
+  const closed = new Promise<{ code: number; reason: string }>((resolve) => ws.once('close', (code, reason) => resolve({ code, reason: reason.toString() })));
+  const session: Session = {
+    ws,
+    frames,
+    closed,
+    send: (event) => ws.send(JSON.stringify(event)),
+    next: async (kind) => {
+      for (;;) {
+        const found = frames.find((f) => f.json[kind] !== undefined && f.json[kind] !== null);
+        if (found) return found.json;
+        await new Promise<void>((resolve, reject) => {
+          waiters.push(resolve);
+          ws.once('close', () => reject(new Error(`closed before a ${kind} frame`)));
+        });
+      }
+    },
+  };
+  return new Promise((resolve, reject) => {
+    ws.once('open', () => resolve(session));
+    ws.once('unexpected-response', (_req, res) => reject(Object.assign(new Error(`refused ${res.statusCode}`), { status: res.statusCode, res })));
+    ws.once('error', reject);
+  });
+}
+
+/** The refusal of an upgrade: its status, headers and body. */
+async function refused(s: Stack, headers: Record<string, string> = {}): Promise<{ status: number; headers: Record<string, unknown>; body: string }> {
+  try {
+    await open(s, { headers });
+  } catch (err) {
+    const { status, res } = err as { status: number; res: NodeJS.ReadableStream & { headers: Record<string, unknown> } };
+    let body = '';
+    for await (const chunk of res) body += String(chunk);
+    return { status, headers: res.headers, body };
+  }
+  throw new Error('the upgrade was not refused');
+}
+
+const start = (workflowID: string, steps: Step[], extra: Record<string, unknown> = {}) => ({
+  startRequest: { workflowID, goal: 'ws goal', workflowMetadata: scenarioMetadata(steps), ...extra },
+});
+
+async function callOf(s: Stack, id: string): Promise<CallRecord> {
+  await s.workflow.waitFor(() => s.workflow.callsFor(id).length > 0, 10_000, `a call of ${id}`);
+  return s.workflow.callsFor(id)[0] as CallRecord;
+}
+
+async function nothingLeft(s: Stack, id: string): Promise<void> {
+  await expect.poll(() => s.gateway.registry.size, { timeout: 5_000 }).toBe(0);
+  expect(await s.client?.exists(lockKey(id))).toBe(0);
+}
+
+describe('before the upgrade', () => {
+  it('a plain GET is 400 INVALID_REQUEST', async () => {
+    const s = await wsStack();
+    const res = await request(`${s.url}/api/v4/ai/duo_workflows/ws`);
+    expect(res.statusCode).toBe(400);
+    expect(((await res.body.json()) as { error: { code: string } }).error.code).toBe('INVALID_REQUEST');
+  });
+
+  it("the owner's denial is passed through: status, headers, body; preauth asked as GET with path and query", async () => {
+    const s = await wsStack();
+    s.owner.configure(WEBSOCKET_PREAUTH, { deny: { status: 401, body: '{"message":"401 Unauthorized"}', headers: { 'WWW-Authenticate': 'Bearer realm="gitlab"' } } });
+    const res = await refused(s, { authorization: 'Bearer user-token' });
+    expect(res).toMatchObject({ status: 401, body: '{"message":"401 Unauthorized"}' });
+    expect(res.headers['www-authenticate']).toBe('Bearer realm="gitlab"');
+    expect(res.headers['x-longrun-error-code']).toBe('PREAUTH_DENIED');
+    const preauth = s.owner.preauths.at(-1);
+    expect(preauth).toMatchObject({ method: 'GET', path: '/api/v4/ai/duo_workflows/ws' });
+    expect(preauth?.headers['authorization']).toBe('Bearer user-token');
+    expect(s.workflow.calls).toEqual([]);
+  });
+
+  it('a page of another site is 403 FORBIDDEN_ORIGIN before the upgrade; its own host, a listed origin and no Origin are upgraded', async () => {
+    const s = await wsStack({ env: { LONGRUN_WS_ALLOWED_ORIGINS: 'https://ide.example.com' } });
+    const host = new URL(s.url).host;
+    const res = await refused(s, { origin: 'https://evil.example.net' });
+    expect(res.status).toBe(403);
+    expect(JSON.parse(res.body)).toMatchObject({ error: { code: 'FORBIDDEN_ORIGIN' } });
+    expect(s.owner.preauths).toEqual([]);
+    for (const origin of [`http://${host}`, 'https://ide.example.com', undefined]) {
+      const session = await open(s, origin ? { origin } : {});
+      expect(session.ws.protocol).toBe('');
+      session.ws.close(1000);
+      await session.closed;
+    }
+  });
+
+  it('over LONGRUN_MAX_WS_SESSIONS: 503 CAPACITY_EXHAUSTED with Retry-After, before any preauth', async () => {
+    const s = await wsStack({ env: { LONGRUN_MAX_WS_SESSIONS: '1' } });
+    await open(s);
+    const preauths = s.owner.preauths.length;
+    const res = await refused(s);
+    expect(res.status).toBe(503);
+    expect(res.headers['retry-after']).toBe('5');
+    expect(JSON.parse(res.body)).toMatchObject({ error: { code: 'CAPACITY_EXHAUSTED' } });
+    expect(s.owner.preauths.length).toBe(preauths);
+  });
+});
+
+describe('a session', () => {
+  it('the start rewritten as Workhorse does; client-bound actions as binary protojson frames; answers passed on; the relay served; 1000 at the end', async () => {
+    const s = await wsStack({ preauth: { lockConcurrentFlow: true, serverCapabilities: ['advanced_search', 'not_allowed', 'tool_call_approval'] } });
+    const session = await open(s, { headers: { 'user-agent': 'gitlab-language-server 7.0', 'x-gitlab-client-name': 'gitlab-lsp' } });
+    const id = '5001';
+    session.send(
+      start(id, [
+        { op: 'checkpoint', text: 'thinking' },
+        { op: 'http', path: '/api/v4/projects/1' },
+        { op: 'client', action: { runReadFile: { filepath: 'README.md' } }, expect: { plainTextResponse: { response: '# readme' } } },
+        { op: 'end' },
+      ], { clientCapabilities: ['shell_command', 'made_up', 'incremental_streaming'], mcpTools: [{ name: 'local_tool', description: 'the client’s own' }] }),
+    );
+    const read = await session.next('runReadFile');
+    const frame = session.frames.find((f) => f.json['runReadFile']);
+    expect(frame?.binary).toBe(true);
+    // Proto names, unpopulated fields emitted: the ndjson marshaling.
+    expect(read).toMatchObject({ requestID: expect.any(String), runReadFile: { filepath: 'README.md' } });
+    session.send({ actionResponse: { requestID: read['requestID'], plainTextResponse: { response: '# readme' } } });
+    expect(await session.closed).toEqual({ code: 1000, reason: '' });
+    const call = await callOf(s, id);
+    expect(call.startRequest.clientCapabilities).toEqual(['incremental_streaming', 'shell_command', 'advanced_search', 'tool_call_approval']);
+    expect(call.startRequest.mcpTools?.map((t) => t.name)).toEqual(['local_tool']);
+    expect(call.metadata['x-gitlab-client-name']).toBe('gitlab-lsp');
+    expect(call.ended?.how).toBe('ok');
+    expect(call.protocolErrors).toEqual([]);
+    // The relay was the gateway's: the owner saw it; the client saw only its own action and the checkpoint.
+    expect(s.owner.apiRequests.map((r) => r.path)).toContain('/api/v4/projects/1');
+    expect(session.frames.map((f) => Object.keys(f.json).find((k) => k !== 'requestID'))).toEqual(['newCheckpoint', 'runReadFile']);
+    expect(session.frames[0]?.json).toMatchObject({ newCheckpoint: { checkpoint: 'thinking', errors: [], agent_context_usage: expect.any(Object) } });
+    await nothingLeft(s, id);
+    const metrics = await s.metrics();
+    expect(metricValue(metrics, 'longrun_connections_total', { transport: 'websocket' })).toBe(1);
+    expect(metricValue(metrics, 'longrun_teardowns_total', { transport: 'websocket', reason: 'finished' })).toBe(1);
+    expect(metricValue(metrics, 'longrun_websocket_frames_total', { direction: 'out' })).toBe(2);
+    expect(metricValue(metrics, 'longrun_websocket_frames_total', { direction: 'in' })).toBe(2);
+  });
+
+  it('the lock held by another session: 1013 `Failed to acquire lock on workflow`, no start sent', async () => {
+    const s = await wsStack();
+    const first = await open(s);
+    first.send(start('5002', [{ op: 'checkpoint', text: 'holding' }, { op: 'hang' }]));
+    await first.next('newCheckpoint');
+    const second = await open(s);
+    second.send(start('5002', [{ op: 'end' }]));
+    expect(await second.closed).toEqual({ code: 1013, reason: 'Failed to acquire lock on workflow' });
+    expect(s.workflow.callsFor('5002')).toHaveLength(1);
+    first.ws.close(1000);
+    await first.closed;
+    await nothingLeft(s, '5002');
+  });
+
+  it('the client closes 1000 or 1001: the service is sent WORKHORSE_WEBSOCKET_CLOSE_<code>; the lock is released', async () => {
+    const s = await wsStack();
+    for (const [id, code] of [['5003', 1000], ['5004', 1001]] as const) {
+      const session = await open(s);
+      session.send(start(id, [{ op: 'checkpoint', text: 'a' }, { op: 'hang' }]));
+      await session.next('newCheckpoint');
+      session.ws.close(code);
+      await session.closed;
+      const call = await callOf(s, id);
+      await s.workflow.waitFor(() => call.ended !== undefined, 5_000, `${id} ended`);
+      expect(call.stopReasons).toEqual([`WORKHORSE_WEBSOCKET_CLOSE_${code}`]);
+      await nothingLeft(s, id);
+    }
+    const metrics = await s.metrics();
+    expect(metricValue(metrics, 'longrun_teardowns_total', { transport: 'websocket', reason: 'client_closed' })).toBe(2);
+  });
+
+  it('a connection lost without a close frame, or closed with another code: the call is cancelled, no stop', async () => {
+    const s = await wsStack();
+    const lost = await open(s);
+    lost.send(start('5005', [{ op: 'checkpoint', text: 'a' }, { op: 'hang' }]));
+    await lost.next('newCheckpoint');
+    lost.ws.terminate();
+    const other = await open(s);
+    other.send(start('5006', [{ op: 'checkpoint', text: 'a' }, { op: 'hang' }]));
+    await other.next('newCheckpoint');
+    other.ws.close(4000, 'client says so');
+    for (const id of ['5005', '5006']) {
+      const call = await callOf(s, id);
+      await s.workflow.waitFor(() => call.ended !== undefined, 5_000, `${id} ended`);
+      expect(call).toMatchObject({ stopReasons: [], ended: { how: 'cancelled' } });
+      await nothingLeft(s, id);
+    }
+  });
+
+  it('a client that answers no ping: WORKHORSE_WEBSOCKET_PONG_TIMEOUT, the socket cut off', async () => {
+    const s = await wsStack();
+    const session = await open(s, { autoPong: false });
+    session.send(start('5007', [{ op: 'checkpoint', text: 'a' }, { op: 'hang' }]));
+    await session.next('newCheckpoint');
+    expect((await session.closed).code).toBe(1006);
+    const call = await callOf(s, '5007');
+    await s.workflow.waitFor(() => call.ended !== undefined, 5_000, 'ended');
+    expect(call.stopReasons).toEqual(['WORKHORSE_WEBSOCKET_PONG_TIMEOUT']);
+    // On the public service's allowlist: acknowledged, the workflow stays resumable.
+    expect(call.ended).toMatchObject({ how: 'status', code: 'UNAVAILABLE' });
+    await nothingLeft(s, '5007');
+  });
+
+  it('the service ends the call: INVALID_ARGUMENT → 4400 with its message cut to 123 bytes; quota → 1008; UNAVAILABLE → 1001', async () => {
+    const s = await wsStack();
+    const long = `bad goal: ${'é'.repeat(100)}`;
+    const cases: Array<[string, Step, { code: number; reason: string }]> = [
+      ['5008', { op: 'fail', code: 'INVALID_ARGUMENT', message: long }, { code: 4400, reason: Buffer.from(long).subarray(0, 122).toString() }],
+      ['5009', { op: 'fail', code: 'RESOURCE_EXHAUSTED', message: 'USAGE_QUOTA_EXCEEDED: no credits' }, { code: 1008, reason: 'Insufficient credits: quota exceeded' }],
+      ['5010', { op: 'fail', code: 'UNAVAILABLE', message: 'going away' }, { code: 1001, reason: 'duo workflow service unavailable' }],
+      ['5011', { op: 'fail', code: 'INTERNAL', message: 'boom' }, { code: 1000, reason: '' }],
+    ];
+    for (const [id, step, close] of cases) {
+      const session = await open(s);
+      session.send(start(id, [{ op: 'checkpoint', text: 'a' }, step]));
+      expect(await session.closed, id).toEqual(close);
+      expect(Buffer.byteLength(close.reason)).toBeLessThanOrEqual(123);
+      await nothingLeft(s, id);
+    }
+  });
+
+  it('bad input: a first frame that is no start is 4400; an undecodable frame 1000 (Workhorse) and the call cancelled; a frame over 4 MiB 1009', async () => {
+    const s = await wsStack();
+    const noStart = await open(s);
+    noStart.send({ heartbeat: { timestamp: '1' } });
+    expect(await noStart.closed).toEqual({ code: 4400, reason: 'the first event must be startRequest' });
+
+    const garbled = await open(s);
+    garbled.send(start('5012', [{ op: 'checkpoint', text: 'a' }, { op: 'hang' }]));
+    await garbled.next('newCheckpoint');
+    garbled.ws.send('{not json');
+    expect((await garbled.closed).code).toBe(1000);
+    const call = await callOf(s, '5012');
+    await s.workflow.waitFor(() => call.ended !== undefined, 5_000, 'ended');
+    expect(call).toMatchObject({ stopReasons: [], ended: { how: 'cancelled' } });
+    await nothingLeft(s, '5012');
+
+    const huge = await open(s);
+    huge.ws.send(Buffer.alloc(4 * 1024 * 1024 + 1, 0x20));
+    expect((await huge.closed).code).toBe(1009);
+    expect(s.workflow.callsFor('5013')).toEqual([]);
+  });
+
+  it('the drain: WORKHORSE_SERVER_SHUTDOWN to the service and 1001 `server shutdown` to the client; an idle session too', async () => {
+    const s = await wsStack();
+    const running = await open(s);
+    running.send(start('5014', [{ op: 'checkpoint', text: 'a' }, { op: 'hang' }]));
+    await running.next('newCheckpoint');
+    const idle = await open(s);
+    const draining = s.gateway.drain();
+    expect(await running.closed).toEqual({ code: 1001, reason: 'server shutdown' });
+    expect(await idle.closed).toEqual({ code: 1001, reason: 'server shutdown' });
+    await draining;
+    expect((await callOf(s, '5014')).stopReasons).toEqual(['WORKHORSE_SERVER_SHUTDOWN']);
+    expect(await s.client?.exists(lockKey('5014'))).toBe(0);
+  });
+
+  it('/runs lists a session with transport websocket while it runs', async () => {
+    const s = await wsStack();
+    const session = await open(s);
+    session.send(start('5015', [{ op: 'checkpoint', text: 'a' }, { op: 'hang' }]));
+    await session.next('newCheckpoint');
+    const { runs } = (await (await request(`${s.opsUrl}/runs`)).body.json()) as { runs: Array<Record<string, unknown>> };
+    expect(runs).toEqual([expect.objectContaining({ workflow_id: '5015', transport: 'websocket', state: 'running' })]);
+    session.ws.close(1000);
+    await session.closed;
+    await nothingLeft(s, '5015');
+  });
+
+describe('self-hosted billing (CloudServiceForSelfHosted)', () => {
+  it('each trackLlmCallForSelfHosted goes to TrackSelfHostedExecuteWorkflow with the cloud headers, then the service gets an empty answer; on both transports; the billing stream ends with the run', async () => {
+    const s = await wsStack();
+    s.owner.configure(WEBSOCKET_PREAUTH, { lockConcurrentFlow: true, cloudServiceForSelfHosted: { URI: s.workflow.address, Headers: { 'x-gitlab-instance-id': 'self-hosted-1' } } });
+    s.owner.configure('5020', { detached: true, cloudServiceForSelfHosted: { URI: s.workflow.address, Headers: { 'x-gitlab-instance-id': 'self-hosted-1' } } });
+    const steps: Step[] = [{ op: 'checkpoint', text: 'a' }, { op: 'track_llm_call', featureQualifiedName: 'duo_chat', expect: { plainTextResponse: {} } }, { op: 'end' }];
+    const session = await open(s);
+    session.send(start('5021', steps));
+    expect(await session.closed).toEqual({ code: 1000, reason: '' });
+    const detached = await s.executeText('5020', { steps });
+    expect(detached.status, detached.text).toBe(202);
+    for (const id of ['5021', '5020']) {
+      const call = await callOf(s, id);
+      await s.workflow.waitFor(() => call.ended !== undefined, 5_000, `${id} ended`);
+      expect(call, id).toMatchObject({ ended: { how: 'ok' }, protocolErrors: [], llmCalls: [{ workflowID: id, billed: true }] });
+    }
+    expect(s.workflow.billingCalls).toHaveLength(2);
+    for (const billing of s.workflow.billingCalls) {
+      expect(billing.metadata['x-gitlab-instance-id']).toBe('self-hosted-1');
+      expect(billing.events).toEqual([expect.objectContaining({ featureQualifiedName: 'duo_chat', featureAiCatalogItem: false })]);
+      expect(billing.answered).toBe(1);
+    }
+    await s.workflow.waitFor(() => s.workflow.billingCalls.every((c) => c.ended !== undefined), 5_000, 'billing streams ended');
+  });
+
+  it('without a cloud service the action is refused as before; a billing stream that fails answers the error and the run goes on', async () => {
+    const s = await wsStack();
+    const session = await open(s);
+    session.send(start('5022', [{ op: 'track_llm_call', featureQualifiedName: 'duo_chat' }, { op: 'end' }]));
+    expect((await session.closed).code).toBe(1000);
+    const refusedCall = await callOf(s, '5022');
+    expect(refusedCall.actionResponses[0]?.response.plainTextResponse?.error).toBe('action cannot be executed by this client: trackLlmCallForSelfHosted');
+    expect(s.workflow.billingCalls).toEqual([]);
+
+    s.owner.configure(WEBSOCKET_PREAUTH, { lockConcurrentFlow: true, cloudServiceForSelfHosted: { URI: s.workflow.address } });
+    s.workflow.billing = { mode: 'fail', code: 'UNAVAILABLE', message: 'billing down' };
+    const failing = await open(s);
+    failing.send(start('5023', [{ op: 'track_llm_call', featureQualifiedName: 'duo_chat' }, { op: 'checkpoint', text: 'after' }, { op: 'end' }]));
+    expect((await failing.closed).code).toBe(1000);
+    // The run went on past the failed call: the checkpoint after it reached the client before the close.
+    expect(failing.frames.map((f) => f.json['newCheckpoint'])).toEqual([expect.objectContaining({ checkpoint: 'after' })]);
+    const call = await callOf(s, '5023');
+    expect(call.actionResponses[0]?.response.plainTextResponse?.error).toMatch(/^failed to track the LLM call with the cloud service/);
+    await nothingLeft(s, '5023');
+  });
+});
+});
