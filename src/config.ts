@@ -66,6 +66,8 @@ export interface Config {
   /** A client that takes nothing written to it for this long is gone; a close frame gets wsCloseTimeoutMs. */
   wsWriteTimeoutMs: number;
   wsCloseTimeoutMs: number;
+  /** A WebSocket client that sends no startRequest this long after the upgrade is closed 1008. */
+  wsStartTimeoutMs: number;
   /** Origins allowed besides the request's own host (scheme://host[:port], lower case). */
   wsAllowedOrigins: readonly string[];
   /** Check a browser's Origin against X-Forwarded-Host (behind a proxy that sets it) instead of Host. */
@@ -295,6 +297,7 @@ export function loadConfig(env: Env = process.env): EnvConfig {
     wsPongTimeoutMs: read(env, 'LONGRUN_WS_PONG_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 30_000),
     wsWriteTimeoutMs: read(env, 'LONGRUN_WS_WRITE_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 60_000),
     wsCloseTimeoutMs: read(env, 'LONGRUN_WS_CLOSE_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 5_000),
+    wsStartTimeoutMs: read(env, 'LONGRUN_WS_START_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 60_000),
     wsAllowedOrigins: read(env, 'LONGRUN_WS_ALLOWED_ORIGINS', originList, 'a comma-separated list of origins (scheme://host[:port])', []),
     trustForwardedHost: read(env, 'LONGRUN_TRUST_FORWARDED_HOST', flag, 'true or false', false),
     maxWsSessions: read(env, 'LONGRUN_MAX_WS_SESSIONS', count, 'a non-negative integer', 10_000),

@@ -283,7 +283,7 @@ export class Gateway {
         owner,
         metrics,
         logger,
-        settings: { pingMs: config.wsPingMs, pongTimeoutMs: config.wsPongTimeoutMs, writeTimeoutMs: config.wsWriteTimeoutMs, closeTimeoutMs: config.wsCloseTimeoutMs },
+        settings: { pingMs: config.wsPingMs, pongTimeoutMs: config.wsPongTimeoutMs, writeTimeoutMs: config.wsWriteTimeoutMs, closeTimeoutMs: config.wsCloseTimeoutMs, startTimeoutMs: config.wsStartTimeoutMs },
         maxSessions: config.maxWsSessions,
         allowedOrigins: config.wsAllowedOrigins,
         trustForwardedHost: config.trustForwardedHost,

@@ -21,6 +21,9 @@ export const SERVER_SHUTDOWN: Close = Object.freeze({ code: 1001, reason: 'serve
 export const SERVICE_UNAVAILABLE: Close = Object.freeze({ code: 1001, reason: 'duo workflow service unavailable' });
 export const QUOTA_EXCEEDED: Close = Object.freeze({ code: 1008, reason: 'Insufficient credits: quota exceeded' });
 export const LOCK_HELD: Close = Object.freeze({ code: 1013, reason: 'Failed to acquire lock on workflow' });
+/** Policy violations of longrun's own (Workhorse bounds neither): no start in time, a heartbeat flood. */
+export const NO_START: Close = Object.freeze({ code: 1008, reason: 'no startRequest within the start timeout' });
+export const HEARTBEAT_FLOOD: Close = Object.freeze({ code: 1008, reason: 'too many heartbeats' });
 /** Workhorse's code for a request the workflow service refused as invalid. */
 export const INVALID_REQUEST_CODE = 4400;
 

@@ -25,13 +25,15 @@ import type { StopReason } from '../vocabulary';
 import { workhorseActionJson } from '../workflow/action-line';
 import { messageTypes, type Action, type ClientEvent, type DecodedClientEvent, type StartWorkflowRequest } from '../workflow/contract';
 import { MAX_JSON_DEPTH, decodeProtoJson } from '../workflow/protojson';
-import { NORMAL, closeForRefusal, closeForRunEnd, invalidRequest, type Close } from './ws-close';
+import { HEARTBEAT_FLOOD, NORMAL, NO_START, closeForRefusal, closeForRunEnd, invalidRequest, type Close } from './ws-close';
 
 export interface SessionSettings {
   pingMs: number;
   pongTimeoutMs: number;
   writeTimeoutMs: number;
   closeTimeoutMs: number;
+  /** A client that sends no startRequest this long after the upgrade is closed 1008. */
+  startTimeoutMs: number;
 }
 
 export interface SessionDeps {
@@ -49,6 +51,12 @@ type State = 'awaiting_start' | 'starting' | 'open' | 'closed';
 /** Bytes queued to a client before it counts as not reading (the run pauses the service). */
 const HIGH_WATER_BYTES = 1024 * 1024;
 
+/**
+ * Heartbeats a client may send in one second. The language server sends one a minute;
+ * past this the client is flooding the service, and the session is closed 1008.
+ */
+const MAX_HEARTBEATS_PER_SECOND = 20;
+
 const CLIENT_GONE: StopReason = Object.freeze({ kind: 'client_gone' });
 const PONG_TIMEOUT: StopReason = Object.freeze({ kind: 'pong_timeout' });
 const PING_FAILED: StopReason = Object.freeze({ kind: 'ping_failed' });
@@ -62,6 +70,10 @@ export class WebSocketSession implements ActionSink {
   private pingTimer: NodeJS.Timeout | undefined;
   private pongDeadline: NodeJS.Timeout | undefined;
   private closeTimer: NodeJS.Timeout | undefined;
+  private startTimer: NodeJS.Timeout | undefined;
+  /** Heartbeats in the current one-second window, and when it began. */
+  private heartbeats = 0;
+  private heartbeatWindow = 0;
   /** Bytes handed to ws not yet written to the socket, and who waits for them to drain. */
   private queuedBytes = 0;
   private drainWaiters: Array<() => void> = [];
@@ -92,6 +104,9 @@ export class WebSocketSession implements ActionSink {
     socket.once('close', (code: number) => this.onClose(code));
     this.armPongDeadline();
     this.pingTimer = setInterval(() => this.ping(), this.deps.settings.pingMs);
+    this.startTimer = setTimeout(() => {
+      if (this.state === 'awaiting_start') this.close(NO_START);
+    }, this.deps.settings.startTimeoutMs);
     await this.closed;
     await this.run?.done;
   }
@@ -155,6 +170,12 @@ export class WebSocketSession implements ActionSink {
     const event = clientEvent(decoded);
     // An event that sets nothing carries nothing for the service.
     if (!event) return;
+    if ('heartbeat' in event && this.flooding()) {
+      this.log().warn({ per_second: MAX_HEARTBEATS_PER_SECOND }, 'websocket client floods heartbeats: closing');
+      this.stopRun(CLIENT_GONE);
+      this.close(HEARTBEAT_FLOOD);
+      return;
+    }
     if (this.state === 'awaiting_start') {
       // The service reads a startRequest first; anything else is what it would refuse.
       this.close(invalidRequest('the first event must be startRequest'));
@@ -186,6 +207,7 @@ export class WebSocketSession implements ActionSink {
       return;
     }
     this.state = 'starting';
+    clearTimeout(this.startTimer);
     this.workflowId = workflowId;
     this.locking = this.auth.auth.LockConcurrentFlow === true;
     const start = { ...this.auth, auth: { ...this.auth.auth, WorkflowID: workflowId }, request, signal: this.gone.signal };
@@ -227,11 +249,23 @@ export class WebSocketSession implements ActionSink {
     clearInterval(this.pingTimer);
     clearTimeout(this.pongDeadline);
     clearTimeout(this.closeTimer);
+    clearTimeout(this.startTimer);
     this.wakeDrainWaiters();
     this.early = [];
     if (!wasOpen) return;
     // A client's close frame 1000/1001 is a stop it asked for; anything else is a lost connection.
     this.stopRun(code === 1000 || code === 1001 ? { kind: 'client_closed', code } : CLIENT_GONE);
+  }
+
+  /** Counts a heartbeat; true once the client sends more than the bound in one second. */
+  private flooding(): boolean {
+    const now = Date.now();
+    if (now - this.heartbeatWindow >= 1_000) {
+      this.heartbeatWindow = now;
+      this.heartbeats = 0;
+    }
+    this.heartbeats += 1;
+    return this.heartbeats > MAX_HEARTBEATS_PER_SECOND;
   }
 
   private ping(): void {

@@ -25,7 +25,13 @@ afterEach(async () => {
   stack = undefined;
 });
 
-const FAST = { LONGRUN_WS_PING_MS: '100', LONGRUN_WS_PONG_TIMEOUT_MS: '400', LONGRUN_WS_CLOSE_TIMEOUT_MS: '500', LONGRUN_STOP_ACK_TIMEOUT_MS: '2000' };
+const FAST = {
+  LONGRUN_WS_PING_MS: '100',
+  LONGRUN_WS_PONG_TIMEOUT_MS: '400',
+  LONGRUN_WS_CLOSE_TIMEOUT_MS: '500',
+  LONGRUN_WS_START_TIMEOUT_MS: '1500',
+  LONGRUN_STOP_ACK_TIMEOUT_MS: '2000',
+};
 
 async function wsStack(options: StackOptions = {}): Promise<Stack> {
   stack = await startStack({ redis: true, preauth: { lockConcurrentFlow: true }, ...options, env: { ...FAST, ...options.env } });
@@ -316,6 +322,74 @@ describe('a session', () => {
     await session.closed;
     await nothingLeft(s, '5015');
   });
+
+describe('clients', () => {
+  it('like the language server: its headers reach the service, its heartbeats (every 60 s, scaled) and its own pings go through, the session ends 1000', async () => {
+    const s = await wsStack();
+    const session = await open(s, {
+      headers: {
+        authorization: 'Bearer glpat-language-server',
+        'x-gitlab-language-server-version': '7.21.0',
+        'x-gitlab-client-type': 'node-websocket',
+        'x-gitlab-client-name': 'gitlab-language-server',
+        'x-gitlab-client-version': '7.21.0',
+        'user-agent': 'gitlab-language-server/7.21.0',
+      },
+    });
+    session.send(start('5030', [{ op: 'checkpoint', text: 'a' }, { op: 'wait', ms: 600 }, { op: 'checkpoint', text: 'b' }, { op: 'end' }]));
+    // The language server's heartbeat (60 s) and ping (45 s), scaled to 100 ms and 150 ms.
+    const heartbeat = setInterval(() => session.send({ heartbeat: { timestamp: String(Date.now()) } }), 100);
+    const ping = setInterval(() => session.ws.ping(), 150);
+    try {
+      expect(await session.closed).toEqual({ code: 1000, reason: '' });
+    } finally {
+      clearInterval(heartbeat);
+      clearInterval(ping);
+    }
+    const call = await callOf(s, '5030');
+    expect(call.heartbeats).toBeGreaterThanOrEqual(3);
+    expect(call.metadata['x-gitlab-client-name']).toBe('gitlab-language-server');
+    expect(call.metadata['x-gitlab-client-version']).toBe('7.21.0');
+    expect(s.owner.preauths.at(-1)?.headers['x-gitlab-language-server-version']).toBe('7.21.0');
+    expect(s.owner.preauths.at(-1)?.headers['authorization']).toBe('Bearer glpat-language-server');
+    expect(session.frames.map((f) => (f.json['newCheckpoint'] as { checkpoint: string }).checkpoint)).toEqual(['a', 'b']);
+  });
+
+  it('like the web chat: client_type=browser in the preauth query, the lock on; a second startRequest under the lock is 1013', async () => {
+    const s = await wsStack();
+    const session = await open(s, { query: '?client_type=browser' });
+    // The preauth is asked with the route's path and the client's query, as Workhorse asks Rails.
+    expect(s.owner.preauths.at(-1)).toMatchObject({ method: 'GET', path: '/api/v4/ai/duo_workflows/ws?client_type=browser' });
+    session.send(start('5031', [{ op: 'checkpoint', text: 'a' }, { op: 'hang' }]));
+    await session.next('newCheckpoint');
+    session.send(start('5031', [{ op: 'end' }]));
+    expect(await session.closed).toEqual({ code: 1013, reason: 'Failed to acquire lock on workflow' });
+    const call = await callOf(s, '5031');
+    await s.workflow.waitFor(() => call.ended !== undefined, 5_000, 'ended');
+    expect(call.stopReasons).toEqual([]);
+    expect(s.workflow.callsFor('5031')).toHaveLength(1);
+    await nothingLeft(s, '5031');
+  });
+
+  it('a client that opens and never sends is closed 1008 after the start timeout; one that floods heartbeats is closed 1008 and its call cancelled', async () => {
+    const s = await wsStack();
+    const silent = await open(s);
+    expect(await silent.closed).toEqual({ code: 1008, reason: 'no startRequest within the start timeout' });
+    expect(s.workflow.calls).toEqual([]);
+
+    const flood = await open(s);
+    flood.send(start('5032', [{ op: 'checkpoint', text: 'a' }, { op: 'hang' }]));
+    await flood.next('newCheckpoint');
+    for (let i = 0; i < 50; i++) flood.send({ heartbeat: { timestamp: String(i) } });
+    expect(await flood.closed).toEqual({ code: 1008, reason: 'too many heartbeats' });
+    const call = await callOf(s, '5032');
+    await s.workflow.waitFor(() => call.ended !== undefined, 5_000, 'ended');
+    expect(call).toMatchObject({ stopReasons: [], ended: { how: 'cancelled' } });
+    expect(call.heartbeats).toBeLessThanOrEqual(20);
+    await nothingLeft(s, '5032');
+    await expect.poll(() => s.gateway.metrics.websocketSessionsOpen.get().then((m) => m.values[0]?.value), { timeout: 5_000 }).toBe(0);
+  });
+});
 
 describe('self-hosted billing (CloudServiceForSelfHosted)', () => {
   it('each trackLlmCallForSelfHosted goes to TrackSelfHostedExecuteWorkflow with the cloud headers, then the service gets an empty answer; on both transports; the billing stream ends with the run', async () => {

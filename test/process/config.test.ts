@@ -68,6 +68,7 @@ describe('config: defaults', () => {
       wsPongTimeoutMs: 30_000,
       wsWriteTimeoutMs: 60_000,
       wsCloseTimeoutMs: 5_000,
+      wsStartTimeoutMs: 60_000,
       wsAllowedOrigins: [],
       trustForwardedHost: false,
       maxWsSessions: 10_000,
