@@ -389,6 +389,22 @@ describe('clients', () => {
     await nothingLeft(s, '5032');
     await expect.poll(() => s.gateway.metrics.websocketSessionsOpen.get().then((m) => m.values[0]?.value), { timeout: 5_000 }).toBe(0);
   });
+
+  it('a client that stops reading is bounded like a blocking caller: the service is paused, then the call cancelled after LONGRUN_WS_WRITE_TIMEOUT_MS', async () => {
+    const s = await wsStack({ env: { LONGRUN_WS_WRITE_TIMEOUT_MS: '1500', LONGRUN_WS_PONG_TIMEOUT_MS: '60000' } });
+    const session = await open(s);
+    session.send(start('5033', [{ op: 'repeat', times: 400, steps: [{ op: 'checkpoint', bytes: 64 * 1024 }] }, { op: 'end' }]));
+    await session.next('newCheckpoint');
+    // The client stops reading its socket: TCP fills, then ws's queue, then the gateway pauses the service.
+    (session.ws as unknown as { _socket: { pause(): void } })._socket.pause();
+    const call = await callOf(s, '5033');
+    await s.workflow.waitFor(() => call.ended !== undefined, 10_000, 'ended');
+    expect(call).toMatchObject({ stopReasons: [], ended: { how: 'cancelled' } });
+    // Flow control held the service back: it could not send its 400 checkpoints (25 MiB) into the gateway.
+    expect(call.actionsSent).toBeLessThan(400);
+    expect(s.logs()).toContain('websocket client took nothing: ending the run');
+    await nothingLeft(s, '5033');
+  });
 });
 
 describe('self-hosted billing (CloudServiceForSelfHosted)', () => {
