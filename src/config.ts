@@ -72,6 +72,10 @@ export interface Config {
   wsAllowedOrigins: readonly string[];
   /** Check a browser's Origin against X-Forwarded-Host (behind a proxy that sets it) instead of Host. */
   trustForwardedHost: boolean;
+  /** A WebSocket run whose connection is lost waits this long for its client (0: stopped at once, as Workhorse). */
+  wsResumeWindowMs: number;
+  /** Bytes of frames a parked WebSocket run keeps for its client; past them it is stopped. */
+  wsBacklogBytes: number;
   /** WebSocket sessions at once in this process (503 before the upgrade when full). */
   maxWsSessions: number;
   preauthTimeoutMs: number;
@@ -301,6 +305,8 @@ export function loadConfig(env: Env = process.env): EnvConfig {
     wsAllowedOrigins: read(env, 'LONGRUN_WS_ALLOWED_ORIGINS', originList, 'a comma-separated list of origins (scheme://host[:port])', []),
     trustForwardedHost: read(env, 'LONGRUN_TRUST_FORWARDED_HOST', flag, 'true or false', false),
     maxWsSessions: read(env, 'LONGRUN_MAX_WS_SESSIONS', count, 'a non-negative integer', 10_000),
+    wsResumeWindowMs: read(env, 'LONGRUN_WS_RESUME_WINDOW_MS', nonNegativeMs, 'a non-negative integer number of milliseconds (0 = off)', 60_000),
+    wsBacklogBytes: read(env, 'LONGRUN_WS_BACKLOG_BYTES', count, 'a non-negative integer number of bytes', 8 * 1024 * 1024),
     preauthTimeoutMs: read(env, 'LONGRUN_PREAUTH_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 10_000),
     relayTimeoutMs: read(env, 'LONGRUN_RELAY_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 5_000),
     // A tool call may take a while (a search, a build); 30 s bounds a hung MCP server.

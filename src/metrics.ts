@@ -119,6 +119,16 @@ export class Metrics {
   readonly websocketFrames = new Counter({ name: 'longrun_websocket_frames_total', help: 'WebSocket frames, by direction (in: from the client).', labelNames: ['direction'], registers: [this.registry] });
   readonly websocketBytes = new Counter({ name: 'longrun_websocket_bytes_total', help: 'WebSocket payload bytes, by direction (in: from the client).', labelNames: ['direction'], registers: [this.registry] });
   readonly websocketCloses = new Counter({ name: 'longrun_websocket_closes_total', help: 'Close frames the gateway sent, by code.', labelNames: ['code'], registers: [this.registry] });
+  readonly websocketParked = new Counter({ name: 'longrun_websocket_parked_total', help: 'WebSocket sessions whose connection was lost while their run went on (parked).', registers: [this.registry] });
+  readonly websocketReattaches = new Counter({ name: 'longrun_websocket_reattached_total', help: 'Parked WebSocket runs a new connection took over, by how (local: on this replica).', labelNames: ['how'], registers: [this.registry] });
+  readonly websocketParkEnds = new Counter({ name: 'longrun_websocket_park_ends_total', help: 'Parked WebSocket runs longrun stopped, by why (expired, backlog_full, taken_over).', labelNames: ['why'], registers: [this.registry] });
+  readonly websocketBacklogBytes = new Gauge({ name: 'longrun_websocket_backlog_bytes', help: 'Bytes of frames kept for parked WebSocket runs.', registers: [this.registry] });
+  readonly websocketReattachDuration = new Histogram({
+    name: 'longrun_websocket_reattach_seconds',
+    help: 'A parked WebSocket run: its connection lost → a new one attached and replayed to.',
+    buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
+    registers: [this.registry],
+  });
   readonly websocketSessionsOpen = new Gauge({ name: 'longrun_websocket_sessions_open', help: 'WebSocket sessions held now (LONGRUN_MAX_WS_SESSIONS caps them).', registers: [this.registry] });
   readonly endsWhileStopping = new Counter({
     name: 'longrun_ends_while_stopping_total',
@@ -242,6 +252,8 @@ export class Metrics {
       collectDefaultMetrics({ register: this.registry });
       for (const name of lintFailingDefaults) this.registry.removeSingleMetric(name);
     }
+    this.websocketReattaches.inc({ how: 'local' }, 0);
+    for (const why of ['expired', 'backlog_full', 'taken_over']) this.websocketParkEnds.inc({ why }, 0);
     for (const direction of ['in', 'out']) {
       this.websocketFrames.inc({ direction }, 0);
       this.websocketBytes.inc({ direction }, 0);
@@ -284,6 +296,17 @@ export class Metrics {
   websocketFrame(direction: 'in' | 'out', bytes: number): void {
     this.websocketFrames.inc({ direction });
     this.websocketBytes.inc({ direction }, bytes);
+  }
+
+  /** A parked run a new connection took over after `lostForS`. */
+  websocketReattached(how: 'local', lostForS: number): void {
+    this.websocketReattaches.inc({ how });
+    this.websocketReattachDuration.observe(lostForS);
+  }
+
+  /** A parked run longrun stopped. */
+  websocketParkEnd(why: 'expired' | 'backlog_full' | 'taken_over'): void {
+    this.websocketParkEnds.inc({ why });
   }
 
   /** A close frame the gateway sent, by code (Workhorse's codes; anything else `other`). */

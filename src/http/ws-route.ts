@@ -18,6 +18,7 @@ import type { OwnerClient } from '../owner/owner-client';
 import type { Launcher } from '../run/launcher';
 import { errorStatus, retryAfterOf } from './error-status';
 import { requestIdOf } from './request-id';
+import type { ClientRunSettings, ParkedRuns } from './ws-client-run';
 import { WebSocketSession, type SessionSettings } from './ws-session';
 
 export const WEBSOCKET_PATH = '/api/v4/ai/duo_workflows/ws';
@@ -29,7 +30,7 @@ export interface WebSocketRouteDeps {
   owner: OwnerClient;
   metrics: Metrics;
   logger: Logger;
-  settings: SessionSettings;
+  settings: SessionSettings & ClientRunSettings;
   maxSessions: number;
   /** Origins allowed besides the request's own host. */
   allowedOrigins: readonly string[];
@@ -42,6 +43,8 @@ export class WebSocketRoute {
   /** Sessions upgraded or being authorized: what the cap counts. */
   private readonly sessions = new Set<WebSocketSession>();
   private pending = 0;
+  /** Runs whose connection was lost, waiting for their client (docs/spec.md §12). */
+  private readonly parked: ParkedRuns = new Map();
 
   constructor(private readonly deps: WebSocketRouteDeps) {}
 
@@ -102,7 +105,7 @@ export class WebSocketRoute {
       const auth = preauth.answer.DuoWorkflow;
       const caller = callerOf(req);
       this.server.handleUpgrade(req, socket, head, (ws) => {
-        const session = new WebSocketSession(ws, { auth, requestId, caller }, { launcher: deps.launcher, metrics: deps.metrics, logger: deps.logger, settings: deps.settings });
+        const session = new WebSocketSession(ws, { auth, requestId, caller }, { launcher: deps.launcher, metrics: deps.metrics, logger: deps.logger, settings: deps.settings, parked: this.parked });
         this.sessions.add(session);
         deps.metrics.websocketSessionsOpen.inc();
         void session.serve().finally(() => {

@@ -1,6 +1,7 @@
 /**
- * One WebSocket session (docs/spec.md §11), from the upgrade to the close: the client's
- * frames in, the run's actions for the client out, liveness, and how it ends.
+ * One WebSocket connection (docs/spec.md §11, §12), from the upgrade to the close: the
+ * client's frames in, the run's actions for the client out (through its ClientRun,
+ * ws-client-run.ts, which outlives a lost connection), liveness, and how it ends.
  *
  *   awaiting_start ──startRequest──► starting (lock, MCP discovery, stream open: the launcher)
  *     ──► open: client events → the run (run.fromClient); actions → binary frames (ActionSink)
@@ -11,19 +12,22 @@
  * WORKHORSE_WEBSOCKET_PONG_TIMEOUT; a ping that cannot be written with
  * WORKHORSE_WEBSOCKET_PING_FAILED; any other close code, a connection lost without a
  * close frame, an undecodable frame or a client that stops reading cancel the call, no
- * stop. Everything the session holds — its timers, its run, its place in the route's
- * count — is given back when the socket closes, whichever side closed it.
+ * stop. A connection *lost* — no close frame, no pong, a ping or write that fails — parks
+ * the run instead, for LONGRUN_WS_RESUME_WINDOW_MS (0: stopped as above): a start of the
+ * same actor naming that workflow with no new input re-attaches to it on this replica.
+ * Everything the connection holds — its timers, its place in the route's count — is
+ * given back when its socket closes, whichever side closed it.
  */
 import type { WebSocket } from 'ws';
 import { GatewayError } from '../errors';
 import type { Logger } from '../log';
 import type { Metrics } from '../metrics';
 import type { AuthorizedStart, Launcher, SessionRun } from '../run/launcher';
-import type { ActionSink } from '../run/run';
+import { ClientRun, type ClientRunSettings, type Connection, type ParkedRuns } from './ws-client-run';
 import { parseJsonBody } from '../shared/json-body';
+import { authorizeStartRequest } from '../run/start-request';
 import type { StopReason } from '../vocabulary';
-import { workhorseActionJson } from '../workflow/action-line';
-import { messageTypes, type Action, type ClientEvent, type DecodedClientEvent, type StartWorkflowRequest } from '../workflow/contract';
+import { messageTypes, type ClientEvent, type DecodedClientEvent, type StartWorkflowRequest } from '../workflow/contract';
 import { MAX_JSON_DEPTH, decodeProtoJson } from '../workflow/protojson';
 import { HEARTBEAT_FLOOD, NORMAL, NO_START, closeForRefusal, closeForRunEnd, invalidRequest, type Close } from './ws-close';
 
@@ -40,7 +44,9 @@ export interface SessionDeps {
   launcher: Launcher;
   metrics: Metrics;
   logger: Logger;
-  settings: SessionSettings;
+  settings: SessionSettings & ClientRunSettings;
+  /** This process's parked runs (the route's). */
+  parked: ParkedRuns;
 }
 
 /** What the session was authorized for: the start, less the request the client sends. */
@@ -61,9 +67,9 @@ const CLIENT_GONE: StopReason = Object.freeze({ kind: 'client_gone' });
 const PONG_TIMEOUT: StopReason = Object.freeze({ kind: 'pong_timeout' });
 const PING_FAILED: StopReason = Object.freeze({ kind: 'ping_failed' });
 
-export class WebSocketSession implements ActionSink {
+export class WebSocketSession implements Connection {
   private state: State = 'awaiting_start';
-  private run: SessionRun | undefined;
+  private client: ClientRun | undefined;
   /** Client events that came while the run was being opened, passed on once it is. */
   private early: ClientEvent[] = [];
   private readonly gone = new AbortController();
@@ -108,7 +114,6 @@ export class WebSocketSession implements ActionSink {
       if (this.state === 'awaiting_start') this.close(NO_START);
     }, this.deps.settings.startTimeoutMs);
     await this.closed;
-    await this.run?.done;
   }
 
   /** The process is draining and no run was opened yet: 1001 `server shutdown`. */
@@ -121,24 +126,20 @@ export class WebSocketSession implements ActionSink {
     this.socket.terminate();
   }
 
-  /** ActionSink: an action for the client, one binary frame as Workhorse marshals it. */
-  write(action: Action): 'ok' | 'full' | 'gone' {
+  /** Connection: one binary frame for the client (an Action as Workhorse marshals it). */
+  sendFrame(frame: Buffer): 'ok' | 'full' | 'gone' {
     if (this.state === 'closed' || this.socket.readyState !== this.socket.OPEN) return 'gone';
-    const frame = Buffer.from(JSON.stringify(workhorseActionJson(action)));
     this.queuedBytes += frame.length;
     this.deps.metrics.websocketFrame('out', frame.length);
     this.socket.send(frame, { binary: true }, (err) => {
       this.queuedBytes -= frame.length;
-      if (err) {
-        this.stopRun(CLIENT_GONE);
-        this.socket.terminate();
-      }
+      if (err && this.state !== 'closed') this.lost(CLIENT_GONE);
       if (this.queuedBytes <= HIGH_WATER_BYTES / 2) this.wakeDrainWaiters();
     });
     return this.queuedBytes > HIGH_WATER_BYTES ? 'full' : 'ok';
   }
 
-  /** ActionSink: resolves once what was queued for the client is mostly written (or the socket closed). */
+  /** Connection: resolves once what was queued for the client is mostly written (or the socket closed). */
   drained(): Promise<void> {
     if (this.queuedBytes <= HIGH_WATER_BYTES / 2 || this.state === 'closed') return Promise.resolve();
     return new Promise((resolve) => this.drainWaiters.push(resolve));
@@ -182,18 +183,28 @@ export class WebSocketSession implements ActionSink {
       return;
     }
     if (this.state === 'starting') this.early.push(event);
-    else this.run?.fromClient(event);
+    else this.client?.fromClient(event);
   }
 
   private onStart(request: StartWorkflowRequest): void {
-    const event: ClientEvent = { startRequest: request };
     if (this.state !== 'awaiting_start') {
       // A second start: under the lock it cannot take the lock again (Workhorse: 1013); else the service decides.
       if (this.locking) {
         this.stopRun(CLIENT_GONE);
         this.close(closeForRefusal('WORKFLOW_LOCKED', ''));
-      } else if (this.state === 'starting') this.early.push(event);
-      else this.run?.fromClient(event);
+        return;
+      }
+      // Rewritten as the first was (capabilities, the session's workflow); the service decides.
+      let again: ClientEvent;
+      try {
+        again = { startRequest: authorizeStartRequest(request, { ...this.auth.auth, WorkflowID: this.workflowId ?? '' }, 'websocket') };
+      } catch (err) {
+        this.stopRun(CLIENT_GONE);
+        this.close(invalidRequest((err as Error).message));
+        return;
+      }
+      if (this.state === 'starting') this.early.push(again);
+      else this.client?.fromClient(again);
       return;
     }
     const workflowId = request.workflowID ?? '';
@@ -209,10 +220,30 @@ export class WebSocketSession implements ActionSink {
     this.state = 'starting';
     clearTimeout(this.startTimer);
     this.workflowId = workflowId;
+    const actor = actorOf(this.auth);
+    const parked = this.deps.parked.get(workflowId);
+    if (parked?.resumableBy(actor, request)) {
+      // Re-attach (docs/spec.md §12): the service never saw the loss; its start is not sent again.
+      this.client = parked;
+      this.state = 'open';
+      this.locking = this.auth.auth.LockConcurrentFlow === true;
+      parked.attach(this);
+      this.closeAtEnd(parked);
+      for (const early of this.early) parked.fromClient(early);
+      this.early = [];
+      return;
+    }
+    // A start that may not re-attach (new input, another actor or none) takes the workflow over: the parked run is stopped first.
+    void (parked ? parked.stopParked('taken_over') : Promise.resolve()).then(() => this.launch(request, workflowId, actor));
+  }
+
+  private launch(request: StartWorkflowRequest, workflowId: string, actor: string | undefined): void {
+    if (this.state !== 'starting') return;
     this.locking = this.auth.auth.LockConcurrentFlow === true;
+    const client = new ClientRun(workflowId, actor, this, this.deps.parked, this.deps.settings, this.deps.metrics);
     const start = { ...this.auth, auth: { ...this.auth.auth, WorkflowID: workflowId }, request, signal: this.gone.signal };
-    this.deps.launcher.launch({ ...start, transport: 'websocket', sink: this }).then(
-      ({ run }) => this.opened(run),
+    this.deps.launcher.launch({ ...start, transport: 'websocket', sink: client }).then(
+      ({ run }) => this.opened(client, run),
       (err: unknown) => {
         const error = err instanceof GatewayError ? err : new GatewayError('INTERNAL', 'internal error', { cause: err });
         if (error.code === 'INTERNAL') this.log().error({ err }, 'websocket session could not start');
@@ -222,24 +253,44 @@ export class WebSocketSession implements ActionSink {
     );
   }
 
-  private opened(run: SessionRun): void {
-    this.run = run;
+  private opened(client: ClientRun, run: SessionRun): void {
+    client.opened(run);
+    this.client = client;
     if (this.state === 'closed') {
       // The client left while the run was opening: as a connection lost, the call is cancelled.
       void run.stop(CLIENT_GONE);
       return;
     }
     this.state = 'open';
-    for (const event of this.early) run.fromClient(event);
+    for (const event of this.early) client.fromClient(event);
     this.early = [];
-    void run.done.then((result) => {
+    this.closeAtEnd(client);
+  }
+
+  /** When the run ends, this connection is closed with the code its end chooses — if it is still the run's. */
+  private closeAtEnd(client: ClientRun): void {
+    void client.done.then((result) => {
+      if (!result || !client.servedOn(this)) return;
       const close = closeForRunEnd(result);
       if (close) this.close(close);
+      // Ended by its client: a socket still open (a client that stopped reading) is cut off.
+      else this.socket.terminate();
     });
   }
 
   private stopRun(reason: StopReason): void {
-    if (this.run) void this.run.stop(reason);
+    this.client?.stop(reason);
+  }
+
+  /**
+   * The connection is lost (no pong, a failed ping or write): the run is parked when it
+   * can be, else stopped for `reason`; the socket is cut off.
+   */
+  private lost(reason: StopReason): void {
+    const wasOpen = this.state === 'open';
+    this.state = 'closed';
+    if (wasOpen && this.client && !this.client.park()) this.client.stop(reason);
+    this.socket.terminate();
   }
 
   private onClose(code: number): void {
@@ -253,8 +304,10 @@ export class WebSocketSession implements ActionSink {
     this.wakeDrainWaiters();
     this.early = [];
     if (!wasOpen) return;
-    // A client's close frame 1000/1001 is a stop it asked for; anything else is a lost connection.
-    this.stopRun(code === 1000 || code === 1001 ? { kind: 'client_closed', code } : CLIENT_GONE);
+    // A client's close frame 1000/1001 is a stop it asked for; another code ends the call.
+    if (code === 1000 || code === 1001) this.stopRun({ kind: 'client_closed', code });
+    // No close frame at all (1006): the connection was lost, and the run waits for its client.
+    else if (code !== 1006 || !this.client?.park()) this.stopRun(CLIENT_GONE);
   }
 
   /** Counts a heartbeat; true once the client sends more than the bound in one second. */
@@ -272,9 +325,7 @@ export class WebSocketSession implements ActionSink {
     if (this.socket.readyState !== this.socket.OPEN) return;
     this.socket.ping(undefined, undefined, (err) => {
       if (!err || this.state === 'closed') return;
-      this.stopRun(PING_FAILED);
-      this.state = this.state === 'open' ? 'closed' : this.state;
-      this.socket.terminate();
+      this.lost(PING_FAILED);
     });
   }
 
@@ -282,10 +333,7 @@ export class WebSocketSession implements ActionSink {
   private armPongDeadline(): void {
     clearTimeout(this.pongDeadline);
     this.pongDeadline = setTimeout(() => {
-      if (this.state === 'closed') return;
-      this.stopRun(PONG_TIMEOUT);
-      this.state = 'closed';
-      this.socket.terminate();
+      if (this.state !== 'closed') this.lost(PONG_TIMEOUT);
     }, this.deps.settings.pongTimeoutMs);
   }
 
@@ -308,4 +356,10 @@ function clientEvent(decoded: DecodedClientEvent): ClientEvent | undefined {
   if (decoded.heartbeat) return { heartbeat: { timestamp: decoded.heartbeat.timestamp ?? '0' } };
   if (decoded.stopWorkflow) return { stopWorkflow: { reason: decoded.stopWorkflow.reason ?? '' } };
   return undefined;
+}
+
+/** Who a session is for, as a re-attach must match it (docs/spec.md §12): ActorID, else the cloud-connector user id. */
+function actorOf(auth: SessionAuth): string | undefined {
+  const actor = auth.auth.ActorID ?? auth.auth.Service.Headers?.['x-gitlab-global-user-id'];
+  return actor ? actor : undefined;
 }

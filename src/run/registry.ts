@@ -12,6 +12,8 @@ export interface RunInfo {
   started_at: string;
   last_action_at: string | null;
   actions: number;
+  /** A WebSocket session's run waiting for its client: when its connection was lost. */
+  parked_at?: string;
 }
 
 /** What the registry needs of a run. */

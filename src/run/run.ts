@@ -135,6 +135,8 @@ export class Run implements RegisteredRun, LimitedRun {
   private lastCheckpointStatus: string | undefined;
   private stopping: Promise<StopOutcome> | undefined;
   private stopStartedAt = 0;
+  /** When a WebSocket session's connection was lost, while the run waits for its client. */
+  private parkedAt: number | undefined;
   /** The stop check of the last action that needed one, and its serving. */
   private checking: Promise<void> | undefined;
   /** Set when the owner's stop signal is seen (it wins over acceptance). */
@@ -229,10 +231,11 @@ export class Run implements RegisteredRun, LimitedRun {
       workflow_id: this.workflowId,
       run_id: this.id,
       transport: transportLabels[this.transport],
-      state: this.phase.state,
+      state: this.parkedAt !== undefined && this.phase.state === 'running' ? 'parked' : this.phase.state,
       started_at: new Date(this.startedAt).toISOString(),
       last_action_at: lastActionAt === undefined ? null : new Date(lastActionAt).toISOString(),
       actions: this.actions,
+      ...(this.parkedAt !== undefined ? { parked_at: new Date(this.parkedAt).toISOString() } : {}),
     };
   }
 
@@ -398,6 +401,15 @@ export class Run implements RegisteredRun, LimitedRun {
   private servedHere(action: Action): boolean {
     if (action.action === 'runHTTPRequest' || action.action === 'trackLlmCallForSelfHosted') return true;
     return action.action === 'runMCPTool' && this.spec.mcp.has(action.runMCPTool?.name ?? '');
+  }
+
+  /**
+   * A WebSocket session's connection was lost at `at` and the run waits for its client
+   * (docs/spec.md §12), or one re-attached (undefined): /runs and the run record say `parked`.
+   */
+  noteParked(at: number | undefined): void {
+    this.parkedAt = at;
+    this.coordination.snapshot.noteState(at === undefined ? this.phase.state : 'parked');
   }
 
   /**

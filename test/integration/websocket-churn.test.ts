@@ -17,7 +17,7 @@ const CONCURRENCY = 25;
 let stack: Stack;
 
 beforeAll(async () => {
-  stack = await startStack({ redis: true, preauth: { lockConcurrentFlow: true }, env: { LONGRUN_STOP_ACK_TIMEOUT_MS: '2000', LONGRUN_LOG_LEVEL: 'warn' } });
+  stack = await startStack({ redis: true, preauth: { lockConcurrentFlow: true }, env: { LONGRUN_STOP_ACK_TIMEOUT_MS: '2000', LONGRUN_LOG_LEVEL: 'warn', LONGRUN_WS_RESUME_WINDOW_MS: '0' } });
 });
 afterAll(async () => {
   await stack?.close();

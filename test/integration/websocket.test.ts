@@ -31,6 +31,8 @@ const FAST = {
   LONGRUN_WS_CLOSE_TIMEOUT_MS: '500',
   LONGRUN_WS_START_TIMEOUT_MS: '1500',
   LONGRUN_STOP_ACK_TIMEOUT_MS: '2000',
+  // Workhorse's behaviour (docs/spec.md §11): a lost connection ends the run. §12 is websocket-resume.test.ts.
+  LONGRUN_WS_RESUME_WINDOW_MS: '0',
 };
 
 async function wsStack(options: StackOptions = {}): Promise<Stack> {
@@ -291,6 +293,10 @@ describe('a session', () => {
     expect(call).toMatchObject({ stopReasons: [], ended: { how: 'cancelled' } });
     await nothingLeft(s, '5012');
 
+    const noWorkflow = await open(s);
+    noWorkflow.send({ startRequest: { goal: 'which workflow?' } });
+    expect(await noWorkflow.closed).toEqual({ code: 4400, reason: 'startRequest names no workflowID' });
+
     const huge = await open(s);
     huge.ws.send(Buffer.alloc(4 * 1024 * 1024 + 1, 0x20));
     expect((await huge.closed).code).toBe(1009);
@@ -309,6 +315,18 @@ describe('a session', () => {
     await draining;
     expect((await callOf(s, '5014')).stopReasons).toEqual(['WORKHORSE_SERVER_SHUTDOWN']);
     expect(await s.client?.exists(lockKey('5014'))).toBe(0);
+  });
+
+  it('a preauth that names a WorkflowID: a start for another workflow is 4400, nothing started', async () => {
+    const s = await wsStack();
+    s.owner.configure(WEBSOCKET_PREAUTH, { lockConcurrentFlow: true, websocketWorkflowId: '5040' });
+    const session = await open(s);
+    session.send(start('5041', [{ op: 'end' }]));
+    expect(await session.closed).toEqual({ code: 4400, reason: 'workflowID "5041" does not match the authorized workflow' });
+    expect(s.workflow.calls).toEqual([]);
+    const allowed = await open(s);
+    allowed.send(start('5040', [{ op: 'checkpoint', text: 'ok' }, { op: 'end' }]));
+    expect(await allowed.closed).toEqual({ code: 1000, reason: '' });
   });
 
   it('/runs lists a session with transport websocket while it runs', async () => {

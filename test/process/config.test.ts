@@ -72,6 +72,8 @@ describe('config: defaults', () => {
       wsAllowedOrigins: [],
       trustForwardedHost: false,
       maxWsSessions: 10_000,
+      wsResumeWindowMs: 60_000,
+      wsBacklogBytes: 8 * 1024 * 1024,
       preauthTimeoutMs: 10_000,
       relayTimeoutMs: 5_000,
       mcpTimeoutMs: 30_000,

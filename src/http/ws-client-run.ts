@@ -1,0 +1,174 @@
+/**
+ * A WebSocket session's run, apart from the connection it is served on (docs/spec.md §12):
+ * what lets a run outlive its connection. It is the run's ActionSink: every action for
+ * the client goes to the connection attached now, or — while none is (the run is parked,
+ * its connection lost) — into a backlog, in order, bounded by LONGRUN_WS_BACKLOG_BYTES.
+ * It remembers the actions the client was sent and has not answered, so a connection that
+ * re-attaches gets, in their order, those and then the backlog, then the live stream.
+ * A checkpoint written to a lost connection is not sent again (nothing tells what a dead
+ * socket delivered, and an incremental checkpoint must not be applied twice).
+ *
+ * A parked run whose window ends, whose backlog overflows, or whose workflow another
+ * start takes over is stopped with WORKHORSE_WEBSOCKET_PING_FAILED: an infrastructure
+ * reason the public service allows, so the workflow stays resumable.
+ */
+import type { Metrics } from '../metrics';
+import type { SessionRun } from '../run/launcher';
+import type { ActionSink, RunResult } from '../run/run';
+import type { StopReason } from '../vocabulary';
+import { workhorseActionJson } from '../workflow/action-line';
+import type { Action, ClientEvent } from '../workflow/contract';
+
+/** The connection a run is served on now (ws-session.ts). */
+export interface Connection {
+  sendFrame(frame: Buffer): 'ok' | 'full' | 'gone';
+  drained(): Promise<void>;
+  readonly stallMs: number;
+}
+
+export interface ClientRunSettings {
+  /** How long a run waits parked for its client; 0: never parked (Workhorse). */
+  resumeWindowMs: number;
+  backlogBytes: number;
+}
+
+/** Parked runs by workflow: where a re-attaching start finds its run (one process). */
+export type ParkedRuns = Map<string, ClientRun>;
+
+const PARKED_RUN_ENDED: StopReason = Object.freeze({ kind: 'ping_failed' });
+
+export class ClientRun implements ActionSink {
+  private run: SessionRun | undefined;
+  private connection: Connection | undefined;
+  /** Actions for the client without an answer yet, by requestID, in the order they came: their frames. */
+  private readonly unanswered = new Map<string, Buffer>();
+  /** Frames emitted while parked, in order, and their bytes. */
+  private backlog: Buffer[] = [];
+  private backlogSize = 0;
+  private parkedAt: number | undefined;
+  private window: NodeJS.Timeout | undefined;
+  /** Set once a parked run was told to stop: counted once. */
+  private stopping = false;
+
+  constructor(
+    readonly workflowId: string,
+    /** Who the run is for (ActorID, else x-gitlab-global-user-id): only they may re-attach. */
+    readonly actor: string | undefined,
+    connection: Connection,
+    private readonly parked: ParkedRuns,
+    private readonly settings: ClientRunSettings,
+    private readonly metrics: Metrics,
+  ) {
+    this.connection = connection;
+  }
+
+  get stallMs(): number | undefined {
+    return this.connection?.stallMs;
+  }
+
+  /** The run, once the launcher opened it. */
+  opened(run: SessionRun): void {
+    this.run = run;
+    void run.done.then(() => this.ended());
+  }
+
+  /** The run's end (undefined before it opened, never rejects). */
+  get done(): Promise<RunResult | undefined> {
+    return this.run ? this.run.done : Promise.resolve(undefined);
+  }
+
+  /** Whether `connection` is the one the run is served on now (not parked, not taken over). */
+  servedOn(connection: Connection): boolean {
+    return this.connection === connection;
+  }
+
+  get isParked(): boolean {
+    return this.parkedAt !== undefined;
+  }
+
+  /** ActionSink: to the attached connection, or into the backlog while parked. */
+  write(action: Action): 'ok' | 'full' | 'gone' {
+    const frame = Buffer.from(JSON.stringify(workhorseActionJson(action)));
+    if (action.action !== 'newCheckpoint' && action.requestID) this.unanswered.set(action.requestID, frame);
+    if (this.connection) return this.connection.sendFrame(frame);
+    this.backlog.push(frame);
+    this.backlogSize += frame.length;
+    this.metrics.websocketBacklogBytes.inc(frame.length);
+    if (this.backlogSize > this.settings.backlogBytes) this.stopParked('backlog_full');
+    return 'ok';
+  }
+
+  drained(): Promise<void> {
+    return this.connection ? this.connection.drained() : Promise.resolve();
+  }
+
+  /** The client's event for the service; its answer takes the action off the unanswered list. */
+  fromClient(event: ClientEvent): boolean {
+    if ('actionResponse' in event) this.unanswered.delete(event.actionResponse.requestID ?? '');
+    return this.run?.fromClient(event) ?? false;
+  }
+
+  stop(reason: StopReason): void {
+    void this.run?.stop(reason);
+  }
+
+  /** The connection was lost: park for the resume window; false when parking is off (the caller stops the run). */
+  park(): boolean {
+    if (this.settings.resumeWindowMs === 0 || !this.run) return false;
+    this.connection = undefined;
+    this.parkedAt = Date.now();
+    this.parked.set(this.workflowId, this);
+    this.run.noteParked(this.parkedAt);
+    this.metrics.websocketParked.inc();
+    this.window = setTimeout(() => this.stopParked('expired'), this.settings.resumeWindowMs);
+    return true;
+  }
+
+  /**
+   * Stops a parked run longrun gave up on: its window ended, its backlog overflowed, or a
+   * start that may not re-attach (new input, another actor or none) takes the workflow.
+   * Resolves once it has ended (its lock released).
+   */
+  async stopParked(why: 'expired' | 'backlog_full' | 'taken_over'): Promise<void> {
+    if (!this.stopping) {
+      this.stopping = true;
+      this.metrics.websocketParkEnd(why);
+    }
+    await this.run?.stop(PARKED_RUN_ENDED);
+  }
+
+  /** Whether a start of `actor` carrying no new input may take this parked run over. */
+  resumableBy(actor: string | undefined, request: { goal?: string; approval?: unknown }): boolean {
+    return this.isParked && actor !== undefined && actor !== '' && actor === this.actor && !request.goal && !request.approval;
+  }
+
+  /**
+   * A new connection takes the parked run over: it is sent every action sent before the
+   * loss and not answered, then the backlog, in order; the live stream follows.
+   */
+  attach(connection: Connection): void {
+    if (this.parkedAt === undefined) return;
+    clearTimeout(this.window);
+    const lostFor = Date.now() - this.parkedAt;
+    this.parkedAt = undefined;
+    this.parked.delete(this.workflowId);
+    this.connection = connection;
+    this.run?.noteParked(undefined);
+    const queued = new Set(this.backlog);
+    const replay = [...[...this.unanswered.values()].filter((f) => !queued.has(f)), ...this.backlog];
+    this.metrics.websocketBacklogBytes.dec(this.backlogSize);
+    this.backlog = [];
+    this.backlogSize = 0;
+    for (const frame of replay) connection.sendFrame(frame);
+    this.metrics.websocketReattached('local', lostFor / 1000);
+  }
+
+  private ended(): void {
+    clearTimeout(this.window);
+    if (this.parked.get(this.workflowId) === this) this.parked.delete(this.workflowId);
+    this.metrics.websocketBacklogBytes.dec(this.backlogSize);
+    this.backlog = [];
+    this.backlogSize = 0;
+    this.unanswered.clear();
+  }
+}

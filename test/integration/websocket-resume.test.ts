@@ -1,0 +1,259 @@
+/**
+ * Sessions that outlive their connection, on one replica (docs/spec.md §12): a connection
+ * lost mid-turn parks its run — the service's stream stays open, the relay is still
+ * served, actions for the client are kept in order — and a start of the same actor naming
+ * that workflow with no new input re-attaches to it: the client gets every action it was
+ * sent and did not answer, then those emitted meanwhile, then the live stream, and the
+ * service never sees a second start. What ends a parked run (its window, its backlog, a
+ * start with input or of another actor) stops it with WORKHORSE_WEBSOCKET_PING_FAILED.
+ * Real gateway, simulators and redis-server; `ws` clients.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import { request } from 'undici';
+import { lockKey } from '../../src/coordination/keys';
+import { WEBSOCKET_PREAUTH, type PreauthConfig } from '../../src/sandbox/owner-sim';
+import { scenarioMetadata, type Step } from '../../src/sandbox/scenario';
+import type { CallRecord } from '../../src/sandbox/workflow-sim';
+import { metricValue, startStack, type Stack } from '../helpers/stack';
+
+let stack: Stack | undefined;
+const clients: WebSocket[] = [];
+
+afterEach(async () => {
+  for (const ws of clients.splice(0)) ws.terminate();
+  await stack?.close();
+  stack = undefined;
+});
+
+async function resumeStack(env: Record<string, string> = {}, preauth: PreauthConfig = { lockConcurrentFlow: true, actorId: 'user-7' }): Promise<Stack> {
+  stack = await startStack({
+    redis: true,
+    env: { LONGRUN_WS_PING_MS: '100', LONGRUN_WS_PONG_TIMEOUT_MS: '400', LONGRUN_WS_RESUME_WINDOW_MS: '3000', LONGRUN_STOP_ACK_TIMEOUT_MS: '2000', ...env },
+  });
+  stack.owner.configure(WEBSOCKET_PREAUTH, preauth);
+  return stack;
+}
+
+interface Client {
+  ws: WebSocket;
+  frames: Array<Record<string, unknown>>;
+  closed: Promise<{ code: number; reason: string }>;
+  send(event: unknown): void;
+  next(kind: string, nth?: number): Promise<Record<string, unknown>>;
+}
+
+function open(s: Stack, options: WebSocket.ClientOptions = {}): Promise<Client> {
+  const ws = new WebSocket(`${s.url.replace('http', 'ws')}/api/v4/ai/duo_workflows/ws`, options);
+  clients.push(ws);
+  const frames: Client['frames'] = [];
+  const waiters: Array<() => void> = [];
+  ws.on('message', (data: Buffer) => {
+    frames.push(JSON.parse(data.toString('utf8')) as Record<string, unknown>);
+    for (const wake of waiters.splice(0)) wake();
+  });
+  const closed = new Promise<{ code: number; reason: string }>((resolve) => ws.once('close', (code, reason) => resolve({ code, reason: reason.toString() })));
+  const client: Client = {
+    ws,
+    frames,
+    closed,
+    send: (event) => ws.send(JSON.stringify(event)),
+    next: async (kind, nth = 1) => {
+      for (;;) {
+        const found = frames.filter((f) => f[kind] !== undefined && f[kind] !== null)[nth - 1];
+        if (found) return found;
+        await new Promise<void>((resolve, reject) => {
+          waiters.push(resolve);
+          ws.once('close', () => reject(new Error(`closed before ${kind} #${nth}`)));
+        });
+      }
+    },
+  };
+  return new Promise((resolve, reject) => {
+    ws.once('open', () => resolve(client));
+    ws.once('error', reject);
+  });
+}
+
+const start = (workflowID: string, steps: Step[] | undefined, extra: Record<string, unknown> = {}) => ({
+  startRequest: { workflowID, goal: steps ? 'the goal' : '', ...(steps ? { workflowMetadata: scenarioMetadata(steps) } : {}), ...extra },
+});
+/** What a client sends to resume: its workflow, no goal, no approval. */
+const resume = (workflowID: string) => start(workflowID, undefined);
+
+const kindOf = (frame: Record<string, unknown>): string | undefined => Object.keys(frame).find((k) => k !== 'requestID' && frame[k] !== null);
+
+async function callOf(s: Stack, id: string): Promise<CallRecord> {
+  await s.workflow.waitFor(() => s.workflow.callsFor(id).length > 0, 10_000, `a call of ${id}`);
+  return s.workflow.callsFor(id)[0] as CallRecord;
+}
+
+async function runsState(s: Stack): Promise<Array<Record<string, unknown>>> {
+  const { runs } = (await (await request(`${s.opsUrl}/runs`)).body.json()) as { runs: Array<Record<string, unknown>> };
+  return runs;
+}
+
+describe('a lost connection parks the run; the client re-attaches', () => {
+  it('every unanswered action and every one emitted meanwhile, in order, then the live stream; no second start; the relay served while parked', async () => {
+    const s = await resumeStack();
+    const id = '6001';
+    const first = await open(s);
+    first.send(
+      start(id, [
+        { op: 'checkpoint', text: 'before' },
+        { op: 'client', action: { runReadFile: { filepath: 'a.txt' } }, expect: { plainTextResponse: { response: 'A' } } },
+        { op: 'checkpoint', text: 'during' },
+        { op: 'http', path: '/api/v4/projects/6' },
+        { op: 'client', action: { runReadFile: { filepath: 'b.txt' } }, expect: { plainTextResponse: { response: 'B' } } },
+        { op: 'checkpoint', text: 'after' },
+        { op: 'end' },
+      ]),
+    );
+    const readA = await first.next('runReadFile');
+    // The laptop lid: the socket dies without a close frame, runReadFile a.txt unanswered.
+    first.ws.terminate();
+    await expect.poll(async () => (await runsState(s))[0]?.['state'], { timeout: 5_000 }).toBe('parked');
+    expect((await runsState(s))[0]?.['parked_at']).toEqual(expect.any(String));
+
+    const second = await open(s);
+    second.send(resume(id));
+    const replayedA = await second.next('runReadFile');
+    expect(replayedA).toEqual(readA);
+    second.send({ actionResponse: { requestID: readA['requestID'], plainTextResponse: { response: 'A' } } });
+    const readB = await second.next('runReadFile', 2);
+    second.send({ actionResponse: { requestID: readB['requestID'], plainTextResponse: { response: 'B' } } });
+    expect(await second.closed).toEqual({ code: 1000, reason: '' });
+
+    // The first connection saw `before` and a.txt; the second a.txt again (unanswered), then the rest, in order.
+    expect(first.frames.map(kindOf)).toEqual(['newCheckpoint', 'runReadFile']);
+    expect(second.frames.map((f) => kindOf(f) === 'newCheckpoint' ? (f['newCheckpoint'] as { checkpoint: string }).checkpoint : (f['runReadFile'] as { filepath: string }).filepath)).toEqual([
+      'a.txt',
+      'during',
+      'b.txt',
+      'after',
+    ]);
+    const calls = s.workflow.callsFor(id);
+    expect(calls).toHaveLength(1);
+    expect(calls[0]).toMatchObject({ stopReasons: [], protocolErrors: [], ended: { how: 'ok' } });
+    expect(s.owner.apiRequests.map((r) => r.path)).toContain('/api/v4/projects/6');
+    await expect.poll(() => s.gateway.registry.size, { timeout: 5_000 }).toBe(0);
+    expect(await s.client?.exists(lockKey(id))).toBe(0);
+    const metrics = await s.metrics();
+    expect(metricValue(metrics, 'longrun_websocket_parked_total')).toBe(1);
+    expect(metricValue(metrics, 'longrun_websocket_reattached_total', { how: 'local' })).toBe(1);
+    expect(metricValue(metrics, 'longrun_websocket_backlog_bytes')).toBe(0);
+    expect(metricValue(metrics, 'longrun_teardowns_total', { transport: 'websocket', reason: 'finished' })).toBe(1);
+  });
+
+  it('a client that stops answering pings is parked too, and the actor in x-gitlab-global-user-id is enough', async () => {
+    const s = await resumeStack({}, { lockConcurrentFlow: true, serviceHeaders: { 'x-gitlab-global-user-id': 'global-9' } });
+    const id = '6002';
+    const silent = await open(s, { autoPong: false });
+    silent.send(start(id, [{ op: 'checkpoint', text: 'a' }, { op: 'wait', ms: 800 }, { op: 'checkpoint', text: 'b' }, { op: 'end' }]));
+    await silent.next('newCheckpoint');
+    expect((await silent.closed).code).toBe(1006);
+    const back = await open(s);
+    back.send(resume(id));
+    expect(await back.closed).toEqual({ code: 1000, reason: '' });
+    expect(back.frames.map((f) => (f['newCheckpoint'] as { checkpoint: string }).checkpoint)).toEqual(['b']);
+    expect(s.workflow.callsFor(id)).toHaveLength(1);
+    expect(s.workflow.callsFor(id)[0]?.stopReasons).toEqual([]);
+  });
+
+  it('a close frame is intentional: not parked, stopped as Workhorse does', async () => {
+    const s = await resumeStack();
+    const client = await open(s);
+    client.send(start('6003', [{ op: 'checkpoint', text: 'a' }, { op: 'hang' }]));
+    await client.next('newCheckpoint');
+    client.ws.close(1000);
+    await client.closed;
+    const call = await callOf(s, '6003');
+    await s.workflow.waitFor(() => call.ended !== undefined, 5_000, 'ended');
+    expect(call.stopReasons).toEqual(['WORKHORSE_WEBSOCKET_CLOSE_1000']);
+    expect(metricValue(await s.metrics(), 'longrun_websocket_parked_total')).toBe(0);
+  });
+});
+
+describe('what ends a parked run: WORKHORSE_WEBSOCKET_PING_FAILED, the workflow resumable', () => {
+  it('its window ends without a re-attach: stopped, the lock released', async () => {
+    const s = await resumeStack({ LONGRUN_WS_RESUME_WINDOW_MS: '500' });
+    const client = await open(s);
+    client.send(start('6004', [{ op: 'checkpoint', text: 'a' }, { op: 'hang' }]));
+    await client.next('newCheckpoint');
+    client.ws.terminate();
+    const call = await callOf(s, '6004');
+    await s.workflow.waitFor(() => call.ended !== undefined, 5_000, 'ended');
+    expect(call).toMatchObject({ stopReasons: ['WORKHORSE_WEBSOCKET_PING_FAILED'], ended: { how: 'status', code: 'UNAVAILABLE' } });
+    await expect.poll(() => s.gateway.registry.size, { timeout: 5_000 }).toBe(0);
+    expect(await s.client?.exists(lockKey('6004'))).toBe(0);
+    expect(metricValue(await s.metrics(), 'longrun_websocket_park_ends_total', { why: 'expired' })).toBe(1);
+  });
+
+  it('its backlog overflows LONGRUN_WS_BACKLOG_BYTES: stopped', async () => {
+    const s = await resumeStack({ LONGRUN_WS_BACKLOG_BYTES: '100000' });
+    const client = await open(s);
+    client.send(start('6005', [{ op: 'checkpoint', text: 'a' }, { op: 'wait', ms: 300 }, { op: 'repeat', times: 20, steps: [{ op: 'checkpoint', bytes: 20_000 }] }, { op: 'hang' }]));
+    await client.next('newCheckpoint');
+    client.ws.terminate();
+    const call = await callOf(s, '6005');
+    await s.workflow.waitFor(() => call.ended !== undefined, 5_000, 'ended');
+    expect(call.stopReasons).toEqual(['WORKHORSE_WEBSOCKET_PING_FAILED']);
+    await expect.poll(() => s.gateway.registry.size, { timeout: 5_000 }).toBe(0);
+    const metrics = await s.metrics();
+    expect(metricValue(metrics, 'longrun_websocket_park_ends_total', { why: 'backlog_full' })).toBe(1);
+    expect(metricValue(metrics, 'longrun_websocket_backlog_bytes')).toBe(0);
+  });
+
+  it('a start with input, or of another actor, is a new turn: the parked run is stopped and the start goes to the service', async () => {
+    const s = await resumeStack();
+    for (const [id, how] of [['6006', 'input'], ['6007', 'actor']] as const) {
+      const client = await open(s);
+      client.send(start(id, [{ op: 'checkpoint', text: 'a' }, { op: 'hang' }]));
+      await client.next('newCheckpoint');
+      client.ws.terminate();
+      await expect.poll(async () => (await runsState(s)).find((r) => r['workflow_id'] === id)?.['state'], { timeout: 5_000 }).toBe('parked');
+      if (how === 'actor') s.owner.configure(WEBSOCKET_PREAUTH, { lockConcurrentFlow: true, actorId: 'someone-else' });
+      const next = await open(s);
+      next.send(start(id, [{ op: 'checkpoint', text: 'new turn' }, { op: 'end' }]));
+      expect(await next.closed, id).toEqual({ code: 1000, reason: '' });
+      const calls = s.workflow.callsFor(id);
+      expect(calls, id).toHaveLength(2);
+      expect(calls[0]?.stopReasons, id).toEqual(['WORKHORSE_WEBSOCKET_PING_FAILED']);
+      expect(calls[1]?.startRequest.goal, id).toBe('the goal');
+      expect(next.frames.map((f) => (f['newCheckpoint'] as { checkpoint: string }).checkpoint)).toEqual(['new turn']);
+    }
+    expect(metricValue(await s.metrics(), 'longrun_websocket_park_ends_total', { why: 'taken_over' })).toBe(2);
+  });
+
+  it('without an actor on the preauth there is no re-attach: a resume start stops the parked run and starts anew', async () => {
+    const s = await resumeStack({}, { lockConcurrentFlow: true });
+    const client = await open(s);
+    client.send(start('6008', [{ op: 'checkpoint', text: 'a' }, { op: 'hang' }]));
+    await client.next('newCheckpoint');
+    client.ws.terminate();
+    await expect.poll(async () => (await runsState(s))[0]?.['state'], { timeout: 5_000 }).toBe('parked');
+    const next = await open(s);
+    next.send(resume('6008'));
+    await s.workflow.waitFor(() => s.workflow.callsFor('6008').length === 2, 5_000, 'a new call');
+    expect(s.workflow.callsFor('6008')[0]?.stopReasons).toEqual(['WORKHORSE_WEBSOCKET_PING_FAILED']);
+    expect(metricValue(await s.metrics(), 'longrun_websocket_reattached_total', { how: 'local' })).toBe(0);
+  });
+
+  it('two connections racing for one parked run: exactly one re-attaches, the other is 1013', async () => {
+    const s = await resumeStack();
+    const client = await open(s);
+    client.send(start('6009', [{ op: 'checkpoint', text: 'a' }, { op: 'hang' }]));
+    await client.next('newCheckpoint');
+    client.ws.terminate();
+    await expect.poll(async () => (await runsState(s))[0]?.['state'], { timeout: 5_000 }).toBe('parked');
+    const [one, two] = await Promise.all([open(s), open(s)]);
+    one.send(resume('6009'));
+    two.send(resume('6009'));
+    const loser = await Promise.race([one.closed.then(() => one), two.closed.then(() => two)]);
+    expect(await loser.closed).toEqual({ code: 1013, reason: 'Failed to acquire lock on workflow' });
+    const winner = loser === one ? two : one;
+    expect(winner.ws.readyState).toBe(WebSocket.OPEN);
+    expect(s.workflow.callsFor('6009')).toHaveLength(1);
+    expect((await runsState(s))[0]?.['state']).toBe('running');
+  });
+});
