@@ -94,7 +94,7 @@ export class ClientRun implements ActionSink {
     this.backlog.push(frame);
     this.backlogSize += frame.length;
     this.metrics.websocketBacklogBytes.inc(frame.length);
-    if (this.backlogSize > this.settings.backlogBytes) this.stopParked('backlog_full');
+    if (this.backlogSize > this.settings.backlogBytes) void this.stopParked('backlog_full');
     return 'ok';
   }
 
