@@ -171,6 +171,7 @@ export class Gateway {
     const logger = options.logger ?? createLogger(config.logLevel);
     const metrics = options.metrics ?? new Metrics();
     metrics.maxDetachedRuns.set(config.maxDetachedRuns);
+    metrics.maxWsSessions.set(config.maxWsSessions);
     const closables: Closable[] = [];
     const own = <T extends object>(name: string, part: T, close: (part: T) => Promise<void> | void, destroy?: (part: T) => void): T => {
       closables.push({ name, close: () => close(part), ...(destroy ? { destroy: () => destroy(part) } : {}) });

@@ -239,6 +239,7 @@ export class Metrics {
     registers: [this.registry],
   });
   readonly maxDetachedRuns = new Gauge({ name: 'longrun_max_detached_runs', help: 'LONGRUN_MAX_DETACHED_RUNS: the detached runs this process may hold.', registers: [this.registry] });
+  readonly maxWsSessions = new Gauge({ name: 'longrun_max_ws_sessions', help: 'LONGRUN_MAX_WS_SESSIONS: the WebSocket sessions this process may hold.', registers: [this.registry] });
   readonly redisEvents = new Counter({
     name: 'longrun_redis_connection_events_total',
     help: 'Events of the connections to the coordination store (Redis), by connection and event.',
@@ -258,6 +259,7 @@ export class Metrics {
       this.websocketFrames.inc({ direction }, 0);
       this.websocketBytes.inc({ direction }, 0);
     }
+    for (const code of websocketCloseCodes) this.websocketCloses.inc({ code }, 0);
     // Zero-initialise what dashboards divide or alert on, so they see 0 rather than no
     // data, and so rate() counts the first increment of a series.
     for (const transport of transportLabelValues) {
