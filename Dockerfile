@@ -34,8 +34,9 @@ ENV NODE_ENV=production \
     MALLOC_ARENA_MAX=2
 WORKDIR /app
 # Only what runs: package.json (the version it reports), production dependencies, the
-# compiled gateway (not the benchmarks), the gRPC contract and the Lua scripts, both read
-# at run time from the package root (src/paths.ts: the folder holding package.json).
+# compiled gateway (not the benchmarks), the gRPC contract, the Lua scripts and the
+# sandbox's chat page (served only when the image runs as the sandbox, with no owner), all
+# read at run time from the package root (src/paths.ts: the folder holding package.json).
 # No lock file, no npm cache. test/process/deploy-image.test.ts runs dist/src/main.js from a copy
 # holding only these paths.
 COPY package.json ./
@@ -43,6 +44,7 @@ COPY --from=deps /app/node_modules ./node_modules
 COPY --from=build /app/dist/src ./dist/src
 COPY proto ./proto
 COPY src/coordination/*.lua ./src/coordination/
+COPY src/sandbox/chat.html ./src/sandbox/
 # Listen on all interfaces inside the container; the defaults are loopback-only.
 ENV LONGRUN_LISTEN=0.0.0.0:8181 \
     LONGRUN_OPS_LISTEN=0.0.0.0:9181

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # What the test suite needs besides Node: redis-server (tests start their own on loopback
 # ports), promtool and prometheus (Debian package `prometheus`: metrics lint, alert-rule
-# tests, a real scrape). Run by `npm test` (pretest) and by .ci/run.
+# tests, a real scrape), chromium (Debian package `chromium`: the headless browser
+# test/process/browser.test.ts drives with puppeteer-core). Run by `npm test` (pretest)
+# and by .ci/run.
 #
 # Finds them on PATH. Missing ones are installed with apt when this runs as root on a
 # machine with apt-get (CI, containers), without starting their daemons; otherwise it stops
@@ -22,6 +24,7 @@ need() {
 need redis-server redis-server
 need promtool prometheus
 need prometheus prometheus
+need chromium chromium
 
 if ((${#missing[@]} == 0)); then exit 0; fi
 
@@ -51,7 +54,7 @@ fi
     echo "Install with:"
     echo "  sudo apt-get update && sudo apt-get install -y --no-install-recommends ${packages[*]}"
   else
-    echo "Install the packages that provide them (Debian/Ubuntu: ${packages[*]}; Homebrew: redis prometheus), then run npm test again."
+    echo "Install the packages that provide them (Debian/Ubuntu: ${packages[*]}; Homebrew: redis prometheus chromium), then run npm test again."
   fi
 } >&2
 exit 1

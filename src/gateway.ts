@@ -8,6 +8,7 @@ import { setMaxListeners } from 'node:events';
 import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
+import type { RequestHandler } from 'express';
 import type { Config, ListenAddress } from './config';
 import { drain } from './drain';
 import { createLogger, type Logger } from './log';
@@ -33,6 +34,11 @@ export type GatewayState = 'serving' | 'draining' | 'closed';
 export interface GatewayOptions {
   logger?: Logger;
   metrics?: Metrics;
+  /**
+   * Routes mounted on the main listener before its 404: the sandbox's own pages
+   * (src/sandbox/chat-page.ts). Only the sandbox passes any; a gateway with an owner has none.
+   */
+  sandboxRoutes?: RequestHandler;
 }
 
 /** Everything a gateway is made of, by name. */
@@ -278,6 +284,7 @@ export class Gateway {
         secret: config.secret,
         backend,
         stopKeyTtlMs: config.stopKeyTtlMs,
+        sandboxRoutes: options.sandboxRoutes,
       });
       const websockets = new WebSocketRoute({
         launcher,

@@ -6,6 +6,7 @@
 import { ConfigError, gatewayConfig, loadConfig, type Config, type EnvConfig } from './config';
 import { Gateway } from './gateway';
 import { createLogger, scrubLine } from './log';
+import { chatUrl } from './sandbox/chat-page';
 import { sandboxCurl, startSandbox, type Sandbox } from './sandbox/sandbox';
 
 /** After the drain budget, this long more before the process exits whatever holds it. */
@@ -32,11 +33,12 @@ async function main(): Promise<void> {
     config = sandbox.config;
     logger.info({ owner: sandbox.owner.url, workflow_service: sandbox.workflow.address }, 'sandbox: simulated owner and workflow service started');
   }
-  const gateway = await Gateway.start(config, { logger });
+  const gateway = await Gateway.start(config, { logger, sandboxRoutes: sandbox?.routes });
   if (sandbox) {
     process.stdout.write(
       `\nlongrun sandbox is up: gateway ${gateway.mainUrl}, ops ${gateway.opsUrl}\n` +
         `Start a detached run:\n\n  ${sandboxCurl(gateway.mainUrl)}\n\n` +
+        `Or chat over the WebSocket route in a browser: ${chatUrl(gateway.mainUrl)}\n\n` +
         `Then watch it: curl -s ${gateway.opsUrl}/runs\n\n`,
     );
   }

@@ -17,6 +17,8 @@ export interface MainAppDeps extends ExecuteRouteDeps {
   secret: Uint8Array;
   backend: CoordinationBackend;
   stopKeyTtlMs: number;
+  /** The sandbox's pages (GatewayOptions.sandboxRoutes); absent outside the sandbox. */
+  sandboxRoutes?: express.RequestHandler;
 }
 
 export function createMainApp(deps: MainAppDeps): express.Express {
@@ -49,6 +51,7 @@ export function createMainApp(deps: MainAppDeps): express.Express {
     next();
   });
   app.use('/internal', createInternalRouter({ secret: deps.secret, backend: deps.backend, logger: deps.logger, stopKeyTtlMs: deps.stopKeyTtlMs }));
+  if (deps.sandboxRoutes) app.use(deps.sandboxRoutes);
   app.use((req, res) => {
     sendError(res, new GatewayError('NOT_FOUND', `no route for ${req.method} ${req.path}`), deps.logger);
   });

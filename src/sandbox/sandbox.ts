@@ -1,10 +1,14 @@
 /**
  * The sandbox (docs/spec.md §9): with no LONGRUN_OWNER_URL, `npm start` runs a simulated owner
  * and a simulated workflow service on loopback in the same process, and points the
- * gateway at them. Runs are detached by default, so the printed curl returns a 202.
+ * gateway at them. Runs are detached by default, so the printed curl returns a 202. The
+ * gateway also serves the sandbox's web chat page (chat-page.ts), a browser client of the
+ * WebSocket route.
  */
 import { randomBytes } from 'node:crypto';
+import type { RequestHandler } from 'express';
 import type { Config, EnvConfig } from '../config';
+import { chatRoutes } from './chat-page';
 import { OwnerServiceSimulator } from './owner-sim';
 import { scenarioMetadata } from './scenario';
 import { WorkflowServiceSimulator } from './workflow-sim';
@@ -13,6 +17,8 @@ export interface Sandbox {
   config: Config;
   owner: OwnerServiceSimulator;
   workflow: WorkflowServiceSimulator;
+  /** The sandbox's pages, for the gateway's main listener (GatewayOptions.sandboxRoutes). */
+  routes: RequestHandler;
   close(): Promise<void>;
 }
 
@@ -30,6 +36,7 @@ export async function startSandbox(config: EnvConfig): Promise<Sandbox> {
     config: { ...config, ownerUrl: new URL(owner.url), secret },
     owner,
     workflow,
+    routes: chatRoutes(),
     close: async () => {
       await Promise.allSettled([owner.close(), workflow.close()]);
     },

@@ -230,12 +230,12 @@ describe('the Dockerfile', () => {
     for (const stage of dockerfile.stages) expect(stage.from, `stage ${stage.name}`).toBe('${NODE_IMAGE}');
   });
 
-  it('copies only what runs: package.json, production dependencies, dist/src, proto, the Lua scripts', () => {
+  it('copies only what runs: package.json, production dependencies, dist/src, proto, the Lua scripts, the sandbox chat page', () => {
     const lua = readdirSync(fromRoot('src/coordination')).filter((f) => f.endsWith('.lua'));
     expect(lua.length).toBeGreaterThan(0);
-    expect([...copied].sort()).toEqual(['dist/src', 'node_modules', 'package.json', 'proto', ...lua.map((f) => `src/coordination/${f}`)].sort());
+    expect([...copied].sort()).toEqual(['dist/src', 'node_modules', 'package.json', 'proto', ...lua.map((f) => `src/coordination/${f}`), 'src/sandbox/chat.html'].sort());
     expect(readdirSync(app).sort()).toEqual(['dist', 'node_modules', 'package.json', 'proto', 'src']);
-    expect(readdirSync(path.join(app, 'src'))).toEqual(['coordination']);
+    expect(readdirSync(path.join(app, 'src')).sort()).toEqual(['coordination', 'sandbox']);
     expect(readdirSync(path.join(app, 'dist'))).toEqual(['src']);
     // Production dependencies only: none of the packages the lock file marks dev-only.
     const lock = JSON.parse(readFileSync(fromRoot('package-lock.json'), 'utf8')) as { packages: Record<string, { dev?: boolean }> };
@@ -275,6 +275,15 @@ describe('the gateway started from the image layout with the manifest environmen
     const metrics = await get(`${(gateway as Gateway).opsUrl}/metrics`);
     expect(metrics.status).toBe(200);
     expect(metrics.text).toContain(`longrun_build_info{version="${version}"} 1`);
+  });
+
+  it('as the sandbox, serves the chat page it prints (read from src/sandbox/chat.html)', async () => {
+    const g = gateway as Gateway;
+    const url = /in a browser: (http:\/\/\S+)/.exec(g.output())?.[1];
+    expect(url).toBe(`${g.mainUrl}/-/sandbox/chat`);
+    const page = await get(url as string);
+    expect(page.status).toBe(200);
+    expect(page.text).toContain('<title>longrun sandbox chat</title>');
   });
 
   it('accepts a detached run (proto contract loaded) under a Redis lock (Lua scripts loaded)', async () => {
