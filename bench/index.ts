@@ -23,9 +23,10 @@ import { drain } from './scenarios/drain';
 import { relay } from './scenarios/relay';
 import { scale } from './scenarios/scale';
 import { stopLatency } from './scenarios/stop-latency';
+import { wsCapacity } from './scenarios/ws-capacity';
 import { createBenchEnv } from './stack';
 
-const scenarios: Scenario[] = [capacity, accept, relay, drain, stopLatency, dispatcherHold, scale];
+const scenarios: Scenario[] = [capacity, wsCapacity, accept, relay, drain, stopLatency, dispatcherHold, scale];
 
 function usage(): string {
   const lines = scenarios.map((s) => `  ${s.name.padEnd(16)} --runs: ${s.sizes} (default ${s.defaultRuns})${s.onlyWhenNamed ? '; only with --scenario' : ''}`);
