@@ -6,7 +6,9 @@
  *   npm run bench -- [--scenario NAME[,NAME]] [--runs N] [--rate R] [--duration S] [--turn-ms MS]
  *
  * `scale` (three gateways holding thousands of runs each through a lease renewal period)
- * runs only when named: it alone takes over a minute.
+ * and `ws_capacity` (5 000 WebSocket sessions held through a ping round, against a raw
+ * holder) run only when named: each alone takes over a minute, past the default run's
+ * ~5 minutes.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
