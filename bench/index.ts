@@ -6,7 +6,9 @@
  *   npm run bench -- [--scenario NAME[,NAME]] [--runs N] [--rate R] [--duration S] [--turn-ms MS]
  *
  * `scale` (three gateways holding thousands of runs each through a lease renewal period)
- * runs only when named: it alone takes over a minute.
+ * and `ws_capacity` (5 000 WebSocket sessions held through a ping round, against a raw
+ * holder) run only when named: each alone takes over a minute, past the default run's
+ * ~5 minutes.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -23,9 +25,10 @@ import { drain } from './scenarios/drain';
 import { relay } from './scenarios/relay';
 import { scale } from './scenarios/scale';
 import { stopLatency } from './scenarios/stop-latency';
+import { wsCapacity } from './scenarios/ws-capacity';
 import { createBenchEnv } from './stack';
 
-const scenarios: Scenario[] = [capacity, accept, relay, drain, stopLatency, dispatcherHold, scale];
+const scenarios: Scenario[] = [capacity, wsCapacity, accept, relay, drain, stopLatency, dispatcherHold, scale];
 
 function usage(): string {
   const lines = scenarios.map((s) => `  ${s.name.padEnd(16)} --runs: ${s.sizes} (default ${s.defaultRuns})${s.onlyWhenNamed ? '; only with --scenario' : ''}`);

@@ -1,11 +1,13 @@
 /**
  * Load generation against the gateway, bounded in count and time and aimed at loopback
- * only: the execute request as a dispatcher sends it, a closed-loop ramp (N requests, at
- * most C in flight) and an open-loop schedule (a fixed offered rate that does not wait
- * for answers, so queueing in the gateway shows as latency).
+ * only: the execute request as a dispatcher sends it, a WebSocket session as the web chat
+ * opens it, a closed-loop ramp (N requests, at most C in flight) and an open-loop schedule
+ * (a fixed offered rate that does not wait for answers, so queueing in the gateway shows
+ * as latency).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool } from 'undici';
+import WebSocket from 'ws';
 import { scenarioMetadata, type Step } from '../src/sandbox/scenario';
 
 export interface ExecuteResult {
@@ -48,6 +50,51 @@ export class ExecuteClient {
   close(): Promise<void> {
     return this.pool.close();
   }
+}
+
+export type WsSessionResult = { ok: true; ws: WebSocket; ms: number } | { ok: false; reason: string; ms: number };
+
+/**
+ * Opens a WebSocket session as the web chat does — `?client_type=browser`, the page's
+ * own Origin — sends its startRequest (a text frame) and resolves once the first
+ * binary frame (the first action) arrived, or with why it did not (the refusal's status,
+ * a close code, an error, a timeout). The socket then stays open, answering pings (ws
+ * does by default), until the caller closes it.
+ */
+export function openWsSession(baseUrl: string, path: string, workflowId: string, steps: Step[], timeoutMs = 60_000): Promise<WsSessionResult> {
+  const origin = new URL(baseUrl);
+  if (origin.hostname !== '127.0.0.1') throw new Error(`load generators only target 127.0.0.1, not ${baseUrl}`);
+  const started = performance.now();
+  const ws = new WebSocket(`ws://${origin.host}${path}?client_type=browser`, { origin: `http://${origin.host}` });
+  ws.on('error', () => undefined);
+  return new Promise((resolve) => {
+    let settled = false;
+    const onOpen = (): void => {
+      ws.send(JSON.stringify({ startRequest: { workflowID: workflowId, goal: 'bench', workflowMetadata: scenarioMetadata(steps) } }));
+    };
+    const onMessage = (_data: unknown, isBinary: boolean): void => {
+      if (isBinary) done(null);
+    };
+    const onRefused = (_req: unknown, res: { statusCode?: number }): void => done(`status ${res.statusCode ?? 0}`);
+    const onClose = (code: number): void => done(`close ${code}`);
+    const onError = (err: NodeJS.ErrnoException): void => done(err.code ?? 'error');
+    const timer = setTimeout(() => done('timeout'), timeoutMs);
+    /** null: the first action came. */
+    function done(reason: string | null): void {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      ws.off('open', onOpen).off('message', onMessage).off('unexpected-response', onRefused).off('close', onClose).off('error', onError);
+      const ms = performance.now() - started;
+      if (reason === null) {
+        resolve({ ok: true, ws, ms });
+      } else {
+        ws.terminate();
+        resolve({ ok: false, reason, ms });
+      }
+    }
+    ws.on('open', onOpen).on('message', onMessage).on('unexpected-response', onRefused).on('close', onClose).on('error', onError);
+  });
 }
 
 /** Runs task(0..count-1) with at most `concurrency` in flight; resolves with the elapsed ms. */

@@ -18,11 +18,11 @@
  * lease-renewal round.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { MemorySnapshot } from '../../src/memory-snapshot';
 import { OWNER_OAUTH_TOKEN } from '../../src/sandbox/owner-sim';
 import { scenarioMetadata, type Step } from '../../src/sandbox/scenario';
 import { IpcChild } from '../ipc';
 import { closedLoop } from '../load';
+import { perRun, sampler, type PerRun } from '../memory-per-run';
 import { DEPLOYED_ALLOCATOR_ENV, commandDelta } from '../procs';
 import type { RawHolderQueries } from '../raw-holder';
 import { formatBytes, formatMs, loopLagP99Ms, type Scenario, type ScenarioContext, type ScenarioOutcome } from '../scenario';
@@ -33,12 +33,6 @@ const WARM_RUNS = 200;
 const RAMP_CONCURRENCY = 100;
 /** The gateway's default: one lease renewal round is TTL/3 = 20 s; hold a little longer. */
 const HOLD_WINDOW_MS = 22_000;
-/**
- * RSS is read this long after the GC: V8 and glibc give pages back on background threads
- * once a GC is done, and a read at once counted up to 43 MB (4.3 KB per run) that was gone
- * 2 s later, which made the figure right after the ramp move by 4 KiB between runs.
- */
-const RSS_READ_DELAY_MS = 2_000;
 const STREAMS_PER_CONNECTION = 100;
 const held: Step[] = [{ op: 'checkpoint', text: 'holding' }, { op: 'hang' }];
 
@@ -51,48 +45,6 @@ async function rampGateway(stack: Stack, prefix: string, count: number): Promise
     else failures[String(result.status)] = (failures[String(result.status)] ?? 0) + 1;
   });
   return { accepted, failures, ms };
-}
-
-/** A process's memory after a full GC: the snapshot it reported and its RSS read from /proc. */
-interface Sample {
-  /** A build from before the spaces were reported (BENCH_GATEWAY_MAIN) has none. */
-  snapshot: NodeJS.MemoryUsage & Partial<Pick<MemorySnapshot, 'spaces'>>;
-  rss: number;
-}
-
-/** What N runs added between two samples, per run. */
-interface PerRun {
-  rss: number;
-  heapUsed: number;
-  /** V8 heap reserved: used plus free space in its pages. */
-  heapTotal: number;
-  external: number;
-  /** The young generation's committed bytes grown (V8's new space; 0 for a build that does not report spaces). */
-  youngGeneration: number;
-  /** `rss` less `youngGeneration`: what the runs cost outside the young generation. */
-  rssOutsideYoung: number;
-  /** Each heap space's committed (`size`) and live (`used`) bytes grown. */
-  spaces: Record<string, { size: number; used: number }>;
-}
-
-function perRun(before: Sample, after: Sample, n: number): PerRun {
-  const spaces: PerRun['spaces'] = {};
-  for (const [name, space] of Object.entries(after.snapshot.spaces ?? {})) {
-    const was = before.snapshot.spaces?.[name] ?? { size: 0, used: 0 };
-    if (space.size === was.size && space.used === was.used) continue;
-    spaces[name] = { size: Math.round((space.size - was.size) / n), used: Math.round((space.used - was.used) / n) };
-  }
-  const per = (a: number, b: number): number => Math.round((b - a) / n);
-  const young = (sample: Sample): number => sample.snapshot.spaces?.['new_space']?.size ?? 0;
-  return {
-    rss: per(before.rss, after.rss),
-    youngGeneration: per(young(before), young(after)),
-    rssOutsideYoung: per(before.rss - young(before), after.rss - young(after)),
-    heapUsed: per(before.snapshot.heapUsed, after.snapshot.heapUsed),
-    heapTotal: per(before.snapshot.heapTotal, after.snapshot.heapTotal),
-    external: per(before.snapshot.external, after.snapshot.external),
-    spaces,
-  };
 }
 
 interface RawFigures {
@@ -111,11 +63,7 @@ async function measureRaw(ctx: ScenarioContext, workflowAddress: string, runs: n
         { address: workflowAddress, prefix, count, concurrency: RAMP_CONCURRENCY, streamsPerConnection: STREAMS_PER_CONNECTION, workflowMetadata: scenarioMetadata(held), token: OWNER_OAUTH_TOKEN },
         300_000,
       );
-    const sample = async (compact = false): Promise<Sample> => {
-      const snapshot = await holder.query('gc', { compact });
-      await sleep(RSS_READ_DELAY_MS);
-      return { snapshot, rss: holder.rss() };
-    };
+    const sample = sampler((compact) => holder.query('gc', { compact }), () => holder.rss());
     await hold('cap-raw-warm-', WARM_RUNS);
     const before = await sample(true);
     const result = await hold('cap-raw-', runs);
@@ -147,11 +95,7 @@ export const capacity: Scenario = {
       const raw = await measureRaw(ctx, stack.workflow.address, runs);
       await stack.workflow.query('reset', {});
 
-      const sample = async (compact = false): Promise<Sample> => {
-        const snapshot = await stack.gateway.gc(compact);
-        await sleep(RSS_READ_DELAY_MS);
-        return { snapshot, rss: stack.gateway.rss() };
-      };
+      const sample = sampler((compact) => stack.gateway.gc(compact), () => stack.gateway.rss());
       const warm = await rampGateway(stack, 'cap-warm-', WARM_RUNS);
       if (warm.accepted !== WARM_RUNS) throw new Error(`warm-up: ${JSON.stringify(warm.failures)} of ${WARM_RUNS} not accepted: ${stack.gateway.output()}`);
       const before = await sample(true);
