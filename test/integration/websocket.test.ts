@@ -14,15 +14,19 @@ import { lockKey } from '../../src/coordination/keys';
 import { WEBSOCKET_PREAUTH } from '../../src/sandbox/owner-sim';
 import { scenarioMetadata, type Step } from '../../src/sandbox/scenario';
 import type { CallRecord } from '../../src/sandbox/workflow-sim';
+import { McpServerSimulator } from '../../src/sandbox/mcp-sim';
 import { metricValue, startStack, type Stack, type StackOptions } from '../helpers/stack';
 
 let stack: Stack | undefined;
 const clients: WebSocket[] = [];
 
+const mcpSims: McpServerSimulator[] = [];
+
 afterEach(async () => {
   for (const ws of clients.splice(0)) ws.terminate();
   await stack?.close();
   stack = undefined;
+  await Promise.all(mcpSims.splice(0).map((m) => m.close()));
 });
 
 const FAST = {
@@ -194,6 +198,46 @@ describe('a session', () => {
     expect(metricValue(metrics, 'longrun_teardowns_total', { transport: 'websocket', reason: 'finished' })).toBe(1);
     expect(metricValue(metrics, 'longrun_websocket_frames_total', { direction: 'out' })).toBe(2);
     expect(metricValue(metrics, 'longrun_websocket_frames_total', { direction: 'in' })).toBe(2);
+  });
+
+  it("the owner's MCP tools are appended to the client's and served by the gateway; a tool of the client's own goes to the client", async () => {
+    const mcp = await McpServerSimulator.start();
+    mcpSims.push(mcp);
+    const s = await wsStack({ env: { LONGRUN_MCP_ALLOW_PRIVATE: 'true' }, preauth: { lockConcurrentFlow: true, mcpServers: { sim: { URL: mcp.url, Tools: ['echo'], PreApprovedTools: ['echo'] } } } });
+    const session = await open(s);
+    session.send(
+      start(
+        '5050',
+        [
+          { op: 'mcp', name: 'sim_echo', args: '{"q":"served here"}' },
+          { op: 'client', action: { runMCPTool: { name: 'local_tool', args: '{}' } }, expect: { plainTextResponse: { response: 'from the IDE' } } },
+          { op: 'end' },
+        ],
+        { mcpTools: [{ name: 'local_tool' }], preapproved_tools: ['local_tool'] },
+      ),
+    );
+    const local = await session.next('runMCPTool');
+    expect(local).toMatchObject({ runMCPTool: { name: 'local_tool' } });
+    session.send({ actionResponse: { requestID: local['requestID'], plainTextResponse: { response: 'from the IDE' } } });
+    expect(await session.closed).toEqual({ code: 1000, reason: '' });
+    const call = await callOf(s, '5050');
+    expect(call.startRequest.mcpTools?.map((t) => t.name)).toEqual(['local_tool', 'sim_echo']);
+    expect(call.startRequest.preapproved_tools).toEqual(['local_tool', 'sim_echo']);
+    expect(call.protocolErrors).toEqual([]);
+    // Only the client's own tool reached the client; the owner's was called by the gateway.
+    expect(session.frames.filter((f) => f.json['runMCPTool'])).toHaveLength(1);
+    expect(mcp.endpoint.calls.map((c) => c.name)).toEqual(['echo']);
+    // The run's MCP session ended with it.
+    await expect.poll(() => mcp.endpoint.openSessions, { timeout: 5_000 }).toBe(0);
+  });
+
+  it('Redis down: a session with LockConcurrentFlow runs without the lock (Workhorse parity)', async () => {
+    stack = await startStack({ redisUrl: 'redis://127.0.0.1:1', preauth: { lockConcurrentFlow: true }, env: { ...FAST, LONGRUN_REDIS_CONNECT_TIMEOUT_MS: '200', LONGRUN_REDIS_COMMAND_TIMEOUT_MS: '200' } });
+    const session = await open(stack);
+    session.send(start('5051', [{ op: 'checkpoint', text: 'unlocked' }, { op: 'end' }]));
+    expect(await session.closed).toEqual({ code: 1000, reason: '' });
+    expect(session.frames.map((f) => (f.json['newCheckpoint'] as { checkpoint: string }).checkpoint)).toEqual(['unlocked']);
+    expect(metricValue(await stack.metrics(), 'longrun_unlocked_runs_total')).toBe(1);
   });
 
   it('the lock held by another session: 1013 `Failed to acquire lock on workflow`, no start sent', async () => {
