@@ -48,9 +48,9 @@ export class WebSocketRoute {
 
   constructor(private readonly deps: WebSocketRouteDeps) {}
 
-  /** Sessions held now (with those being authorized). */
+  /** Sessions held now: connected, being authorized, or parked (a parked run holds a stream: it keeps its slot). */
   get size(): number {
-    return this.sessions.size + this.pending;
+    return this.sessions.size + this.pending + this.parked.size;
   }
 
   /** Whether `url` (the request target) is this route. */

@@ -160,6 +160,16 @@ describe('a lost connection parks the run; the client re-attaches', () => {
     expect(s.workflow.callsFor(id)[0]?.stopReasons).toEqual([]);
   });
 
+  it('a parked run keeps its LONGRUN_MAX_WS_SESSIONS slot', async () => {
+    const s = await resumeStack({ LONGRUN_MAX_WS_SESSIONS: '1' });
+    const client = await open(s);
+    client.send(start('6010', [{ op: 'checkpoint', text: 'a' }, { op: 'hang' }]));
+    await client.next('newCheckpoint');
+    client.ws.terminate();
+    await expect.poll(async () => (await runsState(s))[0]?.['state'], { timeout: 5_000 }).toBe('parked');
+    await expect(open(s)).rejects.toThrow(/503/);
+  });
+
   it('a close frame is intentional: not parked, stopped as Workhorse does', async () => {
     const s = await resumeStack();
     const client = await open(s);
