@@ -1,7 +1,8 @@
 /**
  * A thousand WebSocket sessions churned through one gateway (docs/spec.md §11 "nothing
  * leaks"), ending every way a session ends — the flow's end, the client's close frame, a
- * connection lost — 25 at a time, on a real redis-server. Afterwards the process holds
+ * connection lost (its run parked, then ended by its resume window) — 25 at a time, on a
+ * real redis-server. Afterwards the process holds
  * what it held after a warm-up: no run, no session, no lock or run record in Redis, no
  * file descriptor, timer or socket more than then.
  */
@@ -9,15 +10,22 @@ import { readdirSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { scenarioMetadata } from '../../src/sandbox/scenario';
-import { startStack, type Stack } from '../helpers/stack';
+import { metricValue, startStack, type Stack } from '../helpers/stack';
 
 const SESSIONS = 1_000;
 const CONCURRENCY = 25;
 
 let stack: Stack;
 
+/** Lost connections park their runs for 300 ms (docs/spec.md §12), then the window ends them. */
+const RESUME_WINDOW_MS = 300;
+
 beforeAll(async () => {
-  stack = await startStack({ redis: true, preauth: { lockConcurrentFlow: true }, env: { LONGRUN_STOP_ACK_TIMEOUT_MS: '2000', LONGRUN_LOG_LEVEL: 'warn', LONGRUN_WS_RESUME_WINDOW_MS: '0' } });
+  stack = await startStack({
+    redis: true,
+    preauth: { lockConcurrentFlow: true },
+    env: { LONGRUN_STOP_ACK_TIMEOUT_MS: '2000', LONGRUN_LOG_LEVEL: 'warn', LONGRUN_WS_RESUME_WINDOW_MS: String(RESUME_WINDOW_MS) },
+  });
 });
 afterAll(async () => {
   await stack?.close();
@@ -86,6 +94,9 @@ describe('1 000 churned WebSocket sessions', () => {
     expect(stack.workflow.calls.filter((c) => c.workflowId.startsWith('91'))).toHaveLength(SESSIONS);
     expect(await stack.client?.keys('workhorse:duoworkflow:*')).toEqual([]);
     expect(stack.gateway.registry.size).toBe(0);
+    // Every lost one was parked, and its window ended it.
+    expect(metricValue(await stack.metrics(), 'longrun_websocket_park_ends_total', { why: 'expired' })).toBeGreaterThanOrEqual(333);
+    expect(metricValue(await stack.metrics(), 'longrun_websocket_backlog_bytes')).toBe(0);
     expect(after.fds - before.fds).toBeLessThanOrEqual(5);
     expect(after.timers - before.timers).toBeLessThanOrEqual(3);
     expect(after.sockets - before.sockets).toBeLessThanOrEqual(3);
