@@ -15,7 +15,8 @@
  *       sends for the stop, and nothing on the wire tells them apart
  *
  * A user stop ended OK without a terminal checkpoint is the stop's end: both readings end
- * the turn, so the owner has nothing to re-dispatch either way.
+ * the turn, so the owner has nothing to re-dispatch either way. A WebSocket client's close
+ * frame (WORKHORSE_WEBSOCKET_CLOSE_<code>) is such a stop too.
  */
 import * as grpc from '@grpc/grpc-js';
 import type { EndReason } from '../vocabulary';
@@ -61,11 +62,15 @@ export interface EndDecision {
   endedWhileStopping: boolean;
 }
 
+/** Stops the service answers OK by design (user stops): an OK end after one says nothing new. */
+const ENDED_OK_BY_DESIGN: ReadonlySet<EndReason> = new Set(['stop_requested', 'client_closed']);
+
 export function decideEnd(facts: EndFacts): EndDecision {
   const { ending, code } = facts;
   if (!ending) return { reason: endReasonForStatus(code), byStop: false, endedWhileStopping: false };
   if (ending.by === 'cancel') return { reason: ending.reason, byStop: false, endedWhileStopping: false };
   if (code !== grpc.status.OK) return { reason: ending.reason, byStop: true, endedWhileStopping: false };
   if (!facts.stopReachedService || endsTurn(facts.lastCheckpointStatus)) return { reason: 'finished', byStop: false, endedWhileStopping: false };
-  return { reason: ending.reason, byStop: true, endedWhileStopping: ending.reason !== 'stop_requested' };
+  return { reason: ending.reason, byStop: true, endedWhileStopping: !ENDED_OK_BY_DESIGN.has(ending.reason) };
 }
+

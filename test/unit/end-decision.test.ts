@@ -75,6 +75,8 @@ describe('a stop crossing the service end, ordering by ordering', () => {
       ['drain', true],
       ['lock_lost', true],
       ['stop_requested', false],
+      ['client_closed', false],
+      ['pong_timeout', true],
     ] as const) {
       const { call, stream, decide } = open();
       call.action(checkpoint('RUNNING'));
