@@ -3,9 +3,13 @@
  * simulators and a real redis-server, the owner's WebSocket preauth naming an actor: a
  * turn through the session client, a socket killed mid-turn that the client reconnects
  * and re-attaches by itself (the unanswered action comes again, the service sees one call
- * and one start), final closes not retried, and a gateway gone for good given up on.
+ * and one start), final closes not retried, and a gateway gone for good given up on; then,
+ * against a scripted `ws` server, the closes a real gateway does not send on cue (1012,
+ * 1001, 1013 after a reconnect), the idle timeout and the resume window.
  */
+import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
+import { WebSocketServer, type WebSocket } from 'ws';
 import { LongrunSession, type LongrunSessionOptions, type SessionAction, type SessionClose, type SessionEvent } from '../../src/client';
 import { WEBSOCKET_PREAUTH } from '../../src/sandbox/owner-sim';
 import { scenarioMetadata, type Step } from '../../src/sandbox/scenario';
@@ -13,11 +17,16 @@ import { startStack, type Stack } from '../helpers/stack';
 
 let stack: Stack | undefined;
 const sessions: LongrunSession[] = [];
+const servers: WebSocketServer[] = [];
 
 afterEach(async () => {
   for (const session of sessions.splice(0)) session.close();
   await stack?.close();
   stack = undefined;
+  for (const server of servers.splice(0)) {
+    for (const ws of server.clients) ws.terminate();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
 });
 
 async function sessionStack(): Promise<Stack> {
@@ -183,5 +192,100 @@ describe('LongrunSession', () => {
     const h = harness(s, () => undefined);
     await expect(h.session.start(startOf('7005', [{ op: 'end' }]))).rejects.toThrow(/HTTP 403/);
     expect(h.session.closed).toBe(true);
+  });
+});
+
+/**
+ * A scripted stand-in for the gateway (the close codes a real one does not send on cue):
+ * each connection's first frame is recorded and `script[n]` plays the n-th connection.
+ */
+async function scripted(script: Array<(ws: WebSocket) => void>): Promise<{ url: string; starts: Array<Record<string, unknown>> }> {
+  const server = new WebSocketServer({ port: 0, host: '127.0.0.1' });
+  servers.push(server);
+  await new Promise<void>((resolve) => server.once('listening', () => resolve()));
+  const starts: Array<Record<string, unknown>> = [];
+  server.on('connection', (ws) => {
+    ws.once('message', (data: Buffer) => {
+      starts.push((JSON.parse(data.toString('utf8')) as { startRequest: Record<string, unknown> }).startRequest);
+      script[starts.length - 1]?.(ws);
+    });
+  });
+  return { url: `ws://127.0.0.1:${(server.address() as AddressInfo).port}/api/v4/ai/duo_workflows/ws`, starts };
+}
+
+function scriptedSession(url: string, options: Partial<LongrunSessionOptions> = {}): Omit<Harness, 'checkpoints'> {
+  const actions: SessionAction[] = [];
+  const events: SessionEvent[] = [];
+  let resolveClosed: (close: SessionClose) => void = () => undefined;
+  const closed = new Promise<SessionClose>((resolve) => (resolveClosed = resolve));
+  const session = new LongrunSession({
+    url,
+    reconnect: { initialDelayMs: 10, maxDelayMs: 50 },
+    onAction: (action) => actions.push(action),
+    onEvent: (event) => events.push(event),
+    onClose: (close) => resolveClosed(close),
+    ...options,
+  });
+  sessions.push(session);
+  return { session, actions, events, closed };
+}
+
+const firstStart = { workflowID: '9', goal: 'go', workflowMetadata: '{"m":1}', clientCapabilities: ['shell_command'], approval: { approval: {} } };
+const resumeStart = { workflowID: '9', goal: '', workflowMetadata: '{"m":1}', clientCapabilities: ['shell_command'] };
+const action = (requestID: string) => JSON.stringify({ requestID, runReadFile: { filepath: 'x' }, newCheckpoint: null });
+
+describe('LongrunSession: which closes it reconnects on', () => {
+  it('1012 and 1001 reconnect with the resume start; the replayed action is handed over again; 1000 ends it', async () => {
+    const { url, starts } = await scripted([
+      (ws) => {
+        ws.send(action('r1'), { binary: true });
+        ws.close(1012, 'service restart');
+      },
+      (ws) => {
+        ws.send(action('r1'), { binary: true });
+        ws.close(1001, 'server shutdown');
+      },
+      (ws) => ws.close(1000),
+    ]);
+    const h = scriptedSession(url);
+    await h.session.start(firstStart);
+    // One attempt since the last loss (the 1001): the third connection closed before it proved good.
+    expect(await h.closed).toEqual({ code: 1000, reason: '', how: 'closed', attempts: 1 });
+    expect(starts).toEqual([firstStart, resumeStart, resumeStart]);
+    expect(h.actions).toEqual([
+      { requestID: 'r1', runReadFile: { filepath: 'x' } },
+      { requestID: 'r1', runReadFile: { filepath: 'x' } },
+    ]);
+    expect(h.events.filter((e) => e.kind === 'lost')).toMatchObject([
+      { code: 1012, reason: 'service restart' },
+      { code: 1001, reason: 'server shutdown' },
+    ]);
+  });
+
+  it('1013 just after a reconnect (the gateway has not noticed the old connection gone) is retried; 1008 is final', async () => {
+    const { url, starts } = await scripted([(ws) => ws.terminate(), (ws) => ws.close(1013, 'Failed to acquire lock on workflow'), (ws) => ws.close(1008, 'no')]);
+    const h = scriptedSession(url);
+    await h.session.start(firstStart);
+    expect(await h.closed).toEqual({ code: 1008, reason: 'no', how: 'closed', attempts: 2 });
+    expect(starts).toEqual([firstStart, resumeStart, resumeStart]);
+  });
+
+  it('a connection that hears nothing (no frame, no ping) for idleTimeoutMs counts as lost', async () => {
+    const { url, starts } = await scripted([() => undefined, (ws) => ws.close(1000)]);
+    const h = scriptedSession(url, { idleTimeoutMs: 200 });
+    await h.session.start(firstStart);
+    expect((await h.closed).code).toBe(1000);
+    expect(starts).toEqual([firstStart, resumeStart]);
+    expect(h.events.find((e) => e.kind === 'lost')).toMatchObject({ code: 1006 });
+  });
+
+  it('gives up once the resume window has passed since the loss', async () => {
+    const { url } = await scripted(Array.from({ length: 50 }, () => (ws: WebSocket) => ws.terminate()));
+    const h = scriptedSession(url, { reconnect: { initialDelayMs: 40, maxDelayMs: 40, jitter: 'none', maxAttempts: 1000, windowMs: 300 } });
+    await h.session.start(firstStart);
+    const close = await h.closed;
+    expect(close).toMatchObject({ how: 'gave_up', code: 1006 });
+    expect(close.attempts).toBeGreaterThan(2);
+    expect(close.attempts).toBeLessThan(12);
   });
 });
