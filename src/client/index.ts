@@ -2,7 +2,8 @@
  * longrun/client — what a dispatcher and an owner service need to drive longrun: the
  * client (execute, stop, getRun) with its typed results and errors and retry policy, the
  * blocking checkpoint stream, and the segment-end callback's verification (plus an
- * Express middleware for it). See docs/owner-integration.md and examples/dispatcher/.
+ * Express middleware for it), and the WebSocket session client that reconnects and
+ * re-attaches to its run (session.ts). See docs/owner-integration.md and examples/dispatcher/.
  */
 export { LongrunClient, type LongrunClientOptions, type StartWorkflowInput, type CallOptions, type ExecuteOptions } from './client';
 export { LongrunError, clientErrorCodes, type ClientErrorCode, type LongrunErrorCode } from './errors';
@@ -11,5 +12,18 @@ export { BlockingStream, type BlockingEnd, type Checkpoint } from './ndjson';
 export { defaultRetryOptions, retryDelayMs, systemClock, type RetryClock, type RetryOptions } from './retry';
 export { retryAfterOf } from './responses';
 export { SegmentEndRejected, isFinal, isResumable, segmentEndSchema, verifySegmentEnd, type SegmentEnd, type SegmentEndRequest } from './segment-end';
+export {
+  LongrunSession,
+  defaultSessionReconnect,
+  reconnectCloseCodes,
+  type LongrunSessionOptions,
+  type SessionAction,
+  type SessionCheckpoint,
+  type SessionClose,
+  type SessionEvent,
+  type SessionReconnectOptions,
+  type SessionResponse,
+  type SessionStart,
+} from './session';
 export { segmentEndMiddleware, segmentEndOf, type SegmentEndMiddlewareOptions } from './express';
 export { finalSegmentEndReasons, inFlightKinds, resumableSegmentEndReasons, segmentEndReasons, type InFlightKind, type SegmentEndReason } from '../vocabulary';
