@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import type { RequestHandler } from 'express';
 import type { Config, EnvConfig } from '../config';
 import { chatRoutes } from './chat-page';
-import { OwnerServiceSimulator } from './owner-sim';
+import { OwnerServiceSimulator, WEBSOCKET_PREAUTH } from './owner-sim';
 import { scenarioMetadata } from './scenario';
 import { WorkflowServiceSimulator } from './workflow-sim';
 
@@ -22,6 +22,9 @@ export interface Sandbox {
   close(): Promise<void>;
 }
 
+/** The actor the sandbox's WebSocket preauth names (ActorID). */
+export const SANDBOX_ACTOR = '1';
+
 /** Starts the simulators and returns the gateway's Config pointing at them. */
 export async function startSandbox(config: EnvConfig): Promise<Sandbox> {
   const secret = config.secret ?? randomBytes(32);
@@ -32,6 +35,9 @@ export async function startSandbox(config: EnvConfig): Promise<Sandbox> {
     host: '127.0.0.1',
     defaults: { detached: true, lockConcurrentFlow: true },
   });
+  // The WebSocket route's preauth names an actor, as Rails' does: only a start of the same
+  // actor may re-attach to a run parked by a lost connection (docs/spec.md §12).
+  owner.configure(WEBSOCKET_PREAUTH, { actorId: SANDBOX_ACTOR });
   return {
     config: { ...config, ownerUrl: new URL(owner.url), secret },
     owner,

@@ -20,7 +20,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { loadConfig } from '../../src/config';
 import { Gateway } from '../../src/gateway';
 import { createLogger } from '../../src/log';
-import { CHAT_PATH, chatUrl } from '../../src/sandbox/chat-page';
+import { CHAT_PATH, DROP_PATH, chatUrl } from '../../src/sandbox/chat-page';
 import { startSandbox, type Sandbox } from '../../src/sandbox/sandbox';
 import type { CallRecord } from '../../src/sandbox/workflow-sim';
 import { metricValue, startStack } from '../helpers/stack';
@@ -230,6 +230,66 @@ describe('in Chromium', () => {
       expect(w.requests).toContain(url);
       expect(w.pageErrors).toEqual([]);
     }, 60_000);
+
+    it('"Drop the connection" mid-run loses the socket without a close frame; the page reconnects with a resume start, re-attaches and sees the run carry on to close 1000: one call, no stop', async () => {
+      const w = world as World;
+      const page = await newPage(w);
+      await page.goto(chatUrl(w.gateway.mainUrl), { waitUntil: 'load' });
+      expect(await page.$eval('#drop', (el) => (el as unknown as { disabled: boolean }).disabled)).toBe(true);
+      const goal = 'summarize the README, then lose the network';
+      await page.locator('#goal').fill(goal);
+      await page.click('#start');
+      // The file is read; the scenario works a few seconds before its last checkpoint: drop now, mid-turn.
+      await waitForText(page, '#checkpoints', /read README\.md/);
+      await page.click('#drop');
+      await waitForText(page, '#log', /re-attached to workflow/);
+      await waitForText(page, '#status', /^closed/);
+
+      // What the user sees: the loss, the resume, the re-attach, then the run's last checkpoint and close 1000.
+      expect(await textOf(page, '#status')).toBe('closed with code 1000 (normal closure)');
+      const checkpoints = await page.$$eval('#checkpoints li', (items) => items.map((li) => [li.querySelector('.state')?.textContent, li.lastChild?.textContent]));
+      expect(checkpoints).toEqual([
+        ['RUNNING', `planning: ${goal}`],
+        ['RUNNING', 'read README.md'],
+        ['FINISHED', 'done'],
+      ]);
+      const log = await frameLog(page);
+      const infos = log.filter((entry) => entry.direction === 'info').map((entry) => entry.text);
+      const starts = log.filter((entry) => entry.direction === 'out' && entry.text.includes('startRequest')).map((entry) => (JSON.parse(entry.text) as { startRequest: Record<string, unknown> }).startRequest);
+      expect(starts).toHaveLength(2);
+      const workflowId = starts[0]?.['workflowID'] as string;
+      expect(starts[0]).toMatchObject({ goal });
+      // The resume start: the same workflow, an empty goal, no approval.
+      expect(starts[1]).toEqual({ workflowID: workflowId, goal: '' });
+      expect(infos).toEqual([
+        'dropping the connection (no close frame)',
+        `connection lost (1006): reconnecting to resume workflow ${workflowId}`,
+        `re-attached to workflow ${workflowId}`,
+        'closed 1000',
+      ]);
+      // After the re-attach: the last checkpoint, live.
+      const after = log.slice(log.findIndex((entry) => entry.text === `re-attached to workflow ${workflowId}`));
+      expect(after.some((entry) => entry.direction === 'in' && entry.text.includes('"done"'))).toBe(true);
+
+      // The workflow service saw one call for the workflow: one start, no stop, ended OK.
+      const calls = w.sandbox.workflow.callsFor(workflowId);
+      expect(calls).toHaveLength(1);
+      const call = calls[0] as CallRecord;
+      expect(call.startRequest).toMatchObject({ workflowID: workflowId, goal });
+      await w.sandbox.workflow.waitFor(() => call.ended !== undefined, 5_000, 'the call ended');
+      expect(call.ended?.how).toBe('ok');
+      expect(call.stopReasons).toEqual([]);
+      expect(call.protocolErrors).toEqual([]);
+      // Two connections, each preauthorized (the owner named the sandbox's actor), one run parked and re-attached.
+      expect(w.sandbox.owner.preauths.map((p) => `${p.method} ${p.path}`)).toEqual([`GET ${WS_PATH}?client_type=browser`, `GET ${WS_PATH}?client_type=browser`]);
+      await expect.poll(() => w.gateway.registry.size, { timeout: 5_000 }).toBe(0);
+      const text = await metrics(w);
+      expect(metricValue(text, 'longrun_websocket_parked_total')).toBe(1);
+      expect(metricValue(text, 'longrun_websocket_reattached_total', { how: 'local' })).toBe(1);
+      expect(metricValue(text, 'longrun_teardowns_total', { transport: 'websocket', reason: 'finished' })).toBe(1);
+      expect(logLines(w, 'websocket upgrade').map((line) => line['reason'])).toEqual(['upgraded', 'upgraded']);
+      expect(w.pageErrors).toEqual([]);
+    }, 60_000);
   });
 
   describe('a page of another origin', () => {
@@ -301,6 +361,10 @@ it('a gateway with an owner (not the sandbox) serves no chat page', async () => 
     const res = await request(`${stack.url}${CHAT_PATH}`);
     expect(res.statusCode).toBe(404);
     expect(((await res.body.json()) as { error: { code: string } }).error.code).toBe('NOT_FOUND');
+    // Nor the sandbox's helper that drops a WebSocket's connection.
+    const drop = await request(`${stack.url}${DROP_PATH}?workflow=1`, { method: 'POST' });
+    expect(drop.statusCode).toBe(404);
+    expect(((await drop.body.json()) as { error: { code: string } }).error.code).toBe('NOT_FOUND');
   } finally {
     await stack.close();
   }
