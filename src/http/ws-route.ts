@@ -45,6 +45,12 @@ export class WebSocketRoute {
   private pending = 0;
   /** Runs whose connection was lost, waiting for their client (docs/spec.md §12). */
   private readonly parked: ParkedRuns = new Map();
+  /**
+   * One timer for every session's pings and pong deadline (a timer or two per session
+   * would cost each of thousands of held sessions its Timeouts and closures): every tenth
+   * of the shorter of the two, so a ping is at most that late and a deadline as well.
+   */
+  private liveness: NodeJS.Timeout | undefined;
 
   constructor(private readonly deps: WebSocketRouteDeps) {}
 
@@ -76,7 +82,18 @@ export class WebSocketRoute {
 
   /** Closing: every socket goes at once. */
   terminateAll(): void {
+    this.stopTicking();
     for (const session of this.sessions) session.terminate();
+  }
+
+  private tick(): void {
+    const now = Date.now();
+    for (const session of this.sessions) session.checkLiveness(now);
+  }
+
+  private stopTicking(): void {
+    clearInterval(this.liveness);
+    this.liveness = undefined;
   }
 
   private async authorize(req: IncomingMessage, socket: Duplex, head: Buffer, requestId: string): Promise<void> {
@@ -107,10 +124,13 @@ export class WebSocketRoute {
       this.server.handleUpgrade(req, socket, head, (ws) => {
         const session = new WebSocketSession(ws, { auth, requestId, caller }, { launcher: deps.launcher, metrics: deps.metrics, logger: deps.logger, settings: deps.settings, parked: this.parked });
         this.sessions.add(session);
+        this.liveness ??= setInterval(() => this.tick(), Math.max(10, Math.floor(Math.min(deps.settings.pingMs, deps.settings.pongTimeoutMs) / 10)));
+        this.liveness.unref();
         deps.metrics.websocketSessionsOpen.inc();
         void session.serve().finally(() => {
           this.sessions.delete(session);
           deps.metrics.websocketSessionsOpen.dec();
+          if (this.sessions.size === 0) this.stopTicking();
         });
       });
     } catch (err) {

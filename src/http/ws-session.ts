@@ -71,10 +71,12 @@ export class WebSocketSession implements Connection {
   private state: State = 'awaiting_start';
   private client: ClientRun | undefined;
   /** Client events that came while the run was being opened, passed on once it is. */
-  private early: ClientEvent[] = [];
-  private readonly gone = new AbortController();
-  private pingTimer: NodeJS.Timeout | undefined;
-  private pongDeadline: NodeJS.Timeout | undefined;
+  private early: ClientEvent[] | undefined;
+  /** Aborted when the socket closes while the run is being opened (the launcher's caller signal). */
+  private gone: AbortController | undefined;
+  /** Liveness, checked by the route's one tick (WebSocketRoute.tick): the last ping sent, the last pong heard. */
+  private pingedAt = Date.now();
+  private pongAt = Date.now();
   private closeTimer: NodeJS.Timeout | undefined;
   private startTimer: NodeJS.Timeout | undefined;
   /** Heartbeats in the current one-second window, and when it began. */
@@ -82,7 +84,7 @@ export class WebSocketSession implements Connection {
   private heartbeatWindow = 0;
   /** Bytes handed to ws not yet written to the socket, and who waits for them to drain. */
   private queuedBytes = 0;
-  private drainWaiters: Array<() => void> = [];
+  private drainWaiters: Array<() => void> | undefined;
   private readonly closed: Promise<void>;
   private workflowId: string | undefined;
   /** The lock was asked for: a second startRequest cannot take it again (Workhorse: 1013). */
@@ -105,11 +107,9 @@ export class WebSocketSession implements Connection {
   async serve(): Promise<void> {
     const { socket } = this;
     socket.on('message', (data: Buffer, isBinary: boolean) => this.onFrame(data, isBinary));
-    socket.on('pong', () => this.armPongDeadline());
+    socket.on('pong', () => (this.pongAt = Date.now()));
     socket.on('error', () => undefined);
     socket.once('close', (code: number) => this.onClose(code));
-    this.armPongDeadline();
-    this.pingTimer = setInterval(() => this.ping(), this.deps.settings.pingMs);
     this.startTimer = setTimeout(() => {
       if (this.state === 'awaiting_start') this.close(NO_START);
     }, this.deps.settings.startTimeoutMs);
@@ -142,13 +142,13 @@ export class WebSocketSession implements Connection {
   /** Connection: resolves once what was queued for the client is mostly written (or the socket closed). */
   drained(): Promise<void> {
     if (this.queuedBytes <= HIGH_WATER_BYTES / 2 || this.state === 'closed') return Promise.resolve();
-    return new Promise((resolve) => this.drainWaiters.push(resolve));
+    return new Promise((resolve) => (this.drainWaiters ??= []).push(resolve));
   }
 
   private wakeDrainWaiters(): void {
     const waiters = this.drainWaiters;
-    this.drainWaiters = [];
-    for (const wake of waiters) wake();
+    this.drainWaiters = undefined;
+    for (const wake of waiters ?? []) wake();
   }
 
   private onFrame(data: Buffer, isBinary: boolean): void {
@@ -182,7 +182,7 @@ export class WebSocketSession implements Connection {
       this.close(invalidRequest('the first event must be startRequest'));
       return;
     }
-    if (this.state === 'starting') this.early.push(event);
+    if (this.state === 'starting') (this.early ??= []).push(event);
     else this.client?.fromClient(event);
   }
 
@@ -203,7 +203,7 @@ export class WebSocketSession implements Connection {
         this.close(invalidRequest((err as Error).message));
         return;
       }
-      if (this.state === 'starting') this.early.push(again);
+      if (this.state === 'starting') (this.early ??= []).push(again);
       else this.client?.fromClient(again);
       return;
     }
@@ -229,8 +229,8 @@ export class WebSocketSession implements Connection {
       this.locking = this.auth.auth.LockConcurrentFlow === true;
       parked.attach(this);
       this.closeAtEnd(parked);
-      for (const early of this.early) parked.fromClient(early);
-      this.early = [];
+      for (const early of this.early ?? []) parked.fromClient(early);
+      this.early = undefined;
       return;
     }
     // A start that may not re-attach (new input, another actor or none) takes the workflow over: the parked run is stopped first.
@@ -241,6 +241,7 @@ export class WebSocketSession implements Connection {
     if (this.state !== 'starting') return;
     this.locking = this.auth.auth.LockConcurrentFlow === true;
     const client = new ClientRun(workflowId, actor, this, this.deps.parked, this.deps.settings, this.deps.metrics);
+    this.gone = new AbortController();
     const start = { ...this.auth, auth: { ...this.auth.auth, WorkflowID: workflowId }, request, signal: this.gone.signal };
     this.deps.launcher.launch({ ...start, transport: 'websocket', sink: client }).then(
       ({ run }) => this.opened(client, run),
@@ -262,8 +263,9 @@ export class WebSocketSession implements Connection {
       return;
     }
     this.state = 'open';
-    for (const event of this.early) client.fromClient(event);
-    this.early = [];
+    this.gone = undefined;
+    for (const event of this.early ?? []) client.fromClient(event);
+    this.early = undefined;
     this.closeAtEnd(client);
   }
 
@@ -296,13 +298,11 @@ export class WebSocketSession implements Connection {
   private onClose(code: number): void {
     const wasOpen = this.state === 'open';
     this.state = 'closed';
-    this.gone.abort();
-    clearInterval(this.pingTimer);
-    clearTimeout(this.pongDeadline);
+    this.gone?.abort();
     clearTimeout(this.closeTimer);
     clearTimeout(this.startTimer);
     this.wakeDrainWaiters();
-    this.early = [];
+    this.early = undefined;
     if (!wasOpen) return;
     // A client's close frame 1000/1001 is a stop it asked for; another code ends the call.
     if (code === 1000 || code === 1001) this.stopRun({ kind: 'client_closed', code });
@@ -321,20 +321,22 @@ export class WebSocketSession implements Connection {
     return this.heartbeats > MAX_HEARTBEATS_PER_SECOND;
   }
 
-  private ping(): void {
-    if (this.socket.readyState !== this.socket.OPEN) return;
+  /**
+   * Liveness, from the route's tick (docs/spec.md §11): a ping every pingMs; no pong
+   * within pongTimeoutMs of the last one (pongs only reset it, as Workhorse's read
+   * deadline) is a lost connection, as is a ping that cannot be written.
+   */
+  checkLiveness(now: number): void {
+    if (this.state === 'closed' || this.socket.readyState !== this.socket.OPEN) return;
+    if (now - this.pongAt > this.deps.settings.pongTimeoutMs) {
+      this.lost(PONG_TIMEOUT);
+      return;
+    }
+    if (now - this.pingedAt < this.deps.settings.pingMs) return;
+    this.pingedAt = now;
     this.socket.ping(undefined, undefined, (err) => {
-      if (!err || this.state === 'closed') return;
-      this.lost(PING_FAILED);
+      if (err && this.state !== 'closed') this.lost(PING_FAILED);
     });
-  }
-
-  /** The read deadline: reset by pongs only, as Workhorse's. */
-  private armPongDeadline(): void {
-    clearTimeout(this.pongDeadline);
-    this.pongDeadline = setTimeout(() => {
-      if (this.state !== 'closed') this.lost(PONG_TIMEOUT);
-    }, this.deps.settings.pongTimeoutMs);
   }
 
   /** Sends the close frame; a client that does not answer it within the close timeout is cut off. */
