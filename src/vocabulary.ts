@@ -103,6 +103,15 @@ export type StopReason =
   | { readonly kind: 'client_gone' }
   | { readonly kind: 'workflow_unavailable' };
 
+/** The stops that carry nothing but their kind, made once (one object each, no allocation per stop). */
+export const STOPS = Object.freeze({
+  run_limit: Object.freeze({ kind: 'run_limit' }),
+  client_gone: Object.freeze({ kind: 'client_gone' }),
+  workflow_unavailable: Object.freeze({ kind: 'workflow_unavailable' }),
+  pong_timeout: Object.freeze({ kind: 'pong_timeout' }),
+  ping_failed: Object.freeze({ kind: 'ping_failed' }),
+} satisfies Record<string, StopReason>);
+
 /** What a stop reason token may look like (the stop key's value, the stop endpoint's body). */
 export const STOP_REASON_TOKEN = /^[A-Z][A-Z0-9_]{0,63}$/;
 

@@ -15,7 +15,7 @@
 import type { Metrics } from '../metrics';
 import type { SessionRun } from '../run/launcher';
 import type { ActionSink, RunResult } from '../run/run';
-import type { StopReason } from '../vocabulary';
+import { STOPS, type StopReason } from '../vocabulary';
 import { workhorseActionJson } from '../workflow/action-line';
 import type { Action, ClientEvent } from '../workflow/contract';
 
@@ -35,7 +35,8 @@ export interface ClientRunSettings {
 /** Parked runs by workflow: where a re-attaching start finds its run (one process). */
 export type ParkedRuns = Map<string, ClientRun>;
 
-const PARKED_RUN_ENDED: StopReason = Object.freeze({ kind: 'ping_failed' });
+/** How longrun stops a parked run it gives up on: WORKHORSE_WEBSOCKET_PING_FAILED (resumable). */
+const PARKED_RUN_ENDED = STOPS.ping_failed;
 
 export class ClientRun implements ActionSink {
   private run: SessionRun | undefined;

@@ -26,7 +26,7 @@ import type { AuthorizedStart, Launcher, SessionRun } from '../run/launcher';
 import { ClientRun, type ClientRunSettings, type Connection, type ParkedRuns } from './ws-client-run';
 import { parseJsonBody } from '../shared/json-body';
 import { authorizeStartRequest } from '../run/start-request';
-import type { StopReason } from '../vocabulary';
+import { STOPS, type StopReason } from '../vocabulary';
 import { messageTypes, type ClientEvent, type DecodedClientEvent, type StartWorkflowRequest } from '../workflow/contract';
 import { MAX_JSON_DEPTH, decodeProtoJson } from '../workflow/protojson';
 import { HEARTBEAT_FLOOD, NORMAL, NO_START, closeForRefusal, closeForRunEnd, invalidRequest, type Close } from './ws-close';
@@ -63,9 +63,7 @@ const HIGH_WATER_BYTES = 1024 * 1024;
  */
 const MAX_HEARTBEATS_PER_SECOND = 20;
 
-const CLIENT_GONE: StopReason = Object.freeze({ kind: 'client_gone' });
-const PONG_TIMEOUT: StopReason = Object.freeze({ kind: 'pong_timeout' });
-const PING_FAILED: StopReason = Object.freeze({ kind: 'ping_failed' });
+const { client_gone: CLIENT_GONE, pong_timeout: PONG_TIMEOUT, ping_failed: PING_FAILED } = STOPS;
 
 export class WebSocketSession implements Connection {
   private state: State = 'awaiting_start';

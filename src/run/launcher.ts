@@ -25,7 +25,7 @@ import { GatewayError } from '../errors';
 import type { McpConnector } from '../mcp/connector';
 import type { McpToolbox } from '../mcp/toolbox';
 import type { DuoWorkflowAuth } from '../owner/preauth';
-import type { AcceptedOn, StopReason } from '../vocabulary';
+import { STOPS, type AcceptedOn, type StopReason } from '../vocabulary';
 import type { ChannelPool } from '../workflow/channel-pool';
 import type { ClientEvent, StartWorkflowRequest } from '../workflow/contract';
 import { BillingStream } from '../workflow/billing-stream';
@@ -250,8 +250,7 @@ export class Launcher {
   }
 }
 
-const WORKFLOW_UNAVAILABLE: StopReason = Object.freeze({ kind: 'workflow_unavailable' });
-const CLIENT_GONE: StopReason = Object.freeze({ kind: 'client_gone' });
+const { workflow_unavailable: WORKFLOW_UNAVAILABLE, client_gone: CLIENT_GONE } = STOPS;
 
 /** A blocking run ends when its caller does: the signal stops it (client_gone) until the run is over. */
 function bindToCaller(run: Run, signal: AbortSignal | undefined): void {

@@ -2,7 +2,7 @@
  * The runs in flight in this process: what /runs lists, what the detached cap counts
  * (pending admissions included) and what a drain stops.
  */
-import type { StopReason, Transport, TransportLabel } from '../vocabulary';
+import { STOPS, type StopReason, type Transport, type TransportLabel } from '../vocabulary';
 
 export interface RunInfo {
   workflow_id: string;
@@ -27,7 +27,7 @@ export interface RegisteredRun {
 }
 
 /** The process is closing: what is still in flight is cancelled, as if its caller were gone. */
-const CLOSING: StopReason = Object.freeze({ kind: 'client_gone' });
+const CLOSING = STOPS.client_gone;
 
 export class RunRegistry {
   private readonly runs = new Map<string, RegisteredRun>();

@@ -6,14 +6,14 @@
  * entry each. A run that ends first is struck off (its entry emptied), not searched for.
  */
 
-import type { StopReason } from '../vocabulary';
+import { STOPS, type StopReason } from '../vocabulary';
 
 /** What the limiter needs of a run: its stop, called with `run_limit` at the limit. */
 export interface LimitedRun {
   stop(reason: StopReason): unknown;
 }
 
-const RUN_LIMIT: StopReason = Object.freeze({ kind: 'run_limit' });
+const RUN_LIMIT = STOPS.run_limit;
 
 /** A run's place in the queue; emptied when its limit fires or the run ends first. */
 export interface RunLimitEntry {

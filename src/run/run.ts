@@ -26,7 +26,7 @@ import type { Metrics } from '../metrics';
 import type { OwnerClient } from '../owner/owner-client';
 import type { RunCoordination } from '../coordination/run-coordination';
 import type { McpToolbox } from '../mcp/toolbox';
-import { transportLabels, type EndReason, type StopOutcome, type StopReason, type Transport } from '../vocabulary';
+import { STOPS, transportLabels, type EndReason, type StopOutcome, type StopReason, type Transport } from '../vocabulary';
 import type { Action, ClientEvent, StartWorkflowRequest } from '../workflow/contract';
 import type { BillingStream } from '../workflow/billing-stream';
 import { WorkflowStream, type CallHandle, type StreamEnd } from '../workflow/workflow-stream';
@@ -53,7 +53,7 @@ type Phase =
   | { readonly state: 'ended'; readonly reason: EndReason; readonly accepted: boolean };
 
 const STARTING: Phase = Object.freeze({ state: 'starting' });
-const CLIENT_GONE: StopReason = Object.freeze({ kind: 'client_gone' });
+const CLIENT_GONE = STOPS.client_gone;
 const RUNNING: Phase = Object.freeze({ state: 'running' });
 
 export interface RunResult {
