@@ -326,11 +326,11 @@ export class WorkflowServiceSimulator {
     const record: BillingCallRecord = { metadata, startedAt: Date.now(), events: [], answered: 0 };
     this.billingCalls.push(record);
     let ended = false;
-    let halfCloseTimer: NodeJS.Timeout | undefined;
+    let clearGrace = (): void => undefined;
     const finish: Finish = (how, code, message) => {
       if (ended) return;
       ended = true;
-      clearTimeout(halfCloseTimer);
+      clearGrace();
       this.billingLive.delete(call);
       record.ended = { how, code, at: Date.now() };
       if (how === 'ok') call.end();
@@ -365,28 +365,23 @@ export class WorkflowServiceSimulator {
       record.answered += 1;
       this.changed();
     });
-    call.on('cancelled', () => finish('cancelled'));
     // Workhorse half-closes its billing stream when the connection ends (stream_manager.go
     // Close); as for ExecuteWorkflow, wait a moment to tell that from a cancel.
-    call.on('end', () => {
-      if (ended) return;
-      halfCloseTimer = setTimeout(() => finish(call.cancelled ? 'cancelled' : 'ok'), HALF_CLOSE_GRACE_MS);
-    });
-    call.on('error', () => finish('cancelled'));
+    clearGrace = followClientEnd(call, finish, () => ended);
   }
 
   private handle(call: grpc.ServerDuplexStream<DecodedClientEvent, Action>): void {
     let record: CallRecord | undefined;
     let ended = false;
     let nextRequestId = 1;
-    let halfCloseTimer: NodeJS.Timeout | undefined;
+    let clearGrace = (): void => undefined;
     const waiting = new Map<string, (response: ActionResponse) => void>();
     const abort = new AbortController();
 
     const finish: Finish = (how, code, message) => {
       if (ended) return;
       ended = true;
-      clearTimeout(halfCloseTimer);
+      clearGrace();
       abort.abort(CALL_ENDED);
       this.live.delete(call);
       if (record) record.ended = { how, code, at: Date.now() };
@@ -724,12 +719,7 @@ export class WorkflowServiceSimulator {
         this.changed();
       }
     });
-    call.on('cancelled', () => finish('cancelled'));
-    call.on('end', () => {
-      if (ended) return;
-      halfCloseTimer = setTimeout(() => finish(call.cancelled ? 'cancelled' : 'ok'), HALF_CLOSE_GRACE_MS);
-    });
-    call.on('error', () => finish('cancelled'));
+    clearGrace = followClientEnd(call, finish, () => ended);
   }
 }
 
@@ -808,6 +798,21 @@ function contains(got: unknown, want: unknown): boolean {
   if (typeof got !== 'object' || got === null || Array.isArray(got)) return false;
   const have = got as Record<string, unknown>;
   return Object.entries(want).every(([k, v]) => k in have && contains(have[k], v));
+}
+
+/**
+ * Ends a call as its client ends it: a cancel or an error at once, a half-close after
+ * HALF_CLOSE_GRACE_MS (see there). Returns what clears that grace timer (the call ended first).
+ */
+function followClientEnd<Req, Res>(call: grpc.ServerDuplexStream<Req, Res>, finish: (how: 'ok' | 'cancelled') => void, ended: () => boolean): () => void {
+  let grace: NodeJS.Timeout | undefined;
+  call.on('cancelled', () => finish('cancelled'));
+  call.on('end', () => {
+    if (ended()) return;
+    grace = setTimeout(() => finish(call.cancelled ? 'cancelled' : 'ok'), HALF_CLOSE_GRACE_MS);
+  });
+  call.on('error', () => finish('cancelled'));
+  return () => clearTimeout(grace);
 }
 
 function countItems(body: string | undefined): number {
