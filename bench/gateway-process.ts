@@ -37,6 +37,17 @@ export function metricSample(text: string, name: string): number | undefined {
   return undefined;
 }
 
+/** The sum of the samples named so whose labels include every one given; undefined when there is none. */
+export function metricTotal(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
+  let found: number | undefined;
+  for (const line of text.split('\n')) {
+    if (!(line.startsWith(`${name} `) || line.startsWith(`${name}{`))) continue;
+    if (!Object.entries(labels).every(([k, v]) => line.includes(`${k}="${v}"`))) continue;
+    found = (found ?? 0) + Number(line.slice(line.lastIndexOf(' ') + 1));
+  }
+  return found;
+}
+
 export class GatewayProcess {
   readonly exited: Promise<number | string>;
 

@@ -10,7 +10,7 @@ import { signJwt, WORKHORSE_ISSUER } from '../src/shared/jwt';
 import { OwnerServiceSimulator } from '../src/sandbox/owner-sim';
 import { WorkflowServiceSimulator, type CallRecord } from '../src/sandbox/workflow-sim';
 import { serveIpc, type Handlers } from './ipc';
-import type { CallCounts, CallSummary, DirectRelayRequest, DirectRelayResult, SimQueries } from './sim-protocol';
+import type { CallAnswers, CallCounts, CallSummary, DirectRelayRequest, DirectRelayResult, SimQueries } from './sim-protocol';
 
 function summarize(call: CallRecord): CallSummary {
   let httpOk = 0;
@@ -27,6 +27,19 @@ function summarize(call: CallRecord): CallSummary {
     stopReasons: call.stopReasons,
     stopReceivedAt: call.stopReceivedAt,
     endedAt: call.ended?.at ?? null,
+    endHow: call.ended?.how ?? null,
+    endCode: call.ended?.code ?? null,
+  };
+}
+
+function answersOf(call: CallRecord): CallAnswers {
+  return {
+    workflowId: call.workflowId,
+    goal: call.startRequest.goal ?? '',
+    actionsSent: call.actionsSent,
+    answered: call.actionResponses.map((r) => r.requestID),
+    protocolErrors: call.protocolErrors,
+    stopReasons: call.stopReasons,
     endHow: call.ended?.how ?? null,
     endCode: call.ended?.code ?? null,
   };
@@ -88,6 +101,7 @@ async function start(): Promise<{ address: string; handlers: Handlers<SimQueries
       handlers: {
         calls: ({ prefix }) => matching(prefix).map(summarize),
         callCounts: ({ prefix }) => counts(matching(prefix), sim.openCalls),
+        answers: ({ prefix }) => matching(prefix).map(answersOf),
         directRelay: (args) => directRelay(args, secret),
         reset: () => {
           const open = sim.calls.filter((c) => !c.ended);

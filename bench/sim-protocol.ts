@@ -21,6 +21,24 @@ export interface CallSummary {
   endCode: string | null;
 }
 
+/**
+ * What the workflow simulator sent and was answered in one call (ws_resume's count of
+ * lost and duplicated actions). Every action the simulator sends takes the next
+ * requestID from 1, checkpoints too, so the ids it sent are 1..actionsSent.
+ */
+export interface CallAnswers {
+  workflowId: string;
+  /** The start request's goal (a resume start must never reach the service). */
+  goal: string;
+  actionsSent: number;
+  /** The requestID of every answer received, in the order received (repeats kept). */
+  answered: string[];
+  protocolErrors: string[];
+  stopReasons: string[];
+  endHow: string | null;
+  endCode: string | null;
+}
+
 export interface CallCounts {
   calls: number;
   open: number;
@@ -52,6 +70,7 @@ export interface DirectRelayResult {
 export type SimQueries = {
   calls: { args: { prefix: string }; result: CallSummary[] };
   callCounts: { args: { prefix: string }; result: CallCounts };
+  answers: { args: { prefix: string }; result: CallAnswers[] };
   directRelay: { args: DirectRelayRequest; result: DirectRelayResult };
   configure: { args: { workflowId: string; config: PreauthConfig }; result: null };
   segmentEnds: { args: { prefix: string }; result: Record<string, number> };

@@ -24,7 +24,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Step } from '../../src/sandbox/scenario';
-import { GatewayProcess, gatewayMainJs } from '../gateway-process';
+import { GatewayProcess, gatewayMainJs, metricTotal } from '../gateway-process';
 import { ExecuteClient, closedLoop } from '../load';
 import { commandDelta, waitUntil } from '../procs';
 import { formatBytes, type Scenario, type ScenarioOutcome } from '../scenario';
@@ -65,17 +65,6 @@ function scriptCommands(mainJs: string): Set<string> {
   return names;
 }
 
-/** A sample's value in Prometheus text, matching the labels given (all of them); 0 when absent. */
-function metricValue(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
-  let found: number | undefined;
-  for (const line of text.split('\n')) {
-    if (!(line.startsWith(`${name} `) || line.startsWith(`${name}{`))) continue;
-    if (!Object.entries(labels).every(([k, v]) => line.includes(`${k}="${v}"`))) continue;
-    found = (found ?? 0) + Number(line.slice(line.lastIndexOf(' ') + 1));
-  }
-  return found;
-}
-
 interface RenewalCounts {
   ok: number;
   error: number;
@@ -86,8 +75,8 @@ interface RenewalCounts {
 
 async function renewalCounts(gateways: GatewayProcess[]): Promise<RenewalCounts> {
   const texts = await Promise.all(gateways.map((g) => g.metrics()));
-  const sum = (labels: Record<string, string>): number => texts.reduce((n, t) => n + (metricValue(t, 'longrun_lock_operations_total', { op: 'renew', ...labels }) ?? 0), 0);
-  const lates = texts.map((t) => metricValue(t, 'longrun_lease_renewals_late_total'));
+  const sum = (labels: Record<string, string>): number => texts.reduce((n, t) => n + (metricTotal(t, 'longrun_lock_operations_total', { op: 'renew', ...labels }) ?? 0), 0);
+  const lates = texts.map((t) => metricTotal(t, 'longrun_lease_renewals_late_total'));
   return {
     ok: sum({ result: 'ok' }),
     error: sum({ result: 'error' }),
