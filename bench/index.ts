@@ -5,10 +5,10 @@
  *
  *   npm run bench -- [--scenario NAME[,NAME]] [--runs N] [--rate R] [--duration S] [--turn-ms MS]
  *
- * `scale` (three gateways holding thousands of runs each through a lease renewal period)
- * and `ws_capacity` (5 000 WebSocket sessions held through a ping round, against a raw
- * holder) run only when named: each alone takes over a minute, past the default run's
- * ~5 minutes.
+ * `scale` (three gateways holding thousands of runs each through a lease renewal period),
+ * `ws_capacity` (5 000 WebSocket sessions held through a ping round, against a raw
+ * holder) and `ws_resume` (sessions dropping and re-attaching over two replicas) run only
+ * when named: each alone takes over a minute, past the default run's ~5 minutes.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -26,9 +26,10 @@ import { relay } from './scenarios/relay';
 import { scale } from './scenarios/scale';
 import { stopLatency } from './scenarios/stop-latency';
 import { wsCapacity } from './scenarios/ws-capacity';
+import { wsResume } from './scenarios/ws-resume';
 import { createBenchEnv } from './stack';
 
-const scenarios: Scenario[] = [capacity, wsCapacity, accept, relay, drain, stopLatency, dispatcherHold, scale];
+const scenarios: Scenario[] = [capacity, wsCapacity, accept, relay, drain, stopLatency, dispatcherHold, scale, wsResume];
 
 function usage(): string {
   const lines = scenarios.map((s) => `  ${s.name.padEnd(16)} --runs: ${s.sizes} (default ${s.defaultRuns})${s.onlyWhenNamed ? '; only with --scenario' : ''}`);
