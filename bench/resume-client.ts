@@ -117,7 +117,9 @@ export interface SessionRecord {
   answersSent: Map<string, number>;
   /** Re-attaches on another replica that were refused 1013 until the retry budget ran out (the bridge is missing). */
   bridgeRefusals: Array<{ code: number; reason: string }>;
-  /** From the start sent to the turn's close. */
+  /** From the first socket's connect to its first action (a fresh start: lock, stream, the service's start). */
+  firstFrameMs: number;
+  /** From the first socket's connect to the turn's close. */
   turnMs: number;
   /** How the last socket closed (1000: the turn ended), or why the session gave up. */
   end: string;
@@ -170,6 +172,7 @@ export async function runSession(plan: SessionPlan): Promise<SessionRecord> {
     deliveries: [],
     answersSent: new Map(),
     bridgeRefusals: [],
+    firstFrameMs: Number.NaN,
     turnMs: Number.NaN,
     end: 'unknown',
     errors: [],
@@ -208,6 +211,7 @@ export async function runSession(plan: SessionPlan): Promise<SessionRecord> {
         record.end = event.kind === 'timeout' ? `no frame for ${Math.round(left)} ms after ${seen.size} actions` : `refused ${event.status}`;
         return record;
       }
+      if (record.deliveries.length === 0) record.firstFrameMs = event.at - started;
       record.deliveries.push({ socket: conn.socket, requestID: event.requestID });
       // A re-attach's first frame is no round-trip sample: its latency is the re-attach's.
       if (answeredAt !== undefined && !replayed) (conn.replica === plan.holder ? record.rtt.direct : record.rtt.bridged).push(event.at - answeredAt);

@@ -20,6 +20,7 @@ function session(deliveries: Array<[socket: number, id: number]>, answers?: numb
     deliveries: deliveries.map(([socket, id]) => ({ socket, requestID: String(id) })),
     answersSent,
     bridgeRefusals: [],
+    firstFrameMs: 1,
     turnMs: 1,
     end: '1000',
     errors: [],
