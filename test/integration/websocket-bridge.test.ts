@@ -217,6 +217,58 @@ describe('a reconnect on another replica is bridged to the run parked on its hol
     expect(s.workflow.callsFor(waiting)).toHaveLength(1);
   });
 
+  it('a bridged client that never reads: the holder pauses at the high-water mark (nothing piles up in Redis or either replica) and the run ends at the write timeout', async () => {
+    // Pongs are waited for longer than the write: the stall, not the silence, ends it.
+    const slow = { LONGRUN_WS_WRITE_TIMEOUT_MS: '1500', LONGRUN_WS_PONG_TIMEOUT_MS: '10000' };
+    stack = await startStack({ redis: true, env: { ...ENV, ...slow, LONGRUN_REPLICA_ID: 'replica-a' } });
+    stack.owner.configure(WEBSOCKET_PREAUTH, { lockConcurrentFlow: true, actorId: 'user-7' });
+    const s = stack;
+    const b = await s.peer({ ...slow, LONGRUN_REPLICA_ID: 'replica-b' });
+    const id = '7011';
+    const big: Step = { op: 'repeat', times: 300, steps: [{ op: 'checkpoint', bytes: 100_000 }] };
+    const readA = await parkOn(s, id, [{ op: 'client', action: { runReadFile: { filepath: 'a.txt' } }, expect: { plainTextResponse: { response: 'A' } } }, big, { op: 'hang' }]);
+    const flood = await open(b);
+    flood.send(resume(id));
+    await flood.next('runReadFile');
+    // Stops reading from its socket, then answers: 30 MB of checkpoints follow.
+    (flood.ws as unknown as { _socket: { pause(): void } })._socket.pause();
+    flood.send({ actionResponse: { requestID: readA['requestID'], plainTextResponse: { response: 'A' } } });
+    let inboxMax = 0;
+    const sampling = setInterval(() => {
+      void s.client?.xlen(inboxKey('replica-b')).then((n) => (inboxMax = Math.max(inboxMax, n)), () => undefined);
+    }, 20);
+    await expect.poll(() => s.gateway.registry.size, { timeout: 15_000 }).toBe(0);
+    clearInterval(sampling);
+    expect(s.logs()).toContain('websocket client took nothing: ending the run');
+    const framesOut = metricValue(await b.metrics(), 'longrun_websocket_frames_total', { direction: 'out' }) ?? 0;
+    expect(framesOut).toBeLessThan(150);
+    // Frames are read out of the inbox as they come: at most the high-water mark's worth (1 MiB in 100 kB frames) waits there.
+    expect(inboxMax).toBeLessThanOrEqual(12);
+    await expect.poll(async () => metricValue(await b.metrics(), 'longrun_bridges_open', { side: 'socket' }), { timeout: 5_000 }).toBe(0);
+  });
+
+  it('a Redis restart under a bridge: the bridge is given up (1012), the run parked again, and the reconnect re-attaches; one start', async () => {
+    const { s, b } = await twoReplicas();
+    const id = '7012';
+    const readA = await parkOn(s, id, twoReads);
+    const bridged = await open(b);
+    bridged.send(resume(id));
+    await bridged.next('runReadFile');
+    await s.redis?.restart();
+    // The first message after the restart either fails or finds its predecessor gone; the beats see it too.
+    bridged.send({ heartbeat: { timestamp: '1' } });
+    expect((await bridged.closed).code).toBe(1012);
+    await expect.poll(async () => (await runsState(s))[0]?.['state'], { timeout: 10_000 }).toBe('parked');
+    const again = await open(s);
+    again.send(resume(id));
+    expect(await again.next('runReadFile')).toEqual(readA);
+    again.send({ actionResponse: { requestID: readA['requestID'], plainTextResponse: { response: 'A' } } });
+    const readB = await again.next('runReadFile', 2);
+    again.send({ actionResponse: { requestID: readB['requestID'], plainTextResponse: { response: 'B' } } });
+    expect(await again.closed).toEqual({ code: 1000, reason: '' });
+    expect(s.workflow.callsFor(id)).toHaveLength(1);
+  });
+
   it('Redis cannot say where the run is: a resume is closed 1012 rather than started beside it', async () => {
     const { s, b } = await twoReplicas();
     const id = '7009';
