@@ -7,7 +7,7 @@
  * service sees one start and every action answered once.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import WebSocket from 'ws';
+import type WebSocket from 'ws';
 import { inboxKey } from '../../src/bridge/inbox';
 import { WEBSOCKET_PREAUTH } from '../../src/sandbox/owner-sim';
 import type { Step } from '../../src/sandbox/scenario';
