@@ -269,6 +269,34 @@ describe('a reconnect on another replica is bridged to the run parked on its hol
     expect(s.workflow.callsFor(id)).toHaveLength(1);
   });
 
+  it('a forged or replayed claim through Redis: one for a run not parked gets none, a replay is ignored, and a claimant that never beats loses the run back to parked', async () => {
+    const { s } = await twoReplicas();
+    const id = '7013';
+    const readA = await parkOn(s, id, twoReads);
+    const forge = (header: Record<string, unknown>): Promise<unknown> =>
+      s.client?.xadd(inboxKey('replica-a'), '*', 'f', 'replica-x', 'h', JSON.stringify(header)) as Promise<unknown>;
+    const answers = async (): Promise<string[]> => {
+      const entries = (await s.client?.xrange(inboxKey('replica-x'), '-', '+')) ?? [];
+      return entries.map(([, fields]) => fields[fields.indexOf('h') + 1] as string);
+    };
+    // A claim for a workflow not parked here: answered none (the claimant starts it as any session, under the lock).
+    await forge({ t: 'claim', b: 'forged.1', s: 1, wf: '7014', actor: 'user-7', input: false });
+    await expect.poll(answers, { timeout: 5_000 }).toEqual([JSON.stringify({ t: 'claimed', b: 'forged.1', s: 1, outcome: 'none' })]);
+    // The right actor attaches — Redis is the trust boundary, as for the lock — then a replay of the same claim is ignored.
+    await forge({ t: 'claim', b: 'forged.2', s: 1, wf: id, actor: 'user-7', input: false });
+    await forge({ t: 'claim', b: 'forged.2', s: 1, wf: id, actor: 'user-7', input: false });
+    await expect.poll(async () => (await runsState(s))[0]?.['state'], { timeout: 5_000 }).toBe('running');
+    // replica-x never beats: after the pong timeout its bridge is given up and the run parks again for its real client.
+    await expect.poll(async () => (await runsState(s))[0]?.['state'], { timeout: 10_000 }).toBe('parked');
+    expect(metricValue(await s.metrics(), 'longrun_bridge_breaks_total', { why: 'peer_silent' })).toBe(1);
+    expect((await answers()).filter((h) => h.includes('"claimed"'))).toHaveLength(2);
+    const real = await open(s);
+    real.send(resume(id));
+    expect(await real.next('runReadFile')).toEqual(readA);
+    expect(s.workflow.callsFor(id)).toHaveLength(1);
+    await s.client?.del(inboxKey('replica-x'));
+  });
+
   it('Redis cannot say where the run is: a resume is closed 1012 rather than started beside it', async () => {
     const { s, b } = await twoReplicas();
     const id = '7009';
