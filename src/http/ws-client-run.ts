@@ -32,7 +32,7 @@ export interface ClientRunSettings {
   backlogBytes: number;
 }
 
-/** Parked runs by workflow: where a re-attaching start finds its run (one process). */
+/** Parked runs by workflow: where a re-attaching start finds its run — here, or through a bridge (src/bridge/). */
 export type ParkedRuns = Map<string, ClientRun>;
 
 /** How longrun stops a parked run it gives up on: WORKHORSE_WEBSOCKET_PING_FAILED (resumable). */
@@ -119,7 +119,7 @@ export class ClientRun implements ActionSink {
     this.connection = undefined;
     this.parkedAt = Date.now();
     this.parked.set(this.workflowId, this);
-    this.run.noteParked(this.parkedAt);
+    this.run.noteParked(this.parkedAt, this.settings.resumeWindowMs);
     this.metrics.websocketParked.inc();
     this.window = setTimeout(() => this.stopParked('expired'), this.settings.resumeWindowMs);
     return true;
@@ -138,30 +138,30 @@ export class ClientRun implements ActionSink {
     await this.run?.stop(PARKED_RUN_ENDED);
   }
 
-  /** Whether a start of `actor` carrying no new input may take this parked run over. */
-  resumableBy(actor: string | undefined, request: { goal?: string; approval?: unknown }): boolean {
-    return this.isParked && actor !== undefined && actor !== '' && actor === this.actor && !request.goal && !request.approval;
+  /** Whether a start of `actor` may take this parked run over: the run's own actor, and no new input (a goal, an approval). */
+  resumableBy(actor: string | undefined, carriesInput: boolean): boolean {
+    return this.isParked && actor !== undefined && actor !== '' && actor === this.actor && !carriesInput;
   }
 
   /**
    * A new connection takes the parked run over: it is sent every action sent before the
    * loss and not answered, then the backlog, in order; the live stream follows.
    */
-  attach(connection: Connection): void {
+  attach(connection: Connection, how: 'local' | 'bridged'): void {
     if (this.parkedAt === undefined) return;
     clearTimeout(this.window);
     const lostFor = Date.now() - this.parkedAt;
     this.parkedAt = undefined;
     this.parked.delete(this.workflowId);
     this.connection = connection;
-    this.run?.noteParked(undefined);
+    this.run?.noteParked(undefined, this.settings.resumeWindowMs);
     const queued = new Set(this.backlog);
     const replay = [...[...this.unanswered.values()].filter((f) => !queued.has(f)), ...this.backlog];
     this.metrics.websocketBacklogBytes.dec(this.backlogSize);
     this.backlog = [];
     this.backlogSize = 0;
     for (const frame of replay) connection.sendFrame(frame);
-    this.metrics.websocketReattached('local', lostFor / 1000);
+    this.metrics.websocketReattached(how, lostFor / 1000);
   }
 
   private ended(): void {

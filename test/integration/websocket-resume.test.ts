@@ -10,15 +10,15 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { request } from 'undici';
 import { lockKey } from '../../src/coordination/keys';
 import { WEBSOCKET_PREAUTH, type PreauthConfig } from '../../src/sandbox/owner-sim';
-import { scenarioMetadata, type Step } from '../../src/sandbox/scenario';
 import type { CallRecord } from '../../src/sandbox/workflow-sim';
 import { metricValue, startStack, type Stack } from '../helpers/stack';
+import { kindOf, openSession, resume, runsState, start, type Client } from '../helpers/ws-session';
 
 let stack: Stack | undefined;
 const clients: WebSocket[] = [];
+const open = (s: { url: string }, options: WebSocket.ClientOptions = {}): Promise<Client> => openSession(s.url, clients, options);
 
 afterEach(async () => {
   for (const ws of clients.splice(0)) ws.terminate();
@@ -35,63 +35,11 @@ async function resumeStack(env: Record<string, string> = {}, preauth: PreauthCon
   return stack;
 }
 
-interface Client {
-  ws: WebSocket;
-  frames: Array<Record<string, unknown>>;
-  closed: Promise<{ code: number; reason: string }>;
-  send(event: unknown): void;
-  next(kind: string, nth?: number): Promise<Record<string, unknown>>;
-}
-
-function open(s: Stack, options: WebSocket.ClientOptions = {}): Promise<Client> {
-  const ws = new WebSocket(`${s.url.replace('http', 'ws')}/api/v4/ai/duo_workflows/ws`, options);
-  clients.push(ws);
-  const frames: Client['frames'] = [];
-  const waiters: Array<() => void> = [];
-  ws.on('message', (data: Buffer) => {
-    frames.push(JSON.parse(data.toString('utf8')) as Record<string, unknown>);
-    for (const wake of waiters.splice(0)) wake();
-  });
-  const closed = new Promise<{ code: number; reason: string }>((resolve) => ws.once('close', (code, reason) => resolve({ code, reason: reason.toString() })));
-  const client: Client = {
-    ws,
-    frames,
-    closed,
-    send: (event) => ws.send(JSON.stringify(event)),
-    next: async (kind, nth = 1) => {
-      for (;;) {
-        const found = frames.filter((f) => f[kind] !== undefined && f[kind] !== null)[nth - 1];
-        if (found) return found;
-        await new Promise<void>((resolve, reject) => {
-          waiters.push(resolve);
-          ws.once('close', () => reject(new Error(`closed before ${kind} #${nth}`)));
-        });
-      }
-    },
-  };
-  return new Promise((resolve, reject) => {
-    ws.once('open', () => resolve(client));
-    ws.once('error', reject);
-  });
-}
-
-const start = (workflowID: string, steps: Step[] | undefined, extra: Record<string, unknown> = {}) => ({
-  startRequest: { workflowID, goal: steps ? 'the goal' : '', ...(steps ? { workflowMetadata: scenarioMetadata(steps) } : {}), ...extra },
-});
-/** What a client sends to resume: its workflow, no goal, no approval. */
-const resume = (workflowID: string) => start(workflowID, undefined);
-
-const kindOf = (frame: Record<string, unknown>): string | undefined => Object.keys(frame).find((k) => k !== 'requestID' && frame[k] !== null);
-
 async function callOf(s: Stack, id: string): Promise<CallRecord> {
   await s.workflow.waitFor(() => s.workflow.callsFor(id).length > 0, 10_000, `a call of ${id}`);
   return s.workflow.callsFor(id)[0] as CallRecord;
 }
 
-async function runsState(s: Stack): Promise<Array<Record<string, unknown>>> {
-  const { runs } = (await (await request(`${s.opsUrl}/runs`)).body.json()) as { runs: Array<Record<string, unknown>> };
-  return runs;
-}
 
 describe('a lost connection parks the run; the client re-attaches', () => {
   it('every unanswered action and every one emitted meanwhile, in order, then the live stream; no second start; the relay served while parked', async () => {
