@@ -115,6 +115,10 @@ export interface SessionRecord {
   deliveries: Array<{ socket: number; requestID: string }>;
   /** Answers this client sent, by requestID. */
   answersSent: Map<string, number>;
+  /** Reconnects after the gateway closed the socket 1012 (a bridge given up): from the close to the first frame. */
+  recoveries: Array<{ ms: number; retries: number }>;
+  /** Re-attaches on another replica closed 1012 (its claim to the holder unanswered), then made on the holder. */
+  reattachesClosed1012: number;
   /** Re-attaches on another replica that were refused 1013 until the retry budget ran out (the bridge is missing). */
   bridgeRefusals: Array<{ code: number; reason: string }>;
   /** From the first socket's connect to its first action (a fresh start: lock, stream, the service's start). */
@@ -145,6 +149,10 @@ export interface SessionPlan {
 }
 
 const RETRY_DELAY_MS = 20;
+/** What the gateway closes a socket with when the client should reconnect (a bridge given up, a socket-only drain). */
+const RECONNECT_CODE = 1012;
+/** Reconnects after 1012 a session makes before it counts as failed. */
+const MAX_RECOVERIES = 5;
 /** How long one socket waits for its next event before the session gives up on it. */
 const EVENT_TIMEOUT_MS = 10_000;
 
@@ -171,6 +179,8 @@ export async function runSession(plan: SessionPlan): Promise<SessionRecord> {
     rtt: { direct: [], bridged: [] },
     deliveries: [],
     answersSent: new Map(),
+    recoveries: [],
+    reattachesClosed1012: 0,
     bridgeRefusals: [],
     firstFrameMs: Number.NaN,
     turnMs: Number.NaN,
@@ -202,6 +212,14 @@ export async function runSession(plan: SessionPlan): Promise<SessionRecord> {
       const event = pending ?? (await conn.next(left));
       const replayed = pending !== undefined;
       pending = undefined;
+      if (event.kind === 'close' && event.code === RECONNECT_CODE && record.recoveries.length < MAX_RECOVERIES) {
+        // The gateway gave the bridge up (the run is parked again): reconnect, as a client does, on the holder.
+        const next = await reattach(plan, record, conn, undefined, plan.holder, connect);
+        if (!next) return record;
+        conn = next.conn;
+        pending = next.first;
+        continue;
+      }
       if (event.kind === 'close') {
         record.turnMs = event.at - started;
         record.end = event.code === 1000 ? '1000' : `close ${event.code} ${event.reason}`;
@@ -244,13 +262,14 @@ export async function runSession(plan: SessionPlan): Promise<SessionRecord> {
 /**
  * Drops `lost` with `unanswered` unanswered and re-attaches on `to` (or, once the bridge
  * is known to be missing, on the holder). Resolves with the new socket, whose first frame
- * (the replay) has been read, or undefined when the session cannot go on.
+ * (the replay) has been read, or undefined when the session cannot go on. Without
+ * `unanswered`, `lost` was closed by the gateway (1012): a recovery, no latency sample.
  */
 async function reattach(
   plan: SessionPlan,
   record: SessionRecord,
   lost: Conn,
-  unanswered: string,
+  unanswered: string | undefined,
   wanted: number,
   connect: (replica: number) => Conn,
 ): Promise<{ conn: Conn; first: ConnEvent } | undefined> {
@@ -269,6 +288,10 @@ async function reattach(
     conn.send({ startRequest: { workflowID: plan.workflowId, goal: '' } });
     const event = await conn.next(Math.min(EVENT_TIMEOUT_MS, plan.deadline - performance.now()));
     if (event.kind === 'frame') {
+      if (unanswered === undefined) {
+        record.recoveries.push({ ms: event.at - lostAt, retries });
+        return { conn, first: event };
+      }
       // Only a re-attach straight after its loss is a latency sample: one that first fell back from a missing bridge is not.
       if (to === wanted) record.reattaches.push({ kind: reattachKind(lost.replica === plan.holder, to === plan.holder), ms: event.at - lostAt, retries, replayedUnanswered: event.requestID === unanswered });
       if (event.requestID !== unanswered) record.errors.push(`re-attach on gateway ${to}: first frame #${event.requestID}, not the unanswered #${unanswered}`);
@@ -277,6 +300,14 @@ async function reattach(
     if (event.kind === 'close' && event.code === 1013 && performance.now() < retryUntil) {
       retries += 1;
       await sleep(RETRY_DELAY_MS);
+      continue;
+    }
+    if (event.kind === 'close' && event.code === RECONNECT_CODE && to !== plan.holder && record.reattachesClosed1012 < MAX_RECOVERIES) {
+      // The replica the reconnect landed on could not bridge it (its claim went unanswered): reconnect on the holder; no sample.
+      record.reattachesClosed1012 += 1;
+      to = plan.holder;
+      retries = 0;
+      retryUntil = performance.now() + plan.retryBudgetMs;
       continue;
     }
     if (event.kind === 'close' && event.code === 1013 && to !== plan.holder) {

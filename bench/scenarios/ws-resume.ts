@@ -88,7 +88,9 @@ async function gatewayCounts(gateways: GatewayProcess[]): Promise<Record<string,
   const out: Record<string, number> = { parked: sum('longrun_websocket_parked_total') };
   for (const how of ['local', 'bridged']) out[`reattached_${how}`] = sum('longrun_websocket_reattached_total', { how });
   for (const why of ['expired', 'backlog_full', 'taken_over']) out[`park_ends_${why}`] = sum('longrun_websocket_park_ends_total', { why });
-  out['closes_1013'] = sum('longrun_websocket_closes_total', { code: '1013' });
+  for (const code of ['1012', '1013']) out[`closes_${code}`] = sum('longrun_websocket_closes_total', { code });
+  // A build before the bridge has none of these: they read 0.
+  for (const why of ['gap', 'send_failed', 'peer_silent', 'peer_dropped', 'unanswered']) out[`bridge_breaks_${why}`] = sum('longrun_bridge_breaks_total', { why });
   return out;
 }
 
@@ -192,6 +194,8 @@ export const wsResume: Scenario = {
       const refusals = dropping.flatMap((r) => r.bridgeRefusals);
       const unavailable = bridgeAvailable ? undefined : refusals.length > 0 ? `another replica refused every re-attach for ${RETRY_BUDGET_MS} ms: close ${refusals[0]?.code} ${JSON.stringify(refusals[0]?.reason)} (${refusals.length} sessions)` : 'no bridged re-attach measured';
       const fresh = summary(records.map((r) => r.firstFrameMs).filter(Number.isFinite));
+      const recoveries = dropping.flatMap((r) => r.recoveries);
+      const recovery = summary(recoveries.map((r) => r.ms));
       const turnDrops = median(dropping.filter((r) => r.end === '1000').map((r) => r.turnMs));
       const turnBase = median(baseline.filter((r) => r.end === '1000').map((r) => r.turnMs));
       const failed = records.filter((r) => r.end !== '1000');
@@ -201,6 +205,7 @@ export const wsResume: Scenario = {
       for (const kind of reattachKinds) {
         if (latency[kind].n > 0) ctx.log(`re-attach ${kind}: p50 ${formatMs(latency[kind].p50)}, p99 ${formatMs(latency[kind].p99)} over ${latency[kind].n} (${retries[kind]} retries after 1013)`);
       }
+      if (recovery.n > 0) ctx.log(`reconnects after the gateway closed 1012: ${recovery.n}, p50 ${formatMs(recovery.p50)} (1012 close → first frame)`);
       ctx.log(`round trip direct: p50 ${formatMs(direct.p50)}, p99 ${formatMs(direct.p99)} over ${direct.n}; bridged: ${bridgeAvailable ? `p50 ${formatMs(bridged.p50)}, p99 ${formatMs(bridged.p99)} over ${bridged.n}` : `unavailable (${unavailable})`}; no-drop baseline p50 ${formatMs(baseRtt.p50)}, p99 ${formatMs(baseRtt.p99)}`);
       ctx.log(
         `${records.length} sessions (${skipped} skipped past the budget) in ${Math.round(elapsedMs)} ms, ${failed.length} did not end 1000 ${JSON.stringify(failed.slice(0, 5).map((r) => `${r.workflowId}: ${r.end}`))}; ` +
@@ -231,6 +236,10 @@ export const wsResume: Scenario = {
           fresh_start_samples: fresh.n,
           fresh_start_p50_ms: round(fresh.p50, 1),
           fresh_start_p99_ms: round(fresh.p99, 1),
+          reconnects_after_1012: recovery.n,
+          reattaches_closed_1012: dropping.reduce((n, r) => n + r.reattachesClosed1012, 0),
+          reconnect_after_1012_p50_ms: round(recovery.p50, 1),
+          reconnect_after_1012_max_ms: round(percentile(recoveries.map((r) => r.ms), 100), 1),
           bridge_unavailable: unavailable,
           bridge_added_p50_ms: round(addedP50, 2),
           bridge_added_p99_ms: round(addedP99, 2),
@@ -274,7 +283,7 @@ export const wsResume: Scenario = {
         row: {
           longrun:
             `re-attach same replica ${lat(latency.local)}; bridged ${bridgeAvailable ? `${lat(latency.bridged)}, added per message one way p99 ${formatMs(addedP99)}` : 'unavailable'}; ` +
-            `lost ${ledger.lost}, duplicated ${ledger.duplicated}`,
+            `lost ${ledger.lost}, duplicated ${ledger.duplicated}${recovery.n > 0 ? `; ${recovery.n} reconnects after 1012` : ''}`,
           baseline: `fresh start to first action ${lat(fresh)}; no drop: turn ${formatMs(turnBase)}, round trip ${lat(baseRtt)}`,
           ratio: r === null ? 'n/a' : `${r}x turn`,
           target: `0 lost, 0 duplicated; bridged added p99 <= ${TARGET_BRIDGE_ADDED_P99_MS} ms`,

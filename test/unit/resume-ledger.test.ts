@@ -19,6 +19,8 @@ function session(deliveries: Array<[socket: number, id: number]>, answers?: numb
     rtt: { direct: [], bridged: [] },
     deliveries: deliveries.map(([socket, id]) => ({ socket, requestID: String(id) })),
     answersSent,
+    recoveries: [],
+    reattachesClosed1012: 0,
     bridgeRefusals: [],
     firstFrameMs: 1,
     turnMs: 1,
