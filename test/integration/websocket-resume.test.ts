@@ -191,6 +191,24 @@ describe('a lost connection parks the run; the client re-attaches', () => {
     await back.next('newCheckpoint');
   });
 
+  it('a client gone at the very end of its turn (the close frame unanswered, cut off 1006) is not parked: its slot is given back', async () => {
+    const s = await resumeStack({ LONGRUN_WS_CLOSE_TIMEOUT_MS: '300', LONGRUN_MAX_WS_SESSIONS: '1' });
+    const client = await open(s);
+    client.send(start('6021', [{ op: 'checkpoint', text: 'a' }, { op: 'wait', ms: 200 }, { op: 'end' }]));
+    await client.next('newCheckpoint');
+    // The client stops reading: the close frame the turn's end brings goes unanswered.
+    (client.ws as unknown as { _socket: { pause(): void } })._socket.pause();
+    await s.workflow.waitFor(() => s.workflow.callsFor('6021')[0]?.ended !== undefined, 5_000, 'the turn to end');
+    await expect.poll(() => s.gateway.registry.size, { timeout: 5_000 }).toBe(0);
+    // Past the close timeout the gateway cut the socket off; then a second session has the one slot.
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    client.ws.terminate();
+    const next = await open(s);
+    next.send(start('6022', [{ op: 'checkpoint', text: 'b' }, { op: 'end' }]));
+    expect(await next.closed).toEqual({ code: 1000, reason: '' });
+    expect(metricValue(await s.metrics(), 'longrun_websocket_parked_total')).toBe(0);
+  });
+
   it('a parked run keeps its LONGRUN_MAX_WS_SESSIONS slot', async () => {
     const s = await resumeStack({ LONGRUN_MAX_WS_SESSIONS: '1' });
     const client = await open(s);
