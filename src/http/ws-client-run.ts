@@ -50,6 +50,8 @@ export class ClientRun implements ActionSink {
   private window: NodeJS.Timeout | undefined;
   /** Set once a parked run was told to stop: counted once. */
   private stopping = false;
+  /** Set once the run has ended: it can no longer be parked. */
+  private finished = false;
 
   constructor(
     readonly workflowId: string,
@@ -115,7 +117,8 @@ export class ClientRun implements ActionSink {
 
   /** The connection was lost: park for the resume window; false when parking is off (the caller stops the run). */
   park(): boolean {
-    if (this.settings.resumeWindowMs === 0 || !this.run) return false;
+    // An ended run whose client went before the close (no answer to the close frame: cut off, 1006) has nothing to wait for.
+    if (this.settings.resumeWindowMs === 0 || !this.run || this.finished) return false;
     this.connection = undefined;
     this.parkedAt = Date.now();
     this.parked.set(this.workflowId, this);
@@ -165,6 +168,7 @@ export class ClientRun implements ActionSink {
   }
 
   private ended(): void {
+    this.finished = true;
     clearTimeout(this.window);
     if (this.parked.get(this.workflowId) === this) this.parked.delete(this.workflowId);
     this.metrics.websocketBacklogBytes.dec(this.backlogSize);

@@ -145,7 +145,12 @@ export class WebSocketSession implements Connection {
 
   /** Connection: one binary frame for the client (an Action as Workhorse marshals it); `written` once it is on the wire. */
   sendFrame(frame: Buffer, written?: () => void): 'ok' | 'full' | 'gone' {
-    if (this.state === 'closed' || this.socket.readyState !== this.socket.OPEN) return 'gone';
+    if (this.state === 'closed') return 'gone';
+    // The client's FIN or close frame came and the socket's 'close' has not yet (ws reads
+    // CLOSING): the frame goes the way of any written to a connection that is going (an
+    // action stays unanswered, replayed on a re-attach), and the close decides — parked
+    // (no close frame) or stopped (a close frame). 'gone' here ended the run client_gone.
+    if (this.socket.readyState !== this.socket.OPEN) return 'ok';
     this.queuedBytes += frame.length;
     this.deps.metrics.websocketFrame('out', frame.length);
     this.socket.send(frame, { binary: true }, (err) => {

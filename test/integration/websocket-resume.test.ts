@@ -12,6 +12,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { lockKey } from '../../src/coordination/keys';
 import { WEBSOCKET_PREAUTH, type PreauthConfig } from '../../src/sandbox/owner-sim';
+import type { Step } from '../../src/sandbox/scenario';
 import type { CallRecord } from '../../src/sandbox/workflow-sim';
 import { metricValue, startStack, type Stack } from '../helpers/stack';
 import { kindOf, openSession, resume, runsState, start, type Client } from '../helpers/ws-session';
@@ -106,6 +107,55 @@ describe('a lost connection parks the run; the client re-attaches', () => {
     expect(back.frames.map((f) => (f['newCheckpoint'] as { checkpoint: string }).checkpoint)).toEqual(['b']);
     expect(s.workflow.callsFor(id)).toHaveLength(1);
     expect(s.workflow.callsFor(id)[0]?.stopReasons).toEqual([]);
+  });
+
+  it('a connection that goes while the service streams to it: parked without a close frame, stopped with one — never cancelled', async () => {
+    // Between the client's FIN (or close frame) and the socket's 'close', ws already reads
+    // CLOSING; a frame written then ended the run client_gone (the call cancelled) in
+    // about one drop of four. 12 drops of each kind make a miss of that unlikely.
+    const s = await resumeStack({ LONGRUN_WS_RESUME_WINDOW_MS: '10000' });
+    const streaming: Step[] = [{ op: 'repeat', times: 300, steps: [{ op: 'checkpoint', text: 'x' }, { op: 'wait', ms: 1 }] }, { op: 'hang' }];
+    const ids = { lost: [] as string[], closed: [] as string[] };
+    for (let i = 0; i < 24; i++) {
+      const how = i % 2 === 0 ? 'lost' : 'closed';
+      const id = `6020-${i}`;
+      ids[how].push(id);
+      const client = await open(s);
+      client.send(start(id, streaming));
+      await client.next('newCheckpoint', 3);
+      if (how === 'lost') client.ws.terminate();
+      else client.ws.close(1000);
+      await client.closed;
+    }
+    await expect.poll(() => ids.closed.filter((id) => s.workflow.callsFor(id)[0]?.ended === undefined), { timeout: 5_000 }).toEqual([]);
+    for (const id of ids.closed) expect(s.workflow.callsFor(id)[0]?.stopReasons, id).toEqual(['WORKHORSE_WEBSOCKET_CLOSE_1000']);
+    await expect.poll(async () => (await runsState(s)).filter((r) => r['state'] === 'parked').map((r) => r['workflow_id']).sort(), { timeout: 5_000 }).toEqual([...ids.lost].sort());
+    for (const id of ids.lost) expect(s.workflow.callsFor(id)[0]?.ended, id).toBeUndefined();
+    const metrics = await s.metrics();
+    expect(metricValue(metrics, 'longrun_teardowns_total', { transport: 'websocket', reason: 'client_gone' })).toBe(0);
+    expect(metricValue(metrics, 'longrun_websocket_parked_total')).toBe(ids.lost.length);
+    // One re-attaches: what was emitted while it was parked follows.
+    const back = await open(s);
+    back.send(resume(ids.lost[0] as string));
+    await back.next('newCheckpoint');
+  });
+
+  it('a client gone at the very end of its turn (the close frame unanswered, cut off 1006) is not parked: its slot is given back', async () => {
+    const s = await resumeStack({ LONGRUN_WS_CLOSE_TIMEOUT_MS: '300', LONGRUN_MAX_WS_SESSIONS: '1' });
+    const client = await open(s);
+    client.send(start('6021', [{ op: 'checkpoint', text: 'a' }, { op: 'wait', ms: 200 }, { op: 'end' }]));
+    await client.next('newCheckpoint');
+    // The client stops reading: the close frame the turn's end brings goes unanswered.
+    (client.ws as unknown as { _socket: { pause(): void } })._socket.pause();
+    await s.workflow.waitFor(() => s.workflow.callsFor('6021')[0]?.ended !== undefined, 5_000, 'the turn to end');
+    await expect.poll(() => s.gateway.registry.size, { timeout: 5_000 }).toBe(0);
+    // Past the close timeout the gateway cut the socket off; then a second session has the one slot.
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    client.ws.terminate();
+    const next = await open(s);
+    next.send(start('6022', [{ op: 'checkpoint', text: 'b' }, { op: 'end' }]));
+    expect(await next.closed).toEqual({ code: 1000, reason: '' });
+    expect(metricValue(await s.metrics(), 'longrun_websocket_parked_total')).toBe(0);
   });
 
   it('a parked run keeps its LONGRUN_MAX_WS_SESSIONS slot', async () => {
