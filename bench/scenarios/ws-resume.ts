@@ -20,7 +20,7 @@
  *   in, the next action out), so the added latency one way is half the difference of the
  *   two distributions' percentiles (the samples are not paired: it is the difference of
  *   percentiles, not a percentile of differences);
- * - actions lost and duplicated, counted over every session (resume-ledger.ts);
+ * - actions lost and duplicated, counted over every session, the warm-up's too (resume-ledger.ts);
  * - the baseline: sessions of the same turn with no drop, interleaved with the others
  *   (turn time, round trips).
  *
@@ -37,7 +37,7 @@ import { workhorseKeys } from '../../src/coordination/keys';
 import { GatewayProcess, gatewayMainJs, metricTotal } from '../gateway-process';
 import { closedLoop } from '../load';
 import { CpuMeter, commandDelta, waitUntil } from '../procs';
-import { reattachKinds, runSession, type ReattachKind, type SessionRecord } from '../resume-client';
+import { reattachKinds, runSession, type ReattachKind, type SessionPlan, type SessionRecord } from '../resume-client';
 import { countActions } from '../resume-ledger';
 import { formatMs, type Scenario, type ScenarioOutcome } from '../scenario';
 import { startSimulators } from '../stack';
@@ -56,8 +56,11 @@ const BASELINE_EVERY = 2;
 /** How long a re-attach refused 1013 is retried before the replica counts as not bridging. */
 const RETRY_BUDGET_MS = 2_000;
 const SESSION_TIMEOUT_MS = 30_000;
-/** No session starts after this (the scenario ends by itself within ~2 minutes). */
-const SESSIONS_BUDGET_MS = 75_000;
+/** Sessions run first and not timed (each of the plan's kinds, on both replicas); their actions are counted with the rest. */
+const WARM_SESSIONS = 8;
+const WARM_BUDGET_MS = 15_000;
+/** No session starts after this, in the warm-up or the measured phase (the scenario ends by itself within ~2 minutes). */
+const SESSIONS_BUDGET_MS = 60_000;
 const TARGET_BRIDGE_ADDED_P99_MS = 20;
 /** The gateway's default, said here: a parked run waits this long for its client. */
 const RESUME_WINDOW_MS = 60_000;
@@ -69,13 +72,42 @@ interface Planned {
   drops: boolean;
 }
 
-function plan(sessions: number): Planned[] {
+function plan(sessions: number, prefix: string): Planned[] {
   const out: Planned[] = [];
   for (let i = 0; i < sessions; i++) {
-    out.push({ workflowId: `${PREFIX}${i}`, holder: out.length % GATEWAYS, drops: true });
-    if ((i + 1) % BASELINE_EVERY === 0) out.push({ workflowId: `${PREFIX}base-${i}`, holder: out.length % GATEWAYS, drops: false });
+    out.push({ workflowId: `${prefix}${i}`, holder: out.length % GATEWAYS, drops: true });
+    if ((i + 1) % BASELINE_EVERY === 0) out.push({ workflowId: `${prefix}base-${i}`, holder: out.length % GATEWAYS, drops: false });
   }
   return out;
+}
+
+/** Runs the planned sessions, CONCURRENCY at a time; none starts once `budgetMs` has passed. */
+async function runAll(planned: Planned[], urls: string[], bridge: SessionPlan['bridge'], budgetMs: number): Promise<{ records: SessionRecord[]; skipped: number }> {
+  const actions = SEGMENT_ACTIONS * (DROP_TARGETS.length + 1);
+  const records: SessionRecord[] = [];
+  const started = performance.now();
+  let skipped = 0;
+  await closedLoop(planned.length, CONCURRENCY, async (i) => {
+    const session = planned[i] as Planned;
+    if (performance.now() - started > budgetMs) {
+      skipped += 1;
+      return;
+    }
+    const other = (session.holder + 1) % GATEWAYS;
+    records.push(
+      await runSession({
+        workflowId: session.workflowId,
+        gateways: urls,
+        holder: session.holder,
+        actions,
+        drops: session.drops ? DROP_TARGETS.map((t, d) => ({ afterActions: SEGMENT_ACTIONS * (d + 1), to: t === 'holder' ? session.holder : other })) : [],
+        retryBudgetMs: RETRY_BUDGET_MS,
+        deadline: performance.now() + SESSION_TIMEOUT_MS,
+        bridge,
+      }),
+    );
+  });
+  return { records, skipped };
 }
 
 function summary(samples: readonly number[]): { n: number; p50: number; p99: number } {
@@ -128,11 +160,14 @@ export const wsResume: Scenario = {
       }
       ctx.log(`${GATEWAYS} gateways (${gatewayMainJs}); ${sessions} sessions dropping ${DROP_TARGETS.length} times each every ${SEGMENT_ACTIONS} actions, ${CONCURRENCY} at a time`);
 
-      const planned = plan(sessions);
+      const planned = plan(sessions, PREFIX);
       const actions = SEGMENT_ACTIONS * (DROP_TARGETS.length + 1);
       const bridge = { unavailable: false };
-      const records: SessionRecord[] = [];
       const urls = gateways.map((g) => g.url);
+      // Warm-up, not measured: compiled code, connections and pools on both replicas, the bridge path included.
+      const warm = await runAll(plan(WARM_SESSIONS, `${PREFIX}warm-`), urls, bridge, WARM_BUDGET_MS);
+      const warmFailed = warm.records.filter((r) => r.end !== '1000').length;
+      ctx.log(`warm-up: ${warm.records.length} sessions, ${warmFailed} did not end 1000`);
       const commandsBefore = await redis.commands();
       const cpu = new CpuMeter({
         ...Object.fromEntries(gateways.map((g, i) => [`gateway_${i}`, g.pid])),
@@ -142,27 +177,7 @@ export const wsResume: Scenario = {
         driver: process.pid,
       }).start();
       const started = performance.now();
-      let skipped = 0;
-      await closedLoop(planned.length, CONCURRENCY, async (i) => {
-        const session = planned[i] as Planned;
-        if (performance.now() - started > SESSIONS_BUDGET_MS) {
-          skipped += 1;
-          return;
-        }
-        const other = (session.holder + 1) % GATEWAYS;
-        records.push(
-          await runSession({
-            workflowId: session.workflowId,
-            gateways: urls,
-            holder: session.holder,
-            actions,
-            drops: session.drops ? DROP_TARGETS.map((t, d) => ({ afterActions: SEGMENT_ACTIONS * (d + 1), to: t === 'holder' ? session.holder : other })) : [],
-            retryBudgetMs: RETRY_BUDGET_MS,
-            deadline: performance.now() + SESSION_TIMEOUT_MS,
-            bridge,
-          }),
-        );
-      });
+      const { records, skipped } = await runAll(planned, urls, bridge, SESSIONS_BUDGET_MS);
       const elapsedMs = performance.now() - started;
       const totalActions = records.length * actions;
       const cpuPer1000 = cpu.read(totalActions / 1_000);
@@ -171,7 +186,7 @@ export const wsResume: Scenario = {
       // Every call ended (a session that gave up leaves its run parked until its window: not waited for).
       await waitUntil(async () => (await sims.workflow.query('callCounts', { prefix: PREFIX })).open === 0, 5_000, 'every call to end').catch((err: unknown) => ctx.log((err as Error).message));
       const calls = await sims.workflow.query('answers', { prefix: PREFIX });
-      const ledger = countActions(records, calls);
+      const ledger = countActions([...warm.records, ...records], calls);
       const open = (await sims.workflow.query('callCounts', { prefix: PREFIX })).open;
       const locksLeft = await redis.count(workhorseKeys.lock(`${PREFIX}*`));
       const recordsLeft = await redis.count(workhorseKeys.run(`${PREFIX}*`));
@@ -269,6 +284,8 @@ export const wsResume: Scenario = {
           sessions_failed: failed.length,
           sessions_failed_examples: failed.slice(0, 5).map((f) => `${f.workflowId}: ${f.end}`),
           sessions_skipped: skipped,
+          warmup_sessions: warm.records.length,
+          warmup_sessions_failed: warmFailed,
           gateway_counts: counts,
           calls_open_after: open,
           locks_left: locksLeft,
