@@ -92,10 +92,10 @@ describe('batched renewal against a real redis-server', () => {
     expect(await client.exists(...ids.map(lockKey))).toBe(LEASES);
 
     await client.config('RESETSTAT');
-    const renewedBefore = renewCalls;
+    const renewCallsBefore = renewCalls;
     expect(await Promise.all(leases.map((lease) => lease.release('run')))).toEqual(leases.map(() => true));
     const released = await commandCalls();
-    expect((released['evalsha'] ?? 0) + (released['eval'] ?? 0) - (renewCalls - renewedBefore)).toBe(Math.ceil(LEASES / BATCH_LEASES));
+    expect((released['evalsha'] ?? 0) + (released['eval'] ?? 0) - (renewCalls - renewCallsBefore)).toBe(Math.ceil(LEASES / BATCH_LEASES));
     expect(await client.exists(...ids.map(lockKey))).toBe(0);
     expect(keeper.size).toBe(0);
     keeper.close();
