@@ -258,6 +258,7 @@ export class Metrics {
     }
     for (const how of ['local', 'bridged']) this.websocketReattaches.inc({ how }, 0);
     for (const why of ['gap', 'send_failed', 'peer_silent', 'peer_dropped', 'unanswered']) this.bridgeBreaks.inc({ why }, 0);
+    for (const side of ['holder', 'socket']) this.bridgesOpen.set({ side }, 0);
     for (const why of ['expired', 'backlog_full', 'taken_over']) this.websocketParkEnds.inc({ why }, 0);
     for (const direction of ['in', 'out']) {
       this.websocketFrames.inc({ direction }, 0);

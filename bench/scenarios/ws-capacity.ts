@@ -181,8 +181,23 @@ export const wsCapacity: Scenario = {
           `loop lag p99 ${holdLag.toFixed(1)} ms; CPU ms per second held ${JSON.stringify(cpuHold)}`,
       );
 
-      const atRamp = perRun(before, ramped, ramp.opened);
       const atRest = perRun(before, settled, ramp.opened);
+      // Parked (docs/spec.md §12): every measured session's socket dropped without a close
+      // frame, so each run waits for its client with its stream, lease and (empty) backlog.
+      const parkedBefore = metricSample(holdMetrics, 'longrun_websocket_parked_total') ?? 0;
+      closeAll(held.splice(WARM_SESSIONS));
+      const parkDeadline = Date.now() + 30_000;
+      let parkedNow = 0;
+      while (Date.now() < parkDeadline) {
+        parkedNow = (metricSample(await stack.gateway.metrics(), 'longrun_websocket_parked_total') ?? 0) - parkedBefore;
+        if (parkedNow >= ramp.opened) break;
+        await sleep(250);
+      }
+      const parkedSample = await sample(true);
+      const atParked = perRun(before, parkedSample, ramp.opened);
+      ctx.log(`longrun: ${parkedNow} sessions parked (sockets dropped): ${formatBytes(atParked.rss)} RSS, ${formatBytes(atParked.heapUsed)} heap per parked session (held: ${formatBytes(atRest.rss)})`);
+
+      const atRamp = perRun(before, ramped, ramp.opened);
       const r = ratio(atRest.rss, raw.settled.rss);
       const rampRatio = ratio(atRamp.rss, raw.ramp.rss);
       const outsideYoung = ratio(atRest.rssOutsideYoung, raw.settled.rssOutsideYoung);
@@ -241,6 +256,10 @@ export const wsCapacity: Scenario = {
           streams_open_at_sim: open.open,
           streams_open_after_hold: stillHeld,
           client_sockets_open_after_hold: clientsOpen,
+          // The same sessions once their sockets were dropped and their runs parked (an empty backlog each).
+          parked: parkedNow,
+          parked_bytes_per_session: atParked.rss,
+          parked_heap_bytes_per_session: atParked.heapUsed,
           gateway_sessions_open_after_hold: gatewaySessions,
         },
         row: {

@@ -185,9 +185,10 @@ export class Bridges {
       return lists;
     };
     for (const link of this.holders.values()) of(link.peer).holding.push(link.id);
-    for (const link of this.sockets.values()) if (link.attached) of(link.holder).sockets.push(link.id);
+    for (const link of this.sockets.values()) if (link.listed) of(link.holder).sockets.push(link.id);
     for (const peer of this.beaten) of(peer);
-    this.beaten = new Set(peers.keys());
+    // Told once: a peer with nothing left is not carried into the next beat (it would be beaten for ever).
+    this.beaten = new Set([...peers].filter(([, lists]) => lists.holding.length + lists.sockets.length > 0).map(([peer]) => peer));
     for (const [peer, lists] of peers) {
       if (now - (this.heard.get(peer) ?? now) > this.deps.settings.deadAfterMs) {
         this.deps.logger.warn({ replica: peer, bridges: lists.holding.length + lists.sockets.length }, 'bridge peer silent: its bridges are given up');

@@ -10,8 +10,8 @@
  *   blip would cost each bridged session a replay handshake.
  * - One stream per *replica* needs one blocking read per process, whatever the number
  *   of bridged sessions; a stream per session would need a connection, or a poll, each.
- * - What was read is trimmed at once (bridge-trim.lua), and an empty inbox deleted, so
- *   Redis holds only what is in flight; how much can be in flight per session is bounded
+ * - What was read is trimmed at once (bridge-trim.lua), and an empty inbox expires a
+ *   second later, so Redis holds only what is in flight; how much can be in flight per session is bounded
  *   by the holder's flow control (holder-link.ts). MAXLEN is a backstop only.
  *
  * Order: one sender's appends to one inbox go on one connection, in order. A message
@@ -44,10 +44,12 @@ export interface InboxSettings extends ConnectionSettings {
 const READ_COUNT = 512;
 /** The approximate bound of an inbox: far past what flow control lets be in flight. */
 const MAX_ENTRIES = 100_000;
+/** How long an inbox its reader emptied is kept (bridge-trim.lua says why it is not deleted at once). */
+const EMPTY_TTL_MS = 1_000;
 
 interface Scripts {
   bridgeSend(key: string, ttlMs: number, maxLen: number, ...fields: Array<string | Buffer>): Promise<string>;
-  bridgeTrim(key: string, minId: string): Promise<number>;
+  bridgeTrim(key: string, minId: string, emptyTtlMs: number): Promise<number>;
 }
 
 const script = (name: string): string => readFileSync(fromRoot('src', 'bridge', name), 'utf8');
@@ -117,7 +119,7 @@ export class RedisInbox implements BridgeTransport {
           last = id.toString();
           this.deliver(fields);
         }
-        if (entries.length > 0) this.commands.bridgeTrim(this.key, nextId(last)).catch(() => undefined);
+        if (entries.length > 0) this.commands.bridgeTrim(this.key, nextId(last), EMPTY_TTL_MS).catch(() => undefined);
       } catch {
         if (this.closed) return;
         await sleep(100);

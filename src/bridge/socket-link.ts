@@ -56,9 +56,18 @@ export class SocketLink {
     private readonly env: LinkEnv,
   ) {}
 
-  /** Whether the holder attached the run to this link and it is not done (what a beat lists). */
+  /** Whether the holder attached the run to this link and it is not done. */
   get attached(): boolean {
     return this.state === 'attached';
+  }
+
+  /**
+   * Whether a beat lists this link: attached, or its claim still out — the holder may have
+   * attached it already, and a beat that left it out would make the holder give it up
+   * (peer_dropped) before its answer arrives here.
+   */
+  get listed(): boolean {
+    return this.state !== 'done';
   }
 
   /** Asks the holder for its parked run; unanswered within `timeoutMs`, the holder counts as unreachable. */
