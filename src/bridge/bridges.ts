@@ -155,6 +155,7 @@ export class Bridges {
       return;
     }
     const link = new HolderLink(claim.b, from, run, this.deps.settings.stallMs, this.env);
+    this.deps.logger.info({ workflow_id: claim.wf, socket_replica: from, bridge: claim.b }, 'parked run re-attached to a socket on another replica');
     this.holders.set(link.id, link);
     this.deps.metrics.bridgesOpen.inc({ side: 'holder' });
     this.beatOn();
