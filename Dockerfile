@@ -44,6 +44,7 @@ COPY --from=deps /app/node_modules ./node_modules
 COPY --from=build /app/dist/src ./dist/src
 COPY proto ./proto
 COPY src/coordination/*.lua ./src/coordination/
+COPY src/bridge/*.lua ./src/bridge/
 COPY src/sandbox/chat.html ./src/sandbox/
 # Listen on all interfaces inside the container; the defaults are loopback-only.
 ENV LONGRUN_LISTEN=0.0.0.0:8181 \

@@ -16,8 +16,8 @@ export interface DrainDeps {
   logger: Logger;
   metrics: Metrics;
   registry: RunRegistry;
-  /** WebSocket sessions: those that opened no run yet are closed at once (1001). */
-  websockets: { shutdownIdle(): void };
+  /** WebSocket sessions: those that opened no run yet are closed at once (1001), bridged ones handed back (1012). */
+  websockets: { shutdownIdle(): Promise<void> };
   /** Bounds segment-end callbacks; aborted shortly before the budget ends. */
   callbackBudget: AbortController;
   /** Closes every part of the gateway within `timeoutMs` (runs still in flight are cancelled). */
@@ -48,8 +48,8 @@ export async function drain(deps: DrainDeps): Promise<void> {
   // bytes per held run.)
   const stackTraceLimit = Error.stackTraceLimit;
   Error.stackTraceLimit = 0;
-  deps.websockets.shutdownIdle();
-  const stops = registry.stopAll({ kind: 'drain', ackTimeoutMs });
+  const handedBack = deps.websockets.shutdownIdle();
+  const stops = Promise.all([registry.stopAll({ kind: 'drain', ackTimeoutMs }), handedBack]);
   let budgetTimer: NodeJS.Timeout | undefined;
   const budget = new Promise<'over'>((resolve) => (budgetTimer = setTimeout(() => resolve('over'), budgetMs)));
   const outcome = await Promise.race([stops.then(() => 'done' as const), budget]);

@@ -21,6 +21,9 @@ import { StopWatcher } from './coordination/stop-watcher';
 import { createMainApp } from './http/main-app';
 import { createOpsApp } from './http/ops-app';
 import { WebSocketRoute } from './http/ws-route';
+import type { ParkedRuns } from './http/ws-client-run';
+import { Bridges } from './bridge/bridges';
+import { RedisInbox } from './bridge/inbox';
 import { McpConnector } from './mcp/connector';
 import { OwnerClient } from './owner/owner-client';
 import { Launcher } from './run/launcher';
@@ -139,6 +142,33 @@ function connectBackend(config: Config, metrics: Metrics, logger: Logger): Coord
     configureNotifications: config.redisConfigureNotifications,
     logger,
     onEvent: (connection, event) => metrics.redisEvent(connection, event),
+  });
+}
+
+/**
+ * Bridges to sessions parked on other replicas (docs/spec.md §12), over this replica's
+ * Redis inbox: a beat every ping interval (at most a second), a replica silent for the
+ * pong timeout counts as gone, and a claim waits as long (at least a second, at most ten).
+ */
+function connectBridges(config: Config, backend: CoordinationBackend, parked: ParkedRuns, metrics: Metrics, logger: Logger): Bridges {
+  const redis = config.redis as NonNullable<Config['redis']>;
+  const transport = new RedisInbox(redis, config.replicaId, {
+    commandTimeoutMs: config.redisCommandTimeoutMs,
+    connectTimeoutMs: config.redisConnectTimeoutMs,
+    ttlMs: Math.max(60_000, 2 * config.wsPongTimeoutMs),
+  });
+  return new Bridges({
+    transport,
+    backend,
+    parked,
+    metrics,
+    logger,
+    settings: {
+      beatMs: Math.min(config.wsPingMs, 1_000),
+      deadAfterMs: config.wsPongTimeoutMs,
+      claimTimeoutMs: Math.min(10_000, Math.max(1_000, config.wsPongTimeoutMs)),
+      stallMs: config.wsWriteTimeoutMs,
+    },
   });
 }
 
@@ -286,6 +316,8 @@ export class Gateway {
         stopKeyTtlMs: config.stopKeyTtlMs,
         sandboxRoutes: options.sandboxRoutes,
       });
+      const parked: ParkedRuns = new Map();
+      const bridges = config.redis && config.wsResumeWindowMs > 0 ? own('bridges', connectBridges(config, backend, parked, metrics, logger), (b) => b.close()) : undefined;
       const websockets = new WebSocketRoute({
         launcher,
         owner,
@@ -299,6 +331,8 @@ export class Gateway {
         maxSessions: config.maxWsSessions,
         allowedOrigins: config.wsAllowedOrigins,
         trustForwardedHost: config.trustForwardedHost,
+        parked,
+        bridges,
       });
       const mainServer = own('main listener', await listen(mainApp, config.listen), closeServer, (server) => server.closeAllConnections());
       mainServer.on('upgrade', (req: http.IncomingMessage, socket: Duplex, head: Buffer) => websockets.handleUpgrade(req, socket, head));

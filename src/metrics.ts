@@ -46,7 +46,7 @@ import { actionKinds } from './workflow/contract';
 
 const relayMethods = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD'] as const;
 /** The close codes the gateway sends (ws-close.ts), as metric labels. */
-const websocketCloseCodes = ['1000', '1001', '1008', '1009', '1013', '4400'] as const;
+const websocketCloseCodes = ['1000', '1001', '1008', '1009', '1012', '1013', '4400'] as const;
 
 const grpcCodeNames = Object.keys(grpc.status).filter((k) => Number.isNaN(Number(k)));
 
@@ -120,8 +120,11 @@ export class Metrics {
   readonly websocketBytes = new Counter({ name: 'longrun_websocket_bytes_total', help: 'WebSocket payload bytes, by direction (in: from the client).', labelNames: ['direction'], registers: [this.registry] });
   readonly websocketCloses = new Counter({ name: 'longrun_websocket_closes_total', help: 'Close frames the gateway sent, by code.', labelNames: ['code'], registers: [this.registry] });
   readonly websocketParked = new Counter({ name: 'longrun_websocket_parked_total', help: 'WebSocket sessions whose connection was lost while their run went on (parked).', registers: [this.registry] });
-  readonly websocketReattaches = new Counter({ name: 'longrun_websocket_reattached_total', help: 'Parked WebSocket runs a new connection took over, by how (local: on this replica).', labelNames: ['how'], registers: [this.registry] });
+  readonly websocketReattaches = new Counter({ name: 'longrun_websocket_reattached_total', help: 'Parked WebSocket runs a new connection took over, by how (local: on this replica; bridged: from another, through Redis), counted on the replica holding the run.', labelNames: ['how'], registers: [this.registry] });
   readonly websocketParkEnds = new Counter({ name: 'longrun_websocket_park_ends_total', help: 'Parked WebSocket runs longrun stopped, by why (expired, backlog_full, taken_over).', labelNames: ['why'], registers: [this.registry] });
+  readonly bridgesOpen = new Gauge({ name: 'longrun_bridges_open', help: 'Bridged WebSocket sessions, by this replica\'s side (holder: it holds the run; socket: the client\'s socket).', labelNames: ['side'], registers: [this.registry] });
+  readonly bridgeMessages = new Counter({ name: 'longrun_bridge_messages_total', help: 'Bridge messages sent to other replicas through Redis, by kind.', labelNames: ['kind'], registers: [this.registry] });
+  readonly bridgeBreaks = new Counter({ name: 'longrun_bridge_breaks_total', help: 'Bridges given up, by why (gap: a message lost; send_failed; peer_silent: no beat within LONGRUN_WS_PONG_TIMEOUT_MS; peer_dropped: the other side no longer lists it; unanswered: a claim not answered).', labelNames: ['why'], registers: [this.registry] });
   readonly websocketBacklogBytes = new Gauge({ name: 'longrun_websocket_backlog_bytes', help: 'Bytes of frames kept for parked WebSocket runs.', registers: [this.registry] });
   readonly websocketReattachDuration = new Histogram({
     name: 'longrun_websocket_reattach_seconds',
@@ -253,7 +256,8 @@ export class Metrics {
       collectDefaultMetrics({ register: this.registry });
       for (const name of lintFailingDefaults) this.registry.removeSingleMetric(name);
     }
-    this.websocketReattaches.inc({ how: 'local' }, 0);
+    for (const how of ['local', 'bridged']) this.websocketReattaches.inc({ how }, 0);
+    for (const why of ['gap', 'send_failed', 'peer_silent', 'peer_dropped', 'unanswered']) this.bridgeBreaks.inc({ why }, 0);
     for (const why of ['expired', 'backlog_full', 'taken_over']) this.websocketParkEnds.inc({ why }, 0);
     for (const direction of ['in', 'out']) {
       this.websocketFrames.inc({ direction }, 0);
@@ -301,7 +305,7 @@ export class Metrics {
   }
 
   /** A parked run a new connection took over after `lostForS`. */
-  websocketReattached(how: 'local', lostForS: number): void {
+  websocketReattached(how: 'local' | 'bridged', lostForS: number): void {
     this.websocketReattaches.inc({ how });
     this.websocketReattachDuration.observe(lostForS);
   }

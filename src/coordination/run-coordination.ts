@@ -46,6 +46,8 @@ export class RunCoordination implements LeaseHooks, StopListener {
   private run: StoppableRun | undefined;
   private recordWrite: Promise<void> | undefined;
   private releasing: Promise<void> | undefined;
+  /** A run without the lock wrote a record while parked (released with the run, or at its re-attach). */
+  private parkedRecord = false;
 
   constructor(
     private readonly deps: CoordinationDeps,
@@ -110,6 +112,33 @@ export class RunCoordination implements LeaseHooks, StopListener {
   }
 
   /**
+   * A WebSocket run was parked (for `windowMs`) or re-attached (docs/spec.md §12): the
+   * record says so at once, naming this replica, for a reconnect landing on another one.
+   * A run under the lock rewrites its record; one without the lock keeps a record only
+   * while parked (for the window and a lease more), deleted when it re-attaches or ends.
+   */
+  noteParked(parked: boolean, windowMs: number, onError: (err: unknown) => void): void {
+    if (this.lock) {
+      void this.writeRecord(onError);
+      return;
+    }
+    const { backend, leaseTtlMs } = this.deps;
+    if (parked) {
+      this.parkedRecord = true;
+      this.recordWrite = backend.writeRunRecord(this.workflowId, this.snapshot.fields(), windowMs + leaseTtlMs).catch(onError);
+    } else if (this.parkedRecord) {
+      this.parkedRecord = false;
+      void this.dropParkedRecord();
+    }
+  }
+
+  /** The record of a run without the lock, deleted (compare-and-delete on the run id: no lock is touched). */
+  private async dropParkedRecord(): Promise<void> {
+    await this.recordWrite;
+    await this.deps.backend.release(this.workflowId, '', this.snapshot.runId).catch(() => undefined);
+  }
+
+  /**
    * Gives everything back: the stop watch, the lock (compare-and-delete, with the run
    * record when it is this run's and the stop key when the lock was ours), the actor
    * slot, the process slot. Idempotent and never rejects; what Redis could not take back
@@ -127,6 +156,9 @@ export class RunCoordination implements LeaseHooks, StopListener {
             ? await this.lease.release(runId)
             : await this.deps.leases.releaseLock({ workflowId: this.workflowId, token: lock.token, runId, ...(lock.actor ? { actor: lock.actor } : {}) });
           this.deps.metrics.lock('release', released ? 'ok' : 'error');
+        } else if (this.parkedRecord) {
+          this.parkedRecord = false;
+          await this.dropParkedRecord();
         }
       } finally {
         this.slots?.releaseDetached();

@@ -32,7 +32,7 @@ export interface ClientRunSettings {
   backlogBytes: number;
 }
 
-/** Parked runs by workflow: where a re-attaching start finds its run (one process). */
+/** Parked runs by workflow: where a re-attaching start finds its run — here, or through a bridge (src/bridge/). */
 export type ParkedRuns = Map<string, ClientRun>;
 
 /** How longrun stops a parked run it gives up on: WORKHORSE_WEBSOCKET_PING_FAILED (resumable). */
@@ -50,6 +50,8 @@ export class ClientRun implements ActionSink {
   private window: NodeJS.Timeout | undefined;
   /** Set once a parked run was told to stop: counted once. */
   private stopping = false;
+  /** Set once the run has ended: it can no longer be parked. */
+  private finished = false;
 
   constructor(
     readonly workflowId: string,
@@ -115,11 +117,12 @@ export class ClientRun implements ActionSink {
 
   /** The connection was lost: park for the resume window; false when parking is off (the caller stops the run). */
   park(): boolean {
-    if (this.settings.resumeWindowMs === 0 || !this.run) return false;
+    // An ended run whose client went before the close (no answer to the close frame: cut off, 1006) has nothing to wait for.
+    if (this.settings.resumeWindowMs === 0 || !this.run || this.finished) return false;
     this.connection = undefined;
     this.parkedAt = Date.now();
     this.parked.set(this.workflowId, this);
-    this.run.noteParked(this.parkedAt);
+    this.run.noteParked(this.parkedAt, this.settings.resumeWindowMs);
     this.metrics.websocketParked.inc();
     this.window = setTimeout(() => this.stopParked('expired'), this.settings.resumeWindowMs);
     return true;
@@ -138,33 +141,34 @@ export class ClientRun implements ActionSink {
     await this.run?.stop(PARKED_RUN_ENDED);
   }
 
-  /** Whether a start of `actor` carrying no new input may take this parked run over. */
-  resumableBy(actor: string | undefined, request: { goal?: string; approval?: unknown }): boolean {
-    return this.isParked && actor !== undefined && actor !== '' && actor === this.actor && !request.goal && !request.approval;
+  /** Whether a start of `actor` may take this parked run over: the run's own actor, and no new input (a goal, an approval). */
+  resumableBy(actor: string | undefined, carriesInput: boolean): boolean {
+    return this.isParked && actor !== undefined && actor !== '' && actor === this.actor && !carriesInput;
   }
 
   /**
    * A new connection takes the parked run over: it is sent every action sent before the
    * loss and not answered, then the backlog, in order; the live stream follows.
    */
-  attach(connection: Connection): void {
+  attach(connection: Connection, how: 'local' | 'bridged'): void {
     if (this.parkedAt === undefined) return;
     clearTimeout(this.window);
     const lostFor = Date.now() - this.parkedAt;
     this.parkedAt = undefined;
     this.parked.delete(this.workflowId);
     this.connection = connection;
-    this.run?.noteParked(undefined);
+    this.run?.noteParked(undefined, this.settings.resumeWindowMs);
     const queued = new Set(this.backlog);
     const replay = [...[...this.unanswered.values()].filter((f) => !queued.has(f)), ...this.backlog];
     this.metrics.websocketBacklogBytes.dec(this.backlogSize);
     this.backlog = [];
     this.backlogSize = 0;
     for (const frame of replay) connection.sendFrame(frame);
-    this.metrics.websocketReattached('local', lostFor / 1000);
+    this.metrics.websocketReattached(how, lostFor / 1000);
   }
 
   private ended(): void {
+    this.finished = true;
     clearTimeout(this.window);
     if (this.parked.get(this.workflowId) === this) this.parked.delete(this.workflowId);
     this.metrics.websocketBacklogBytes.dec(this.backlogSize);

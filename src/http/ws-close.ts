@@ -21,6 +21,14 @@ export const SERVER_SHUTDOWN: Close = Object.freeze({ code: 1001, reason: 'serve
 export const SERVICE_UNAVAILABLE: Close = Object.freeze({ code: 1001, reason: 'duo workflow service unavailable' });
 export const QUOTA_EXCEEDED: Close = Object.freeze({ code: 1008, reason: 'Insufficient credits: quota exceeded' });
 export const LOCK_HELD: Close = Object.freeze({ code: 1013, reason: 'Failed to acquire lock on workflow' });
+/**
+ * longrun's own 1012s (docs/spec.md §12), both telling the client to reconnect: this replica
+ * drains and held only the socket (its run is parked again on its holder: no resume); the
+ * run is held by a replica this one cannot reach now (the bridge broke, the holder did not
+ * answer, Redis does not say where the run is).
+ */
+export const SERVICE_RESTART: Close = Object.freeze({ code: 1012, reason: 'service restart' });
+export const RUN_UNREACHABLE: Close = Object.freeze({ code: 1012, reason: 'the run is unreachable from this replica: reconnect' });
 /** Policy violations of longrun's own (Workhorse bounds neither): no start in time, a heartbeat flood. */
 export const NO_START: Close = Object.freeze({ code: 1008, reason: 'no startRequest within the start timeout' });
 export const HEARTBEAT_FLOOD: Close = Object.freeze({ code: 1008, reason: 'too many heartbeats' });

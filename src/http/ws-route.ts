@@ -10,6 +10,7 @@
 import { STATUS_CODES, type IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer } from 'ws';
+import type { Bridges } from '../bridge/bridges';
 import { callerOf } from '../caller';
 import { GatewayError, toGatewayError } from '../errors';
 import type { Logger } from '../log';
@@ -36,6 +37,10 @@ export interface WebSocketRouteDeps {
   allowedOrigins: readonly string[];
   /** Compare Origin with X-Forwarded-Host instead of Host. */
   trustForwardedHost: boolean;
+  /** Runs whose connection was lost, waiting for their client (docs/spec.md §12): this process's. */
+  parked: ParkedRuns;
+  /** Bridges to runs parked on other replicas; absent without Redis or without parking. */
+  bridges?: Bridges | undefined;
 }
 
 export class WebSocketRoute {
@@ -43,8 +48,7 @@ export class WebSocketRoute {
   /** Sessions upgraded or being authorized: what the cap counts. */
   private readonly sessions = new Set<WebSocketSession>();
   private pending = 0;
-  /** Runs whose connection was lost, waiting for their client (docs/spec.md §12). */
-  private readonly parked: ParkedRuns = new Map();
+  private readonly parked: ParkedRuns;
   /**
    * One timer for every session's pings and pong deadline (a timer or two per session
    * would cost each of thousands of held sessions its Timeouts and closures): every tenth
@@ -52,7 +56,9 @@ export class WebSocketRoute {
    */
   private liveness: NodeJS.Timeout | undefined;
 
-  constructor(private readonly deps: WebSocketRouteDeps) {}
+  constructor(private readonly deps: WebSocketRouteDeps) {
+    this.parked = deps.parked;
+  }
 
   /** Sessions held now: connected, being authorized, or parked (a parked run holds a stream: it keeps its slot). */
   get size(): number {
@@ -75,9 +81,13 @@ export class WebSocketRoute {
     void this.authorize(req, socket, head, requestId);
   }
 
-  /** Draining: sessions that have not started a run are closed (1001); the others end with their runs. */
-  shutdownIdle(): void {
-    for (const session of this.sessions) session.shutdownIdle();
+  /**
+   * Draining: sessions that have not started a run are closed (1001), those bridged to a run
+   * on another replica hand it back and are closed 1012; the others end with their runs.
+   * Resolves once the bridged ones are handed back.
+   */
+  async shutdownIdle(): Promise<void> {
+    await Promise.all([...this.sessions].map((session) => session.shutdownIdle()));
   }
 
   /** Closing: every socket goes at once. */
@@ -122,7 +132,7 @@ export class WebSocketRoute {
       const auth = preauth.answer.DuoWorkflow;
       const caller = callerOf(req);
       this.server.handleUpgrade(req, socket, head, (ws) => {
-        const session = new WebSocketSession(ws, { auth, requestId, caller }, { launcher: deps.launcher, metrics: deps.metrics, logger: deps.logger, settings: deps.settings, parked: this.parked });
+        const session = new WebSocketSession(ws, { auth, requestId, caller }, { launcher: deps.launcher, metrics: deps.metrics, logger: deps.logger, settings: deps.settings, parked: this.parked, bridges: deps.bridges });
         this.sessions.add(session);
         this.liveness ??= setInterval(() => this.tick(), Math.max(10, Math.floor(Math.min(deps.settings.pingMs, deps.settings.pongTimeoutMs) / 10)));
         this.liveness.unref();

@@ -19,6 +19,8 @@
  * given back when its socket closes, whichever side closed it.
  */
 import type { WebSocket } from 'ws';
+import type { Bridges } from '../bridge/bridges';
+import { SocketLink } from '../bridge/socket-link';
 import { GatewayError } from '../errors';
 import type { Logger } from '../log';
 import type { Metrics } from '../metrics';
@@ -29,7 +31,7 @@ import { authorizeStartRequest } from '../run/start-request';
 import { STOPS, type StopReason } from '../vocabulary';
 import { messageTypes, type ClientEvent, type DecodedClientEvent, type StartWorkflowRequest } from '../workflow/contract';
 import { MAX_JSON_DEPTH, decodeProtoJson } from '../workflow/protojson';
-import { HEARTBEAT_FLOOD, NORMAL, NO_START, closeForRefusal, closeForRunEnd, invalidRequest, type Close } from './ws-close';
+import { HEARTBEAT_FLOOD, NORMAL, NO_START, RUN_UNREACHABLE, closeForRefusal, closeForRunEnd, invalidRequest, type Close } from './ws-close';
 
 export interface SessionSettings {
   pingMs: number;
@@ -47,7 +49,12 @@ export interface SessionDeps {
   settings: SessionSettings & ClientRunSettings;
   /** This process's parked runs (the route's). */
   parked: ParkedRuns;
+  /** Bridges to runs parked on other replicas (docs/spec.md §12); absent without Redis or without parking. */
+  bridges?: Bridges | undefined;
 }
+
+/** What the session's events go to: its run here (ClientRun), or a run on another replica through a bridge (SocketLink). */
+type SessionClient = Pick<ClientRun, 'fromClient' | 'stop' | 'park'>;
 
 /** What the session was authorized for: the start, less the request the client sends. */
 export type SessionAuth = Omit<AuthorizedStart, 'request' | 'signal'>;
@@ -67,7 +74,9 @@ const { client_gone: CLIENT_GONE, pong_timeout: PONG_TIMEOUT, ping_failed: PING_
 
 export class WebSocketSession implements Connection {
   private state: State = 'awaiting_start';
-  private client: ClientRun | undefined;
+  private client: SessionClient | undefined;
+  /** A claim sent to the replica where the workflow's run is parked, not answered yet. */
+  private claiming: SocketLink | undefined;
   /** Client events that came while the run was being opened, passed on once it is. */
   private early: ClientEvent[] | undefined;
   /** Aborted when the socket closes while the run is being opened (the launcher's caller signal). */
@@ -114,9 +123,19 @@ export class WebSocketSession implements Connection {
     await this.closed;
   }
 
-  /** The process is draining and no run was opened yet: 1001 `server shutdown`. */
-  shutdownIdle(): void {
+  /**
+   * The process is draining: a session that opened no run yet is closed 1001 `server
+   * shutdown`; one bridged to a run on another replica hands it back there, parked, and
+   * is closed 1012 so its client reconnects elsewhere (docs/spec.md §12: no resume).
+   * Resolves once that is done (the socket closed, or the close timeout passed).
+   */
+  async shutdownIdle(): Promise<void> {
     if (this.state === 'awaiting_start') this.close(closeForRefusal('DRAINING', ''));
+    if (!(this.client instanceof SocketLink)) return;
+    await this.client.handBack();
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([this.closed, new Promise<void>((resolve) => (timer = setTimeout(resolve, this.deps.settings.closeTimeoutMs)))]);
+    clearTimeout(timer);
   }
 
   /** The process is closing: the socket goes at once. */
@@ -124,13 +143,19 @@ export class WebSocketSession implements Connection {
     this.socket.terminate();
   }
 
-  /** Connection: one binary frame for the client (an Action as Workhorse marshals it). */
-  sendFrame(frame: Buffer): 'ok' | 'full' | 'gone' {
-    if (this.state === 'closed' || this.socket.readyState !== this.socket.OPEN) return 'gone';
+  /** Connection: one binary frame for the client (an Action as Workhorse marshals it); `written` once it is on the wire. */
+  sendFrame(frame: Buffer, written?: () => void): 'ok' | 'full' | 'gone' {
+    if (this.state === 'closed') return 'gone';
+    // The client's FIN or close frame came and the socket's 'close' has not yet (ws reads
+    // CLOSING): the frame goes the way of any written to a connection that is going (an
+    // action stays unanswered, replayed on a re-attach), and the close decides — parked
+    // (no close frame) or stopped (a close frame). 'gone' here ended the run client_gone.
+    if (this.socket.readyState !== this.socket.OPEN) return 'ok';
     this.queuedBytes += frame.length;
     this.deps.metrics.websocketFrame('out', frame.length);
     this.socket.send(frame, { binary: true }, (err) => {
       this.queuedBytes -= frame.length;
+      if (!err) written?.();
       if (err && this.state !== 'closed') this.lost(CLIENT_GONE);
       if (this.queuedBytes <= HIGH_WATER_BYTES / 2) this.wakeDrainWaiters();
     });
@@ -219,20 +244,57 @@ export class WebSocketSession implements Connection {
     clearTimeout(this.startTimer);
     this.workflowId = workflowId;
     const actor = actorOf(this.auth);
+    const carriesInput = Boolean(request.goal) || Boolean(request.approval);
     const parked = this.deps.parked.get(workflowId);
-    if (parked?.resumableBy(actor, request)) {
+    if (parked?.resumableBy(actor, carriesInput)) {
       // Re-attach (docs/spec.md §12): the service never saw the loss; its start is not sent again.
-      this.client = parked;
-      this.state = 'open';
-      this.locking = this.auth.auth.LockConcurrentFlow === true;
-      parked.attach(this);
-      this.closeAtEnd(parked);
-      for (const early of this.early ?? []) parked.fromClient(early);
-      this.early = undefined;
+      parked.attach(this, 'local');
+      this.opened(parked);
       return;
     }
     // A start that may not re-attach (new input, another actor or none) takes the workflow over: the parked run is stopped first.
-    void (parked ? parked.stopParked('taken_over') : Promise.resolve()).then(() => this.launch(request, workflowId, actor));
+    if (parked) void parked.stopParked('taken_over').then(() => this.launch(request, workflowId, actor));
+    else if (this.deps.bridges) void this.startAcross(this.deps.bridges, request, workflowId, actor, carriesInput);
+    else this.launch(request, workflowId, actor);
+  }
+
+  /**
+   * A start whose workflow may be parked on another replica (docs/spec.md §12): the run
+   * record says where; that replica is asked for it (bridges.ts) and decides — the run is
+   * bridged to this socket, or its parked run stopped and this start goes to the service
+   * as any other. A resume whose run record cannot be read (Redis down) is closed 1012
+   * rather than started beside a run that may be parked elsewhere.
+   */
+  private async startAcross(bridges: Bridges, request: StartWorkflowRequest, workflowId: string, actor: string | undefined, carriesInput: boolean): Promise<void> {
+    let holder: string | undefined;
+    try {
+      holder = await bridges.parkedElsewhere(workflowId);
+    } catch (err) {
+      if (!carriesInput) {
+        this.log().warn({ err: (err as Error).message }, 'where the run is parked is unknown (Redis): closing the resume 1012');
+        this.close(RUN_UNREACHABLE);
+        return;
+      }
+    }
+    if (this.state !== 'starting') return;
+    if (holder === undefined) {
+      this.launch(request, workflowId, actor);
+      return;
+    }
+    const link = bridges.claim(holder, workflowId, actor, carriesInput, this);
+    this.claiming = link;
+    const outcome = await link.outcome;
+    this.claiming = undefined;
+    if (this.state !== 'starting') return;
+    if (outcome === 'attached') {
+      this.log().info({ holder }, 'websocket session bridged to its parked run');
+      this.opened(link);
+    } else if (outcome === 'unreachable') {
+      this.log().warn({ holder }, 'the replica holding the parked run did not answer: closing 1012');
+      this.close(RUN_UNREACHABLE);
+    } else {
+      this.launch(request, workflowId, actor);
+    }
   }
 
   private launch(request: StartWorkflowRequest, workflowId: string, actor: string | undefined): void {
@@ -242,7 +304,7 @@ export class WebSocketSession implements Connection {
     this.gone = new AbortController();
     const start = { ...this.auth, auth: { ...this.auth.auth, WorkflowID: workflowId }, request, signal: this.gone.signal };
     this.deps.launcher.launch({ ...start, transport: 'websocket', sink: client }).then(
-      ({ run }) => this.opened(client, run),
+      ({ run }) => this.launched(client, run),
       (err: unknown) => {
         const error = err instanceof GatewayError ? err : new GatewayError('INTERNAL', 'internal error', { cause: err });
         if (error.code === 'INTERNAL') this.log().error({ err }, 'websocket session could not start');
@@ -252,7 +314,7 @@ export class WebSocketSession implements Connection {
     );
   }
 
-  private opened(client: ClientRun, run: SessionRun): void {
+  private launched(client: ClientRun, run: SessionRun): void {
     client.opened(run);
     this.client = client;
     if (this.state === 'closed') {
@@ -260,22 +322,29 @@ export class WebSocketSession implements Connection {
       void run.stop(CLIENT_GONE);
       return;
     }
-    this.state = 'open';
     this.gone = undefined;
-    for (const event of this.early ?? []) client.fromClient(event);
-    this.early = undefined;
-    this.closeAtEnd(client);
+    this.opened(client);
   }
 
-  /** When the run ends, this connection is closed with the code its end chooses — if it is still the run's. */
-  private closeAtEnd(client: ClientRun): void {
-    void client.done.then((result) => {
-      if (!result || !client.servedOn(this)) return;
-      const close = closeForRunEnd(result);
-      if (close) this.close(close);
-      // Ended by its client: a socket still open (a client that stopped reading) is cut off.
-      else this.socket.terminate();
-    });
+  /** The session serves `client` from now on: the events that came meanwhile go to it, and its end closes the socket. */
+  private opened(client: ClientRun | SocketLink): void {
+    this.client = client;
+    this.state = 'open';
+    this.locking = this.auth.auth.LockConcurrentFlow === true;
+    for (const event of this.early ?? []) client.fromClient(event);
+    this.early = undefined;
+    if (client instanceof SocketLink) void client.ended.then(({ close }) => this.endWith(close));
+    else
+      void client.done.then((result) => {
+        // Only if this connection is still the run's (not lost, not taken over).
+        if (result && client.servedOn(this)) this.endWith(closeForRunEnd(result));
+      });
+  }
+
+  /** The run ended: the close its end chose; none when its client ended it (a socket still open — a client that stopped reading — is cut off). */
+  private endWith(close: Close | undefined): void {
+    if (close) this.close(close);
+    else this.socket.terminate();
   }
 
   private stopRun(reason: StopReason): void {
@@ -301,6 +370,7 @@ export class WebSocketSession implements Connection {
     clearTimeout(this.startTimer);
     this.wakeDrainWaiters();
     this.early = undefined;
+    this.claiming?.abandon();
     if (!wasOpen) return;
     // A client's close frame 1000/1001 is a stop it asked for; another code ends the call.
     if (code === 1000 || code === 1001) this.stopRun({ kind: 'client_closed', code });

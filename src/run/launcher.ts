@@ -75,8 +75,8 @@ export interface SessionRun {
   readonly done: Promise<RunResult>;
   fromClient(event: ClientEvent): boolean;
   stop(reason: StopReason): Promise<RunResult>;
-  /** The session's connection was lost at `at` (parked), or one re-attached (undefined). */
-  noteParked(at: number | undefined): void;
+  /** The session's connection was lost at `at` (parked for `windowMs`), or one re-attached (undefined). */
+  noteParked(at: number | undefined, windowMs: number): void;
 }
 
 /** WebSocket: the run is open; the session passes events both ways until `run.done`. */

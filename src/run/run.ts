@@ -407,9 +407,10 @@ export class Run implements RegisteredRun, LimitedRun {
    * A WebSocket session's connection was lost at `at` and the run waits for its client
    * (docs/spec.md §12), or one re-attached (undefined): /runs and the run record say `parked`.
    */
-  noteParked(at: number | undefined): void {
+  noteParked(at: number | undefined, windowMs: number): void {
     this.parkedAt = at;
     this.coordination.snapshot.noteState(at === undefined ? this.phase.state : 'parked');
+    this.coordination.noteParked(at !== undefined, windowMs, (err) => this.log.warn({ err }, 'run record not written'));
   }
 
   /**

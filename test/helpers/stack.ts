@@ -52,7 +52,44 @@ export interface Stack {
   /** With `redis: true`: the stack's own redis-server, and a client on it (errors ignored). */
   redis?: RedisServer;
   client?: Redis;
+  /**
+   * Another gateway on the same owner, workflow service and Redis (another replica:
+   * `LONGRUN_REPLICA_ID` in `env`), closed with the stack.
+   */
+  peer(env: Record<string, string>): Promise<Peer>;
   close(): Promise<void>;
+}
+
+export interface Peer {
+  gateway: Gateway;
+  url: string;
+  opsUrl: string;
+  logs: () => string;
+  metrics(): Promise<string>;
+  close(): Promise<void>;
+}
+
+async function startPeer(env: Record<string, string>): Promise<Peer> {
+  const chunks: Buffer[] = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, cb) {
+      chunks.push(Buffer.from(chunk));
+      cb();
+    },
+  });
+  const config = gatewayConfig(loadConfig(env));
+  const gateway = await Gateway.start(config, { logger: createLogger(config.logLevel, sink) });
+  let closing: Promise<void> | undefined;
+  return {
+    gateway,
+    url: gateway.mainUrl,
+    opsUrl: gateway.opsUrl,
+    logs: () => Buffer.concat(chunks).toString('utf8'),
+    async metrics() {
+      return (await request(`${gateway.opsUrl}/metrics`)).body.text();
+    },
+    close: () => (closing ??= gateway.close().then(() => undefined)),
+  };
 }
 
 export async function startStack(options: StackOptions = {}): Promise<Stack> {
@@ -99,7 +136,7 @@ async function startGatewayStack(options: StackOptions): Promise<Stack> {
       cb();
     },
   });
-  const config = gatewayConfig(loadConfig({
+  const baseEnv = {
     LONGRUN_LISTEN: '127.0.0.1:0',
     LONGRUN_OPS_LISTEN: '127.0.0.1:0',
     LONGRUN_OWNER_URL: owner.url,
@@ -107,7 +144,9 @@ async function startGatewayStack(options: StackOptions): Promise<Stack> {
     LONGRUN_LOG_LEVEL: 'debug',
     ...(options.redisUrl ? { LONGRUN_REDIS_URL: options.redisUrl } : {}),
     ...options.env,
-  }));
+  };
+  const config = gatewayConfig(loadConfig(baseEnv));
+  const peers: Peer[] = [];
   const gateway = await Gateway.start(config, { logger: createLogger(config.logLevel, sink) });
   const url = gateway.mainUrl;
 
@@ -139,8 +178,13 @@ async function startGatewayStack(options: StackOptions): Promise<Stack> {
       const res = await request(`${gateway.opsUrl}/metrics`);
       return res.body.text();
     },
+    async peer(env) {
+      const peer = await startPeer({ ...baseEnv, ...env });
+      peers.push(peer);
+      return peer;
+    },
     async close() {
-      await gateway.close();
+      await Promise.allSettled([gateway.close(), ...peers.map((p) => p.close())]);
       await Promise.allSettled([owner.close(), workflow.close(), removeSecretFile(secretFile)]);
     },
   };

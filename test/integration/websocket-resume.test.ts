@@ -10,15 +10,16 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { request } from 'undici';
 import { lockKey } from '../../src/coordination/keys';
 import { WEBSOCKET_PREAUTH, type PreauthConfig } from '../../src/sandbox/owner-sim';
-import { scenarioMetadata, type Step } from '../../src/sandbox/scenario';
+import type { Step } from '../../src/sandbox/scenario';
 import type { CallRecord } from '../../src/sandbox/workflow-sim';
 import { metricValue, startStack, type Stack } from '../helpers/stack';
+import { kindOf, openSession, resume, runsState, start, type Client } from '../helpers/ws-session';
 
 let stack: Stack | undefined;
 const clients: WebSocket[] = [];
+const open = (s: { url: string }, options: WebSocket.ClientOptions = {}): Promise<Client> => openSession(s.url, clients, options);
 
 afterEach(async () => {
   for (const ws of clients.splice(0)) ws.terminate();
@@ -35,63 +36,11 @@ async function resumeStack(env: Record<string, string> = {}, preauth: PreauthCon
   return stack;
 }
 
-interface Client {
-  ws: WebSocket;
-  frames: Array<Record<string, unknown>>;
-  closed: Promise<{ code: number; reason: string }>;
-  send(event: unknown): void;
-  next(kind: string, nth?: number): Promise<Record<string, unknown>>;
-}
-
-function open(s: Stack, options: WebSocket.ClientOptions = {}): Promise<Client> {
-  const ws = new WebSocket(`${s.url.replace('http', 'ws')}/api/v4/ai/duo_workflows/ws`, options);
-  clients.push(ws);
-  const frames: Client['frames'] = [];
-  const waiters: Array<() => void> = [];
-  ws.on('message', (data: Buffer) => {
-    frames.push(JSON.parse(data.toString('utf8')) as Record<string, unknown>);
-    for (const wake of waiters.splice(0)) wake();
-  });
-  const closed = new Promise<{ code: number; reason: string }>((resolve) => ws.once('close', (code, reason) => resolve({ code, reason: reason.toString() })));
-  const client: Client = {
-    ws,
-    frames,
-    closed,
-    send: (event) => ws.send(JSON.stringify(event)),
-    next: async (kind, nth = 1) => {
-      for (;;) {
-        const found = frames.filter((f) => f[kind] !== undefined && f[kind] !== null)[nth - 1];
-        if (found) return found;
-        await new Promise<void>((resolve, reject) => {
-          waiters.push(resolve);
-          ws.once('close', () => reject(new Error(`closed before ${kind} #${nth}`)));
-        });
-      }
-    },
-  };
-  return new Promise((resolve, reject) => {
-    ws.once('open', () => resolve(client));
-    ws.once('error', reject);
-  });
-}
-
-const start = (workflowID: string, steps: Step[] | undefined, extra: Record<string, unknown> = {}) => ({
-  startRequest: { workflowID, goal: steps ? 'the goal' : '', ...(steps ? { workflowMetadata: scenarioMetadata(steps) } : {}), ...extra },
-});
-/** What a client sends to resume: its workflow, no goal, no approval. */
-const resume = (workflowID: string) => start(workflowID, undefined);
-
-const kindOf = (frame: Record<string, unknown>): string | undefined => Object.keys(frame).find((k) => k !== 'requestID' && frame[k] !== null);
-
 async function callOf(s: Stack, id: string): Promise<CallRecord> {
   await s.workflow.waitFor(() => s.workflow.callsFor(id).length > 0, 10_000, `a call of ${id}`);
   return s.workflow.callsFor(id)[0] as CallRecord;
 }
 
-async function runsState(s: Stack): Promise<Array<Record<string, unknown>>> {
-  const { runs } = (await (await request(`${s.opsUrl}/runs`)).body.json()) as { runs: Array<Record<string, unknown>> };
-  return runs;
-}
 
 describe('a lost connection parks the run; the client re-attaches', () => {
   it('every unanswered action and every one emitted meanwhile, in order, then the live stream; no second start; the relay served while parked', async () => {
@@ -158,6 +107,55 @@ describe('a lost connection parks the run; the client re-attaches', () => {
     expect(back.frames.map((f) => (f['newCheckpoint'] as { checkpoint: string }).checkpoint)).toEqual(['b']);
     expect(s.workflow.callsFor(id)).toHaveLength(1);
     expect(s.workflow.callsFor(id)[0]?.stopReasons).toEqual([]);
+  });
+
+  it('a connection that goes while the service streams to it: parked without a close frame, stopped with one — never cancelled', async () => {
+    // Between the client's FIN (or close frame) and the socket's 'close', ws already reads
+    // CLOSING; a frame written then ended the run client_gone (the call cancelled) in
+    // about one drop of four. 12 drops of each kind make a miss of that unlikely.
+    const s = await resumeStack({ LONGRUN_WS_RESUME_WINDOW_MS: '10000' });
+    const streaming: Step[] = [{ op: 'repeat', times: 300, steps: [{ op: 'checkpoint', text: 'x' }, { op: 'wait', ms: 1 }] }, { op: 'hang' }];
+    const ids = { lost: [] as string[], closed: [] as string[] };
+    for (let i = 0; i < 24; i++) {
+      const how = i % 2 === 0 ? 'lost' : 'closed';
+      const id = `6020-${i}`;
+      ids[how].push(id);
+      const client = await open(s);
+      client.send(start(id, streaming));
+      await client.next('newCheckpoint', 3);
+      if (how === 'lost') client.ws.terminate();
+      else client.ws.close(1000);
+      await client.closed;
+    }
+    await expect.poll(() => ids.closed.filter((id) => s.workflow.callsFor(id)[0]?.ended === undefined), { timeout: 5_000 }).toEqual([]);
+    for (const id of ids.closed) expect(s.workflow.callsFor(id)[0]?.stopReasons, id).toEqual(['WORKHORSE_WEBSOCKET_CLOSE_1000']);
+    await expect.poll(async () => (await runsState(s)).filter((r) => r['state'] === 'parked').map((r) => r['workflow_id']).sort(), { timeout: 5_000 }).toEqual([...ids.lost].sort());
+    for (const id of ids.lost) expect(s.workflow.callsFor(id)[0]?.ended, id).toBeUndefined();
+    const metrics = await s.metrics();
+    expect(metricValue(metrics, 'longrun_teardowns_total', { transport: 'websocket', reason: 'client_gone' })).toBe(0);
+    expect(metricValue(metrics, 'longrun_websocket_parked_total')).toBe(ids.lost.length);
+    // One re-attaches: what was emitted while it was parked follows.
+    const back = await open(s);
+    back.send(resume(ids.lost[0] as string));
+    await back.next('newCheckpoint');
+  });
+
+  it('a client gone at the very end of its turn (the close frame unanswered, cut off 1006) is not parked: its slot is given back', async () => {
+    const s = await resumeStack({ LONGRUN_WS_CLOSE_TIMEOUT_MS: '300', LONGRUN_MAX_WS_SESSIONS: '1' });
+    const client = await open(s);
+    client.send(start('6021', [{ op: 'checkpoint', text: 'a' }, { op: 'wait', ms: 200 }, { op: 'end' }]));
+    await client.next('newCheckpoint');
+    // The client stops reading: the close frame the turn's end brings goes unanswered.
+    (client.ws as unknown as { _socket: { pause(): void } })._socket.pause();
+    await s.workflow.waitFor(() => s.workflow.callsFor('6021')[0]?.ended !== undefined, 5_000, 'the turn to end');
+    await expect.poll(() => s.gateway.registry.size, { timeout: 5_000 }).toBe(0);
+    // Past the close timeout the gateway cut the socket off; then a second session has the one slot.
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    client.ws.terminate();
+    const next = await open(s);
+    next.send(start('6022', [{ op: 'checkpoint', text: 'b' }, { op: 'end' }]));
+    expect(await next.closed).toEqual({ code: 1000, reason: '' });
+    expect(metricValue(await s.metrics(), 'longrun_websocket_parked_total')).toBe(0);
   });
 
   it('a parked run keeps its LONGRUN_MAX_WS_SESSIONS slot', async () => {

@@ -231,11 +231,11 @@ describe('the Dockerfile', () => {
   });
 
   it('copies only what runs: package.json, production dependencies, dist/src, proto, the Lua scripts, the sandbox chat page', () => {
-    const lua = readdirSync(fromRoot('src/coordination')).filter((f) => f.endsWith('.lua'));
-    expect(lua.length).toBeGreaterThan(0);
-    expect([...copied].sort()).toEqual(['dist/src', 'node_modules', 'package.json', 'proto', ...lua.map((f) => `src/coordination/${f}`), 'src/sandbox/chat.html'].sort());
+    const lua = ['coordination', 'bridge'].flatMap((dir) => readdirSync(fromRoot('src', dir)).filter((f) => f.endsWith('.lua')).map((f) => `src/${dir}/${f}`));
+    expect(lua.filter((f) => f.startsWith('src/bridge/')).length).toBeGreaterThan(0);
+    expect([...copied].sort()).toEqual(['dist/src', 'node_modules', 'package.json', 'proto', ...lua, 'src/sandbox/chat.html'].sort());
     expect(readdirSync(app).sort()).toEqual(['dist', 'node_modules', 'package.json', 'proto', 'src']);
-    expect(readdirSync(path.join(app, 'src')).sort()).toEqual(['coordination', 'sandbox']);
+    expect(readdirSync(path.join(app, 'src')).sort()).toEqual(['bridge', 'coordination', 'sandbox']);
     expect(readdirSync(path.join(app, 'dist'))).toEqual(['src']);
     // Production dependencies only: none of the packages the lock file marks dev-only.
     const lock = JSON.parse(readFileSync(fromRoot('package-lock.json'), 'utf8')) as { packages: Record<string, { dev?: boolean }> };

@@ -1,0 +1,211 @@
+/**
+ * This process's bridges (docs/spec.md §12): a client whose reconnect lands on a replica
+ * that does not hold its parked run is served there, its socket bridged to the holder
+ * through Redis (inbox.ts). Here: where a run is parked (its run record names the
+ * holder), the claim, the messages routed to each bridge's link (holder-link.ts on the
+ * holder, socket-link.ts on the socket's replica), and one beat per replica pair.
+ *
+ * Who attaches: the holder decides, one claim at a time in its event loop — the same loop
+ * where a re-attach on the holder itself is decided — so of two connections racing for
+ * one parked run, on one replica or two, exactly one gets it; the others find it no
+ * longer parked, and start as any other session (the lock refuses them: 1013).
+ *
+ * Liveness: each side sends the other, every beat, the bridges it still has with it. A
+ * bridge the other side no longer lists, or a replica not heard from within the pong
+ * timeout (a SIGKILL, a partition), is given up: the holder parks the run again, the
+ * socket's replica closes its client 1012 and the reconnect finds the run parked.
+ */
+import { randomBytes } from 'node:crypto';
+import type { CoordinationBackend } from '../coordination/backend';
+import type { ClientRun, ParkedRuns } from '../http/ws-client-run';
+import type { Logger } from '../log';
+import type { Metrics } from '../metrics';
+import { HolderLink } from './holder-link';
+import type { BreakWhy, BridgeHeader, BridgeMessage, BridgeTransport, LinkEnv } from './protocol';
+import { SocketLink, type BridgedSocket } from './socket-link';
+
+export interface BridgeSettings {
+  /** How often each side lists its bridges to the other, and acknowledges what it wrote. */
+  beatMs: number;
+  /** A replica not heard from this long is gone: every bridge with it is given up. */
+  deadAfterMs: number;
+  /** How long a claim waits for the holder's answer (none: the holder is unreachable, 1012). */
+  claimTimeoutMs: number;
+  /** How long a bridged client may stall the run (LONGRUN_WS_WRITE_TIMEOUT_MS). */
+  stallMs: number;
+}
+
+export interface BridgeDeps {
+  transport: BridgeTransport;
+  backend: CoordinationBackend;
+  /** This process's parked runs (the WebSocket route's). */
+  parked: ParkedRuns;
+  metrics: Metrics;
+  logger: Logger;
+  settings: BridgeSettings;
+}
+
+export class Bridges {
+  /** Links to runs held here, by bridge id. */
+  private readonly holders = new Map<string, HolderLink>();
+  /** Links of sockets held here, by bridge id. */
+  private readonly sockets = new Map<string, SocketLink>();
+  /** When each replica was last heard from. */
+  private readonly heard = new Map<string, number>();
+  private beat: NodeJS.Timeout | undefined;
+  /** The replicas beaten last time: one that has no bridge left with us is told so once (an empty list). */
+  private beaten = new Set<string>();
+  /** Bridge ids: this process's, never reused by a later one of the same replica name. */
+  private readonly prefix = `${randomBytes(4).toString('hex')}.`;
+  private next = 0;
+  private readonly env: LinkEnv;
+
+  constructor(private readonly deps: BridgeDeps) {
+    const { transport, metrics } = deps;
+    this.env = {
+      transport: {
+        replicaId: transport.replicaId,
+        send: (replica, header, data) => {
+          metrics.bridgeMessages.inc({ kind: header.t });
+          return transport.send(replica, header, data);
+        },
+        onMessage: () => undefined,
+        close: () => Promise.resolve(),
+      },
+      done: (link) => this.forget(link.id),
+      broke: (why: BreakWhy) => metrics.bridgeBreaks.inc({ why }),
+    };
+    transport.onMessage((message) => this.route(message));
+  }
+
+  get replicaId(): string {
+    return this.deps.transport.replicaId;
+  }
+
+  /** Bridges held now, by side. */
+  get size(): { holder: number; socket: number } {
+    return { holder: this.holders.size, socket: this.sockets.size };
+  }
+
+  /**
+   * The replica where `workflowId`'s run is parked, when it is another: what the run
+   * record says. Undefined when none is parked, or it is parked here. Rejects when Redis
+   * cannot tell (CoordinationError).
+   */
+  async parkedElsewhere(workflowId: string): Promise<string | undefined> {
+    const record = await this.deps.backend.readRunRecord(workflowId);
+    return record && record.state === 'parked' && record.replica !== this.replicaId ? record.replica : undefined;
+  }
+
+  /** Asks `holder` for the parked run of `workflowId`, for `socket`; the link's outcome says how it was answered. */
+  claim(holder: string, workflowId: string, actor: string | undefined, carriesInput: boolean, socket: BridgedSocket): SocketLink {
+    const link = new SocketLink(`${this.prefix}${(this.next++).toString(36)}`, holder, socket, this.env);
+    this.sockets.set(link.id, link);
+    this.deps.metrics.bridgesOpen.inc({ side: 'socket' });
+    this.heard.set(holder, Date.now());
+    this.beatOn();
+    link.claim(workflowId, actor, carriesInput, this.deps.settings.claimTimeoutMs);
+    return link;
+  }
+
+  /** Draining: every socket held here for a run elsewhere goes back to its holder, parked (its client is closed 1012). */
+  async handBackAll(): Promise<void> {
+    await Promise.all([...this.sockets.values()].map((link) => link.handBack()));
+  }
+
+  /** Stops beating; messages in flight are sent first. */
+  async close(): Promise<void> {
+    clearInterval(this.beat);
+    this.beat = undefined;
+    await this.deps.transport.close();
+  }
+
+  private route({ from, header, data }: BridgeMessage): void {
+    this.heard.set(from, Date.now());
+    if (header.t === 'beat') {
+      this.onBeat(from, header);
+      return;
+    }
+    if (header.t === 'claim') {
+      this.onClaim(from, header);
+      return;
+    }
+    const holder = this.holders.get(header.b);
+    if (holder) {
+      if (holder.peer === from) holder.receive(header, data);
+      return;
+    }
+    const socket = this.sockets.get(header.b);
+    if (socket && socket.holder === from) socket.receive(header, data);
+  }
+
+  /** A claim from another replica's socket: attach, release (stop the parked run, then the socket starts anew) or none. */
+  private onClaim(from: string, claim: Extract<BridgeHeader, { t: 'claim' }>): void {
+    if (claim.s !== 1 || this.holders.has(claim.b)) return;
+    const answer = (outcome: 'released' | 'none'): void => {
+      this.env.transport.send(from, { t: 'claimed', b: claim.b, s: 1, outcome }).catch(() => undefined);
+    };
+    const run: ClientRun | undefined = this.deps.parked.get(claim.wf);
+    if (!run) {
+      answer('none');
+      return;
+    }
+    if (!run.resumableBy(claim.actor, claim.input)) {
+      void run.stopParked('taken_over').then(() => answer('released'));
+      return;
+    }
+    const link = new HolderLink(claim.b, from, run, this.deps.settings.stallMs, this.env);
+    this.holders.set(link.id, link);
+    this.deps.metrics.bridgesOpen.inc({ side: 'holder' });
+    this.beatOn();
+    link.attach();
+  }
+
+  /** The other side's list: a bridge of ours with it that it no longer has is gone. */
+  private onBeat(from: string, beat: Extract<BridgeHeader, { t: 'beat' }>): void {
+    const sockets = new Set(beat.sockets);
+    const holding = new Set(beat.holding);
+    for (const link of [...this.holders.values()]) if (link.peer === from && !sockets.has(link.id)) link.lost('peer_dropped');
+    for (const link of [...this.sockets.values()]) if (link.holder === from && link.attached && !holding.has(link.id)) link.broken('peer_dropped');
+  }
+
+  private beatOn(): void {
+    if (this.beat) return;
+    this.beat = setInterval(() => this.tick(), this.deps.settings.beatMs);
+    this.beat.unref();
+  }
+
+  /** Every beat: replicas gone silent lose their bridges; the others are sent our list and our acknowledgements. */
+  private tick(): void {
+    const now = Date.now();
+    const peers = new Map<string, { holding: string[]; sockets: string[] }>();
+    const of = (peer: string) => {
+      let lists = peers.get(peer);
+      if (!lists) peers.set(peer, (lists = { holding: [], sockets: [] }));
+      return lists;
+    };
+    for (const link of this.holders.values()) of(link.peer).holding.push(link.id);
+    for (const link of this.sockets.values()) if (link.attached) of(link.holder).sockets.push(link.id);
+    for (const peer of this.beaten) of(peer);
+    this.beaten = new Set(peers.keys());
+    for (const [peer, lists] of peers) {
+      if (now - (this.heard.get(peer) ?? now) > this.deps.settings.deadAfterMs) {
+        this.deps.logger.warn({ replica: peer, bridges: lists.holding.length + lists.sockets.length }, 'bridge peer silent: its bridges are given up');
+        for (const id of lists.holding) this.holders.get(id)?.lost('peer_silent');
+        for (const id of lists.sockets) this.sockets.get(id)?.broken('peer_silent');
+        continue;
+      }
+      for (const id of lists.sockets) this.sockets.get(id)?.flushAck();
+      this.env.transport.send(peer, { t: 'beat', ...lists }).catch(() => undefined);
+    }
+    if (this.holders.size === 0 && this.sockets.size === 0 && peers.size === 0) {
+      clearInterval(this.beat);
+      this.beat = undefined;
+    }
+  }
+
+  private forget(id: string): void {
+    if (this.holders.delete(id)) this.deps.metrics.bridgesOpen.dec({ side: 'holder' });
+    else if (this.sockets.delete(id)) this.deps.metrics.bridgesOpen.dec({ side: 'socket' });
+  }
+}

@@ -1,0 +1,125 @@
+/**
+ * The holder's end of a bridge (docs/spec.md §12): to the parked run that a connection on
+ * another replica took over, this is that connection. The run's actions for the client go
+ * to the socket side as `frame` messages; the client's events, its end and its loss come
+ * back and reach the run as they would from a socket of this replica.
+ *
+ * Flow control: the socket side acknowledges the bytes it has written to its client. Past
+ * HIGH_WATER_BYTES unacknowledged the run is told the connection is full and pauses
+ * reading the service, as for a slow socket here — so neither replica, nor Redis between
+ * them, ever holds more than that for one session; a client that never reads stalls the
+ * run as a local one would (its write timeout).
+ */
+import type { ClientRun, Connection } from '../http/ws-client-run';
+import { closeForRunEnd } from '../http/ws-close';
+import { STOPS } from '../vocabulary';
+import type { ClientEvent } from '../workflow/contract';
+import type { BreakWhy, BridgeHeader, LinkEnv } from './protocol';
+
+/** Bytes sent and not yet acknowledged past which the run pauses (as a local socket's buffer). */
+export const HIGH_WATER_BYTES = 1024 * 1024;
+
+type Outgoing = BridgeHeader extends infer H ? (H extends { b: string; s: number } ? Omit<H, 'b' | 's'> : never) : never;
+
+export class HolderLink implements Connection {
+  private sent = 0;
+  /** The last sequence number heard from the socket side (the claim was 1). */
+  private heard = 1;
+  private unacked = 0;
+  private drainWaiters: Array<() => void> | undefined;
+  private gone = false;
+
+  constructor(
+    readonly id: string,
+    /** The replica holding the socket. */
+    readonly peer: string,
+    private readonly client: ClientRun,
+    readonly stallMs: number,
+    private readonly env: LinkEnv,
+  ) {}
+
+  /** Answers the claim and hands the parked run to this link: replayed frames follow the answer. */
+  attach(): void {
+    this.post({ t: 'claimed', outcome: 'attached' });
+    this.client.attach(this, 'bridged');
+    void this.client.done.then((result) => {
+      if (this.gone) return;
+      const close = result && this.client.servedOn(this) ? closeForRunEnd(result) : undefined;
+      if (result && this.client.servedOn(this)) this.post({ t: 'end', ...(close ? { code: close.code, reason: close.reason } : {}) });
+      this.finish();
+    });
+  }
+
+  /** Connection: one frame for the client, through the socket side. */
+  sendFrame(frame: Buffer): 'ok' | 'full' | 'gone' {
+    if (this.gone) return 'gone';
+    this.unacked += frame.length;
+    this.post({ t: 'frame' }, frame);
+    return this.unacked > HIGH_WATER_BYTES ? 'full' : 'ok';
+  }
+
+  /** Connection: resolves once the socket side has written most of what it was sent (or the link is gone). */
+  drained(): Promise<void> {
+    if (this.unacked <= HIGH_WATER_BYTES / 2 || this.gone) return Promise.resolve();
+    return new Promise((resolve) => (this.drainWaiters ??= []).push(resolve));
+  }
+
+  /** A message of this bridge from the socket side; one out of sequence gives the bridge up. */
+  receive(header: BridgeHeader, data: Buffer | undefined): void {
+    if (this.gone || !('s' in header)) return;
+    if (header.s !== this.heard + 1) {
+      this.lost('gap');
+      return;
+    }
+    this.heard = header.s;
+    const served = this.client.servedOn(this);
+    switch (header.t) {
+      case 'event':
+        if (served && data) this.client.fromClient(JSON.parse(data.toString()) as ClientEvent);
+        break;
+      case 'ack':
+        this.unacked = Math.max(0, this.unacked - header.bytes);
+        if (this.unacked <= HIGH_WATER_BYTES / 2) this.wake();
+        break;
+      case 'stop':
+        if (served) this.client.stop(header.reason);
+        break;
+      case 'lost':
+        this.lost();
+        break;
+      default:
+        break;
+    }
+  }
+
+  /**
+   * The connection on the other side is lost, or the bridge to it is (a gap, a failed
+   * send, the replica silent or no longer listing it): the run is parked again for its
+   * window — or, when it cannot be, its call cancelled as for a lost socket here.
+   */
+  lost(why?: BreakWhy): void {
+    if (this.gone) return;
+    if (why) this.env.broke(why);
+    const served = this.client.servedOn(this);
+    this.finish();
+    if (served && !this.client.park()) this.client.stop(STOPS.client_gone);
+  }
+
+  private post(header: Outgoing, data?: Buffer): void {
+    this.sent += 1;
+    this.env.transport.send(this.peer, { ...header, b: this.id, s: this.sent } as BridgeHeader, data).catch(() => this.lost('send_failed'));
+  }
+
+  private finish(): void {
+    if (this.gone) return;
+    this.gone = true;
+    this.wake();
+    this.env.done(this);
+  }
+
+  private wake(): void {
+    const waiters = this.drainWaiters;
+    this.drainWaiters = undefined;
+    for (const wake of waiters ?? []) wake();
+  }
+}

@@ -1,0 +1,72 @@
+/**
+ * What two replicas say to each other about a bridged session (docs/spec.md §12): the
+ * replica holding the client's socket (the *socket side*) and the replica holding its
+ * run (the *holder*). Every message but a beat belongs to one bridge and carries that
+ * bridge's sequence number in its direction, so a message lost on the way (a Redis
+ * restart, a failover) is seen at the next one, and the bridge is given up rather than
+ * left with a hole in it.
+ *
+ *   socket side → holder                      holder → socket side
+ *   claim   the resume start's workflow,      claimed  attached | released | none
+ *           actor, whether it carries input   frame    an Action for the client (bytes)
+ *   event   a client event (JSON)             end      the run ended: the close to send
+ *   ack     bytes written to the client                 (none: cut the socket off)
+ *   stop    the client's end as a StopReason
+ *   lost    the connection was lost: park
+ *
+ *   beat (both ways, per replica pair): the bridges the sender still has with the
+ *   receiver. A bridge the other side no longer lists is gone there.
+ */
+import type { StopReason } from '../vocabulary';
+
+/** How a claim was answered. attached: the run is the socket's; released: the parked run was stopped (start anew); none: nothing parked here. */
+export type ClaimOutcome = 'attached' | 'released' | 'none';
+
+interface OfBridge {
+  /** The bridge: made by the socket side, unique across replicas and restarts. */
+  b: string;
+  /** Its sequence number in this direction, from 1. */
+  s: number;
+}
+
+export type BridgeHeader =
+  | (OfBridge & { t: 'claim'; wf: string; actor?: string; input: boolean })
+  | (OfBridge & { t: 'claimed'; outcome: ClaimOutcome })
+  | (OfBridge & { t: 'frame' })
+  | (OfBridge & { t: 'event' })
+  | (OfBridge & { t: 'ack'; bytes: number })
+  | (OfBridge & { t: 'stop'; reason: StopReason })
+  | (OfBridge & { t: 'lost' })
+  | (OfBridge & { t: 'end'; code?: number; reason?: string })
+  | { t: 'beat'; holding: string[]; sockets: string[] };
+
+/** Why a bridge was given up (longrun_bridge_breaks_total). */
+export type BreakWhy = 'gap' | 'send_failed' | 'peer_silent' | 'peer_dropped' | 'unanswered';
+
+/** What a link needs of the process's bridges. */
+export interface LinkEnv {
+  transport: BridgeTransport;
+  /** Told once, when the link is done (it is forgotten). */
+  done(link: { readonly id: string }): void;
+  /** Told when the link gives its bridge up. */
+  broke(why: BreakWhy): void;
+}
+
+/** A message as it arrives: who sent it, what it says, and its bytes (a frame, an event). */
+export interface BridgeMessage {
+  from: string;
+  header: BridgeHeader;
+  data?: Buffer;
+}
+
+/** What carries bridge messages between replicas (inbox.ts: Redis Streams). */
+export interface BridgeTransport {
+  /** This replica's name (LONGRUN_REPLICA_ID): where the others send to. */
+  readonly replicaId: string;
+  /** Appends a message to `replica`'s inbox, in order after this process's earlier ones to it; rejects when it could not. */
+  send(replica: string, header: BridgeHeader, data?: Buffer): Promise<void>;
+  /** Every message for this replica, in each sender's order. */
+  onMessage(handler: (message: BridgeMessage) => void): void;
+  /** Stops reading; sends still in flight are answered first. */
+  close(): Promise<void>;
+}

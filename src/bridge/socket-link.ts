@@ -1,0 +1,193 @@
+/**
+ * The socket side of a bridge (docs/spec.md §12): a connection on this replica whose run is
+ * parked on another. To the session (ws-session.ts) it stands where the run would: the
+ * client's events go to the holder, and so do its end (a stop) and its loss (park); the
+ * holder's frames are written to the socket, and each written byte acknowledged so the
+ * holder may send more (holder-link.ts).
+ *
+ * How it ends: the holder's `end` carries the close the run's end chose (ws-close.ts); a
+ * bridge that breaks — a gap, a failed send, a holder silent past its deadline or no
+ * longer listing it, no answer to the claim — closes the socket with 1012, and the
+ * client's reconnect finds the run parked again (or, once the holder's lease has expired,
+ * starts it anew).
+ */
+import { RUN_UNREACHABLE, SERVICE_RESTART, type Close } from '../http/ws-close';
+import type { StopReason } from '../vocabulary';
+import type { ClientEvent } from '../workflow/contract';
+import type { BreakWhy, BridgeHeader, ClaimOutcome, LinkEnv } from './protocol';
+
+/** Bytes written to the client before the holder is told (and at every beat, whatever is left). */
+const ACK_EVERY_BYTES = 128 * 1024;
+
+/** The socket the link writes to: the session's. */
+export interface BridgedSocket {
+  /** One frame for the client; `written` once it is on the wire. */
+  sendFrame(frame: Buffer, written?: () => void): 'ok' | 'full' | 'gone';
+}
+
+/** What the session learns when the run ends: the close to send (undefined: cut the socket off). */
+export interface LinkEnd {
+  close: Close | undefined;
+}
+
+type Outgoing = BridgeHeader extends infer H ? (H extends { b: string; s: number } ? Omit<H, 'b' | 's'> : never) : never;
+type State = 'claiming' | 'attached' | 'done';
+
+export class SocketLink {
+  private state: State = 'claiming';
+  private sent = 0;
+  private heard = 0;
+  private unreported = 0;
+  /** The socket closed before the claim was answered: an attach is handed straight back. */
+  private abandoned = false;
+  private claimTimer: NodeJS.Timeout | undefined;
+  private settleOutcome!: (outcome: ClaimOutcome | 'unreachable') => void;
+  private settleEnd!: (end: LinkEnd) => void;
+  /** How the claim was answered; 'unreachable' when the holder did not answer in time. */
+  readonly outcome = new Promise<ClaimOutcome | 'unreachable'>((resolve) => (this.settleOutcome = resolve));
+  /** The run's end as the holder saw it, or the bridge's. */
+  readonly ended = new Promise<LinkEnd>((resolve) => (this.settleEnd = resolve));
+
+  constructor(
+    readonly id: string,
+    /** The replica holding the run. */
+    readonly holder: string,
+    private readonly socket: BridgedSocket,
+    private readonly env: LinkEnv,
+  ) {}
+
+  /** Whether the holder attached the run to this link and it is not done (what a beat lists). */
+  get attached(): boolean {
+    return this.state === 'attached';
+  }
+
+  /** Asks the holder for its parked run; unanswered within `timeoutMs`, the holder counts as unreachable. */
+  claim(workflowId: string, actor: string | undefined, input: boolean, timeoutMs: number): void {
+    void this.post({ t: 'claim', wf: workflowId, ...(actor !== undefined ? { actor } : {}), input });
+    this.claimTimer = setTimeout(() => {
+      if (this.state !== 'claiming') return;
+      this.env.broke('unanswered');
+      this.finish();
+      this.settleOutcome('unreachable');
+    }, timeoutMs);
+  }
+
+  /** The session's socket closed while the claim was out: if it attaches, the run is parked again at once. */
+  abandon(): void {
+    this.abandoned = true;
+    if (this.state === 'attached') this.park();
+  }
+
+  /** The client's event, for the holder's run. */
+  fromClient(event: ClientEvent): boolean {
+    if (this.state !== 'attached') return false;
+    void this.post({ t: 'event' }, Buffer.from(JSON.stringify(event)));
+    return true;
+  }
+
+  /** The client ended the session (a close frame, a fault of its own): the holder stops the run for `reason`. */
+  stop(reason: StopReason): void {
+    if (this.state !== 'attached') return;
+    void this.post({ t: 'stop', reason });
+    this.finish();
+    this.settleEnd({ close: undefined });
+  }
+
+  /** The connection was lost: the holder parks the run again. Always true: parking is the holder's to decide. */
+  park(): boolean {
+    if (this.state === 'attached') {
+      void this.post({ t: 'lost' });
+      this.finish();
+      this.settleEnd({ close: undefined });
+    }
+    return true;
+  }
+
+  /**
+   * This replica drains: the run goes back to its holder, parked, and the socket is closed
+   * 1012 so its client reconnects elsewhere — no resume. Resolves once the holder was told.
+   */
+  async handBack(): Promise<void> {
+    if (this.state !== 'attached') return;
+    const told = this.post({ t: 'lost' });
+    this.finish();
+    await told;
+    this.settleEnd({ close: SERVICE_RESTART });
+  }
+
+  /** A message of this bridge from the holder. */
+  receive(header: BridgeHeader, data: Buffer | undefined): void {
+    if (this.state === 'done' || !('s' in header)) return;
+    if (header.s !== this.heard + 1) {
+      this.broken('gap');
+      return;
+    }
+    this.heard = header.s;
+    switch (header.t) {
+      case 'claimed':
+        clearTimeout(this.claimTimer);
+        if (header.outcome !== 'attached') {
+          this.finish();
+          this.settleOutcome(header.outcome);
+          return;
+        }
+        this.state = 'attached';
+        this.settleOutcome('attached');
+        if (this.abandoned) this.park();
+        break;
+      case 'frame':
+        if (data && this.state === 'attached') {
+          const bytes = data.length;
+          this.socket.sendFrame(data, () => this.written(bytes));
+        }
+        break;
+      case 'end':
+        this.finish();
+        this.settleEnd({ close: header.code !== undefined ? { code: header.code, reason: header.reason ?? '' } : undefined });
+        break;
+      default:
+        break;
+    }
+  }
+
+  /** The bridge broke: the holder is told (when it can be) and the client closed 1012. */
+  broken(why: BreakWhy): void {
+    if (this.state === 'done') return;
+    this.env.broke(why);
+    const wasClaiming = this.state === 'claiming';
+    if (this.state === 'attached') void this.post({ t: 'lost' });
+    clearTimeout(this.claimTimer);
+    this.finish();
+    if (wasClaiming) this.settleOutcome('unreachable');
+    else this.settleEnd({ close: RUN_UNREACHABLE });
+  }
+
+  /** Every beat: what was written and not yet reported. */
+  flushAck(): void {
+    if (this.state !== 'attached' || this.unreported === 0) return;
+    const bytes = this.unreported;
+    this.unreported = 0;
+    void this.post({ t: 'ack', bytes });
+  }
+
+  private written(bytes: number): void {
+    this.unreported += bytes;
+    if (this.unreported >= ACK_EVERY_BYTES) this.flushAck();
+  }
+
+  /** Sends one message of this bridge; resolves whether it was sent (a failure breaks the bridge). */
+  private post(header: Outgoing, data?: Buffer): Promise<boolean> {
+    this.sent += 1;
+    return this.env.transport.send(this.holder, { ...header, b: this.id, s: this.sent } as BridgeHeader, data).then(
+      () => true,
+      () => (this.broken('send_failed'), false),
+    );
+  }
+
+  private finish(): void {
+    if (this.state === 'done') return;
+    this.state = 'done';
+    clearTimeout(this.claimTimer);
+    this.env.done(this);
+  }
+}
