@@ -6,8 +6,8 @@
  * on one redis-server, while
  *
  *   - every client kills its socket (no close frame: 1006 on the gateway, the run parks)
- *     every 1.5–4 s and reconnects (BRIDGED: to a random replica; until then: to the one
- *     holding its run),
+ *     every 1.5–4 s and reconnects to a random replica (BRIDGED; else to the one holding
+ *     its run),
  *   - BRIDGED only: replica C, which never starts a run (first connections go to A and B),
  *     holds only bridged sockets and drains (SIGTERM): its clients get 1012, no resume,
  *   - holder A drains (SIGTERM): its runs stop with WORKHORSE_SERVER_SHUTDOWN, one resume each,
@@ -44,12 +44,12 @@ import { startReplica, type Replica } from '../helpers/replicas';
 import { removeSecretFile, testSecret, writeSecretFile } from '../helpers/secret';
 
 /**
- * Reconnects go to a random replica, and the socket-only drain runs. Off until the
- * cross-replica bridge (spec §12 "Any replica") is merged: without it a reconnect landing
- * on a replica that does not hold the run is refused 1013 (lock held) for as long as the
- * run is parked, so reconnects go to the holder. Flip to true once it is.
+ * Reconnects go to a random replica, and the socket-only drain runs (the bridge of spec §12
+ * "Any replica", src/bridge/). False: reconnects go to the replica holding the run, as
+ * they had to before the bridge (a reconnect elsewhere was refused 1013 while the run was
+ * parked), and there is no socket-only replica to drain.
  */
-const BRIDGED = false;
+const BRIDGED = true;
 /**
  * What the gateway does today when the Redis restart makes a run lose its lock: the run
  * stops with WORKHORSE_LOCK_LOST and the session is closed 1000 (closeForRunEnd's default),
@@ -82,17 +82,36 @@ const ANSWER_EVERY_REPLAY = false;
  */
 const DROP_WHILE_STARTING = false;
 /**
- * Whether a client drops its socket the moment its drop timer fires. Today a client-bound
- * frame that reaches a connection while its loss is being noticed (the socket no longer
- * OPEN, its 'close' not yet emitted) ends the run: ClientRun.write → WebSocketSession.sendFrame
- * answers 'gone' and Run.deliver stops the run with client_gone (the call cancelled, no
- * stop), instead of parking it — the reconnect starts a second call. So the timer only arms
- * the drop, and the client drops at its next frame, when nothing else is on the way to it:
- * a read (the service awaits its answer; the client is executing it when the socket dies)
- * or a checkpoint (the next frame, the next read, comes a step later: it goes to the
- * backlog). Set to true once a frame for a lost connection parks the run.
+ * Whether a client drops its socket the moment its drop timer fires (true), or only at its
+ * next frame, when nothing else is on its way to it: a read (the service awaits its answer;
+ * the client is executing it when the socket dies) or a checkpoint (the next frame comes a
+ * step later, into the backlog). False is what a gateway before e4acc4a needs (a frame
+ * that reached a connection whose loss was being noticed ended the run client_gone instead
+ * of parking it), to measure one with LONGRUN_TEST_GATEWAY_MAIN.
  */
-const DROP_ANY_TIME = false;
+const DROP_ANY_TIME = true;
+/**
+ * Today, once the Redis is back empty, a resume start finds no run record and no lock and
+ * starts a second run of the workflow beside the one still alive — parked on another
+ * replica, or on the same one but still attached to a bridge that broke with the restart
+ * (not in its parked map yet) — until that run's next renewal finds its lock gone
+ * (WORKHORSE_LOCK_LOST): up to a renewal interval (LONGRUN_LEASE_TTL_MS / 3, 20 s by
+ * default) of two runs at once. So from the restart until a lease TTL after it, the
+ * clients' reconnects are refused (they go to a port nobody listens on) and the sessions
+ * their runs' lost locks ended wait: no resume start reaches a replica before every run
+ * has noticed. Set to false once a start cannot run beside a live run after a Redis restart.
+ */
+const REDIS_RESTART_FORGETS_RUNS = true;
+/**
+ * How long a replica is out of the clients' rotation before its SIGTERM (a load balancer's
+ * deregistration delay). Today a connection that reaches a replica just as it drains is
+ * closed 1001 `server shutdown` (it had no run yet) while its startRequest is on the way;
+ * the start is still served — re-attached, or bridged to its holder — and the client's
+ * echo of that close frame is then taken for the client's own close 1001: the run is
+ * stopped with WORKHORSE_WEBSOCKET_CLOSE_1001 (not even an infrastructure reason) and the
+ * reconnect starts it again. Set to 0 once a session ignores what comes after its own close.
+ */
+const UNROUTE_BEFORE_DRAIN_MS = 1_000;
 
 const SESSIONS = 32;
 const STEPS = 80;
@@ -209,6 +228,9 @@ async function startSlot(slot: Slot): Promise<void> {
 
 const wsUrl = (slot: Slot): string => `ws://127.0.0.1:${slot.port}/api/v4/ai/duo_workflows/ws`;
 const pick = <T>(items: T[]): T => items[Math.floor(Math.random() * items.length)] as T;
+/** While the Redis restarts and a lease TTL after (REDIS_RESTART_FORGETS_RUNS): reconnects go to this port, where nothing listens. */
+let blackout: { until: number; port: number } | undefined;
+const inBlackout = (): boolean => blackout !== undefined && Date.now() < blackout.until;
 const upSlots = (): Slot[] => {
   const up = slots.filter((s) => s.up);
   return up.length > 0 ? up : slots;
@@ -270,6 +292,10 @@ function newClient(i: number): Client {
 /** The URL of this connection attempt: a session's first connection goes to its holder; a reconnect to a random replica (BRIDGED) or the holder. */
 function nextUrl(c: Client, first: boolean): string {
   let slot: Slot;
+  if (blackout && inBlackout()) {
+    c.connects += 1;
+    return `ws://127.0.0.1:${blackout.port}/api/v4/ai/duo_workflows/ws`;
+  }
   if (first && c.connects === 0) slot = c.holder;
   else if (BRIDGED) slot = pick(upSlots());
   else {
@@ -375,7 +401,11 @@ function onClose(c: Client, close: SessionClose): void {
   if (close.how === 'closed' && close.code === 1000 && !turnDone(c.id) && LOCK_LOST_ENDS_SESSION && last?.stopReasons.includes(LOCK_LOST)) {
     c.restarts += 1;
     c.lastAnswered = false;
-    openSession(c, true).catch((err: unknown) => {
+    // A first connection is not retried: it waits out the blackout.
+    const until = async (): Promise<void> => {
+      while (inBlackout()) await sleep(100);
+    };
+    until().then(() => openSession(c, true)).catch((err: unknown) => {
       c.failure ??= `restart after ${LOCK_LOST}: ${(err as Error).message}`;
       c.finish();
     });
@@ -433,6 +463,7 @@ describe('WebSocket sessions across a fleet, under faults', () => {
     const drain = async (slot: Slot): Promise<void> => {
       const replica = slot.replica as Replica;
       slot.up = false;
+      await sleep(UNROUTE_BEFORE_DRAIN_MS);
       replica.child.process.kill('SIGTERM');
       expect(await replica.child.exited(15_000), `${slot.name} drained`).toBe(0);
       retired.push(replica);
@@ -479,9 +510,14 @@ describe('WebSocket sessions across a fleet, under faults', () => {
       await sleep(FAULT_GAP_MS);
 
       // 3. The Redis restarts empty: every lock and run record is gone at once.
+      if (REDIS_RESTART_FORGETS_RUNS) blackout = { until: Infinity, port: await freePort() };
       const restartedAt = Date.now();
       faults.push({ name: 'Redis restart (empty)', at: restartedAt, held: 'all', ended: (call) => call.stopReasons.includes(LOCK_LOST) && (call.ended?.at ?? 0) >= restartedAt });
-      await redis.restart();
+      try {
+        await redis.restart();
+      } finally {
+        if (blackout) blackout.until = Date.now() + LEASE_TTL_MS;
+      }
       await sleep(FAULT_GAP_MS);
 
       // 4. A holder dies: its calls are cut (no stop), and resume elsewhere once their leases expire.
@@ -501,9 +537,9 @@ describe('WebSocket sessions across a fleet, under faults', () => {
       await startSlot(b);
 
       // Every session ends (bounded: a session left hanging is reported, not waited for).
-      await Promise.race([Promise.all(clients.map((cl) => cl.done)), sleep(90_000)]);
+      await Promise.race([Promise.all(clients.map((cl) => cl.done)), sleep(60_000)]);
       const unfinished = clients.filter((cl) => cl.session?.closed === false).map((cl) => cl.id);
-      expect(unfinished, 'sessions still open 90 s after the last fault').toEqual([]);
+      expect(unfinished, 'sessions still open 60 s after the last fault').toEqual([]);
       expect(clients.filter((cl) => cl.failure).map((cl) => `${cl.id}: ${cl.failure}`)).toEqual([]);
       expect(stillRunning, 'sessions still running at the last fault').toBeGreaterThanOrEqual(SESSIONS / 2);
       // No run left behind anywhere (a parked run nobody came back to would still hold its call).
