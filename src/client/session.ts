@@ -94,8 +94,12 @@ export type SessionEvent =
   | { kind: 'reconnecting'; attempt: number; delayMs: number };
 
 export interface LongrunSessionOptions {
-  /** ws(s)://host/api/v4/ai/duo_workflows/ws */
-  url: string;
+  /**
+   * ws(s)://host/api/v4/ai/duo_workflows/ws, or a function called once per connection
+   * attempt (the first and every reconnect) that returns it: a client that knows several
+   * gateway addresses may reconnect through another one.
+   */
+  url: string | (() => string);
   /** Sent on every upgrade (each reconnect too): the same credentials keep the preauth's actor. */
   headers?: Record<string, string>;
   /** Added to the URL's query (e.g. client_type, project_id). */
@@ -215,7 +219,7 @@ export class LongrunSession {
     const request = this.startRequest as SessionStart;
     this.state = 'connecting';
     this.resuming = resume;
-    const url = new URL(this.options.url);
+    const url = new URL(typeof this.options.url === 'function' ? this.options.url() : this.options.url);
     for (const [name, value] of Object.entries(this.options.query ?? {})) url.searchParams.set(name, value);
     const ws = new WebSocket(url, { perMessageDeflate: false, ...this.options.wsOptions, headers: this.options.headers ?? {} });
     this.ws = ws;

@@ -56,6 +56,11 @@
  *                                                         old when the call did a step before it (a turn that
  *                                                         finishes on a run limit; a call that starts at the last
  *                                                         step does it at once, so the turn always ends)
+ *                                                         "client":{"action":{...},"expect":{...},"exact":false}: after
+ *                                                         the write, each step sends this Action for the client to
+ *                                                         execute and checks its answer as a `client` step does, with
+ *                                                         every "{step}" in the strings of action and expect replaced
+ *                                                         by the step's number (one distinct action per step)
  *
  * Every step that awaits answers (http, mcp, unsupported, action, every_action, client,
  * track_llm_call, paginate, turn) takes "answerWithinMs":N: an action still unanswered N ms
@@ -114,7 +119,22 @@ export type Step =
   | { op: 'end' }
   | { op: 'repeat'; times: number; steps: Step[] }
   | ({ op: 'paginate'; path: string; perPage?: number; maxPages?: number } & Answered)
-  | ({ op: 'turn'; checkpoints: number; intervalMs?: number; id?: string; write?: { method?: string; path: string }; finishAtMs?: number } & Answered);
+  | ({
+      op: 'turn';
+      checkpoints: number;
+      intervalMs?: number;
+      id?: string;
+      write?: { method?: string; path: string };
+      finishAtMs?: number;
+      client?: TurnClientAction;
+    } & Answered);
+
+/** A turn's action for the client, sent once per step: `{step}` in its strings (and expect's) is the step's number. */
+export interface TurnClientAction {
+  action: Record<string, unknown>;
+  expect?: Record<string, unknown>;
+  exact?: boolean;
+}
 
 const answerWithinMs = z.number().int().min(1).max(3_600_000).optional();
 
@@ -168,6 +188,7 @@ const stepSchema: z.ZodType<Step> = z.lazy(() =>
       id: z.string().max(200).optional(),
       write: z.object({ method: z.string().optional(), path: z.string() }).optional(),
       finishAtMs: z.number().int().min(0).max(3_600_000).optional(),
+      client: z.object({ action: z.record(z.string(), z.unknown()), expect: z.record(z.string(), z.unknown()).optional(), exact: z.boolean().optional() }).optional(),
       answerWithinMs,
     }),
   ]),

@@ -593,6 +593,12 @@ export class WorkflowServiceSimulator {
             step.answerWithinMs,
           );
         }
+        if (step.client) {
+          const { action, kind } = scenarioAction(forStep(step.client.action, i), "a turn's client action");
+          if (kind === 'newCheckpoint') throw new BadScenario("a turn's client action needs an action that is answered, not a newCheckpoint");
+          const { requestID, response } = await request(action, kind, step.answerWithinMs);
+          check(kind, requestID, response, step.client.expect && forStep(step.client.expect, i), step.client.exact);
+        }
         // A checkpoint written is a checkpoint kept, even if the call ends before the client reads it.
         if (ended) throw CALL_ENDED;
         this.progress.set(key, i);
@@ -721,6 +727,17 @@ export class WorkflowServiceSimulator {
     });
     clearGrace = followClientEnd(call, finish, () => ended);
   }
+}
+
+/** `json` with every "{step}" in its strings (at any depth) replaced by `step`: a turn's action for one step. */
+function forStep(json: Record<string, unknown>, step: number): Record<string, unknown> {
+  const replace = (value: unknown): unknown => {
+    if (typeof value === 'string') return value.replaceAll('{step}', String(step));
+    if (Array.isArray(value)) return value.map(replace);
+    if (typeof value === 'object' && value !== null) return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, replace(v)]));
+    return value;
+  };
+  return replace(json) as Record<string, unknown>;
 }
 
 /** A scenario's protojson Action, numbered by the simulator (its requestID dropped), and its kind. */

@@ -213,7 +213,7 @@ async function scripted(script: Array<(ws: WebSocket) => void>): Promise<{ url: 
   return { url: `ws://127.0.0.1:${(server.address() as AddressInfo).port}/api/v4/ai/duo_workflows/ws`, starts };
 }
 
-function scriptedSession(url: string, options: Partial<LongrunSessionOptions> = {}): Omit<Harness, 'checkpoints'> {
+function scriptedSession(url: LongrunSessionOptions['url'], options: Partial<LongrunSessionOptions> = {}): Omit<Harness, 'checkpoints'> {
   const actions: SessionAction[] = [];
   const events: SessionEvent[] = [];
   let resolveClosed: (close: SessionClose) => void = () => undefined;
@@ -277,6 +277,19 @@ describe('LongrunSession: which closes it reconnects on', () => {
     expect((await h.closed).code).toBe(1000);
     expect(starts).toEqual([firstStart, resumeStart]);
     expect(h.events.find((e) => e.kind === 'lost')).toMatchObject({ code: 1006 });
+  });
+
+  it('a url function is asked once per connection attempt: the reconnect goes where it says', async () => {
+    const one = await scripted([(ws) => ws.terminate()]);
+    const two = await scripted([(ws) => ws.close(1013, 'Failed to acquire lock on workflow'), (ws) => ws.close(1000)]);
+    const urls = [one.url, two.url, two.url];
+    let asked = 0;
+    const h = scriptedSession('', { url: () => urls[asked++] as string });
+    await h.session.start(firstStart);
+    expect((await h.closed).code).toBe(1000);
+    expect(asked).toBe(3);
+    expect(one.starts).toEqual([firstStart]);
+    expect(two.starts).toEqual([resumeStart, resumeStart]);
   });
 
   it('gives up once the resume window has passed since the loss', async () => {

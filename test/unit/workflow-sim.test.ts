@@ -643,6 +643,50 @@ describe('workflow simulator: upstream fidelity (agent_context_usage, every acti
     });
   });
 
+  describe("a turn's client action: one per step, checked, resumed with the turn", () => {
+    const turnStep = (checkpoints: number): Step => ({
+      op: 'turn',
+      checkpoints,
+      client: { action: { runReadFile: { filepath: 'step-{step}.txt' } }, expect: { plainTextResponse: { response: 'read step-{step}.txt' } } },
+    });
+    const fileOf = (action: Action): unknown => (action.runReadFile as { filepath?: string } | undefined)?.filepath;
+    const read = (action: Action): ActionResponse => ({ requestID: action.requestID ?? '', plainTextResponse: { response: `read ${String(fileOf(action))}` } });
+
+    it('each step sends the action with its number, awaits the right answer, then checkpoints; the next call goes on after the last checkpoint', async () => {
+      const { call, workflowId } = start(client, [turnStep(3)]);
+      expect(await call.action(0)).toMatchObject({ requestID: '1', runReadFile: { filepath: 'step-1.txt' } });
+      call.send({ actionResponse: read(call.actions[0] as Action) });
+      expect(await call.action(1)).toMatchObject({ newCheckpoint: { checkpoint: 'step 1/3', status: 'RUNNING' } });
+      expect(await call.action(2)).toMatchObject({ runReadFile: { filepath: 'step-2.txt' } });
+      // Cut with step 2's action unanswered: the next call of the workflow sends step 2 again.
+      call.cancel();
+      await ended(sim, workflowId);
+      const next = client.open();
+      next.send({ startRequest: { workflowID: workflowId, goal: '', workflowMetadata: scenarioMetadata([turnStep(3)]) } });
+      for (const [n, file] of [[0, 'step-2.txt'], [2, 'step-3.txt']] as const) {
+        const action = await next.action(n);
+        expect(fileOf(action)).toBe(file);
+        next.send({ actionResponse: read(action) });
+      }
+      expect((await next.status).codeName).toBe('OK');
+      const [first, second] = sim.callsFor(workflowId);
+      expect(first?.turn).toMatchObject({ from: 0, to: 1 });
+      expect(second?.turn).toMatchObject({ from: 1, to: 3 });
+      expect(second?.actionResponses.map((r) => r.response.plainTextResponse?.response)).toEqual(['read step-2.txt', 'read step-3.txt']);
+      expect(second?.protocolErrors).toEqual([]);
+    });
+
+    it("an answer for another step's action fails the call INVALID_ARGUMENT, and the step is not checkpointed", async () => {
+      const { call, workflowId } = start(client, [turnStep(2)]);
+      const action = await call.action(0);
+      call.send({ actionResponse: { requestID: action.requestID ?? '', plainTextResponse: { response: 'read step-2.txt' } } });
+      expect(await call.status).toMatchObject({ codeName: 'INVALID_ARGUMENT', details: 'unexpected answer to runReadFile #1' });
+      const record = await ended(sim, workflowId);
+      expect(record.turn).toMatchObject({ from: 0, to: 0 });
+      expect(call.actions).toHaveLength(1);
+    });
+  });
+
   it.each([
     [{ grep: { case_insensitive: 'yes' } }, /bad scenario: grep\.case_insensitive: expected a boolean/],
     [{ somethingNew: {} }, /bad scenario: an action step names no action kind/],
