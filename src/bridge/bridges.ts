@@ -162,12 +162,25 @@ export class Bridges {
     link.attach();
   }
 
-  /** The other side's list: a bridge of ours with it that it no longer has is gone. */
+  /**
+   * The other side's list: a bridge of ours with it that it no longer has is gone; one whose
+   * last message (sent before this beat, on the same stream) we have not heard lost it.
+   */
   private onBeat(from: string, beat: Extract<BridgeHeader, { t: 'beat' }>): void {
-    const sockets = new Set(beat.sockets);
-    const holding = new Set(beat.holding);
-    for (const link of [...this.holders.values()]) if (link.peer === from && !sockets.has(link.id)) link.lost('peer_dropped');
-    for (const link of [...this.sockets.values()]) if (link.holder === from && link.attached && !holding.has(link.id)) link.broken('peer_dropped');
+    const sockets = new Map(beat.sockets.map((id, i) => [id, beat.socketsSent?.[i] ?? 0]));
+    const holding = new Map(beat.holding.map((id, i) => [id, beat.holdingSent?.[i] ?? 0]));
+    for (const link of [...this.holders.values()]) {
+      if (link.peer !== from) continue;
+      const sent = sockets.get(link.id);
+      if (sent === undefined) link.lost('peer_dropped');
+      else if (link.heardSeq < sent) link.lost('gap');
+    }
+    for (const link of [...this.sockets.values()]) {
+      if (link.holder !== from || !link.attached) continue;
+      const sent = holding.get(link.id);
+      if (sent === undefined) link.broken('peer_dropped');
+      else if (link.heardSeq < sent) link.broken('gap');
+    }
   }
 
   private beatOn(): void {
@@ -179,20 +192,33 @@ export class Bridges {
   /** Every beat: replicas gone silent lose their bridges; the others are sent our list and our acknowledgements. */
   private tick(): void {
     const now = Date.now();
-    const peers = new Map<string, { holding: string[]; sockets: string[] }>();
-    const of = (peer: string) => {
+    type Lists = { holding: string[]; sockets: string[]; holdingSent: number[]; socketsSent: number[] };
+    const peers = new Map<string, Lists>();
+    const of = (peer: string): Lists => {
       let lists = peers.get(peer);
-      if (!lists) peers.set(peer, (lists = { holding: [], sockets: [] }));
+      if (!lists) peers.set(peer, (lists = { holding: [], sockets: [], holdingSent: [], socketsSent: [] }));
       return lists;
     };
-    for (const link of this.holders.values()) of(link.peer).holding.push(link.id);
-    for (const link of this.sockets.values()) if (link.listed) of(link.holder).sockets.push(link.id);
+    for (const link of this.holders.values()) {
+      const lists = of(link.peer);
+      lists.holding.push(link.id);
+      lists.holdingSent.push(link.sentSeq);
+    }
+    for (const link of this.sockets.values()) {
+      if (!link.listed) continue;
+      const lists = of(link.holder);
+      lists.sockets.push(link.id);
+      lists.socketsSent.push(link.sentSeq);
+    }
     for (const peer of this.beaten) of(peer);
     // Told once: a peer with nothing left is not carried into the next beat (it would be beaten for ever).
     this.beaten = new Set([...peers].filter(([, lists]) => lists.holding.length + lists.sockets.length > 0).map(([peer]) => peer));
     for (const [peer, lists] of peers) {
       if (now - (this.heard.get(peer) ?? now) > this.deps.settings.deadAfterMs) {
-        this.deps.logger.warn({ replica: peer, bridges: lists.holding.length + lists.sockets.length }, 'bridge peer silent: its bridges are given up');
+        const bridges = lists.holding.length + lists.sockets.length;
+        this.beaten.delete(peer);
+        if (bridges === 0) continue;
+        this.deps.logger.warn({ replica: peer, bridges }, 'bridge peer silent: its bridges are given up');
         for (const id of lists.holding) this.holders.get(id)?.lost('peer_silent');
         for (const id of lists.sockets) this.sockets.get(id)?.broken('peer_silent');
         continue;
@@ -200,7 +226,7 @@ export class Bridges {
       for (const id of lists.sockets) this.sockets.get(id)?.flushAck();
       this.env.transport.send(peer, { t: 'beat', ...lists }).catch(() => undefined);
     }
-    if (this.holders.size === 0 && this.sockets.size === 0 && peers.size === 0) {
+    if (this.holders.size === 0 && this.sockets.size === 0 && this.beaten.size === 0) {
       clearInterval(this.beat);
       this.beat = undefined;
     }

@@ -50,6 +50,15 @@ export class HolderLink implements Connection {
     });
   }
 
+  /** The last sequence number sent on this bridge, and the last heard on it. */
+  get sentSeq(): number {
+    return this.sent;
+  }
+
+  get heardSeq(): number {
+    return this.heard;
+  }
+
   /** Connection: one frame for the client, through the socket side. */
   sendFrame(frame: Buffer): 'ok' | 'full' | 'gone' {
     if (this.gone) return 'gone';

@@ -15,7 +15,9 @@
  *   lost    the connection was lost: park
  *
  *   beat (both ways, per replica pair): the bridges the sender still has with the
- *   receiver. A bridge the other side no longer lists is gone there.
+ *   receiver, and the last sequence number it sent on each. A bridge the other side no
+ *   longer lists is gone there; one whose last message was not heard lost it (a gap at
+ *   the tail, which no later message would reveal).
  */
 import type { StopReason } from '../vocabulary';
 
@@ -38,7 +40,14 @@ export type BridgeHeader =
   | (OfBridge & { t: 'stop'; reason: StopReason })
   | (OfBridge & { t: 'lost' })
   | (OfBridge & { t: 'end'; code?: number; reason?: string })
-  | { t: 'beat'; holding: string[]; sockets: string[] };
+  | {
+      t: 'beat';
+      holding: string[];
+      sockets: string[];
+      /** The last sequence number sent on each listed bridge, in the lists' order: one the receiver has not heard was lost on the way. */
+      holdingSent?: number[];
+      socketsSent?: number[];
+    };
 
 /** Why a bridge was given up (longrun_bridge_breaks_total). */
 export type BreakWhy = 'gap' | 'send_failed' | 'peer_silent' | 'peer_dropped' | 'unanswered';

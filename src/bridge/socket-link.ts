@@ -70,6 +70,15 @@ export class SocketLink {
     return this.state !== 'done';
   }
 
+  /** The last sequence number sent on this bridge, and the last heard on it. */
+  get sentSeq(): number {
+    return this.sent;
+  }
+
+  get heardSeq(): number {
+    return this.heard;
+  }
+
   /** Asks the holder for its parked run; unanswered within `timeoutMs`, the holder counts as unreachable. */
   claim(workflowId: string, actor: string | undefined, input: boolean, timeoutMs: number): void {
     void this.post({ t: 'claim', wf: workflowId, ...(actor !== undefined ? { actor } : {}), input });

@@ -35,6 +35,9 @@ export interface ClientRunSettings {
 /** Parked runs by workflow: where a re-attaching start finds its run — here, or through a bridge (src/bridge/). */
 export type ParkedRuns = Map<string, ClientRun>;
 
+/** Answered requestIDs remembered per run (a turn's actions since the last re-attach, and then some). */
+const ANSWERED_KEPT = 1_024;
+
 /** How longrun stops a parked run it gives up on: WORKHORSE_WEBSOCKET_PING_FAILED (resumable). */
 const PARKED_RUN_ENDED = STOPS.ping_failed;
 
@@ -43,6 +46,12 @@ export class ClientRun implements ActionSink {
   private connection: Connection | undefined;
   /** Actions for the client without an answer yet, by requestID, in the order they came: their frames. */
   private readonly unanswered = new Map<string, Buffer>();
+  /**
+   * requestIDs whose answer was passed on, the latest ANSWERED_KEPT: a client that answers
+   * an action again (its answer crossed the replay of that action on a re-attach) is not
+   * passed on twice — the service would fail the call on a requestID it no longer waits for.
+   */
+  private answered: Set<string> | undefined;
   /** Frames emitted while parked, in order, and their bytes. */
   private backlog: Buffer[] = [];
   private backlogSize = 0;
@@ -73,6 +82,9 @@ export class ClientRun implements ActionSink {
   opened(run: SessionRun): void {
     this.run = run;
     void run.done.then(() => this.ended());
+    // Lost while it was being opened: parked already, or given up on.
+    if (this.parkedAt !== undefined) run.noteParked(this.parkedAt, this.settings.resumeWindowMs);
+    if (this.stopping) void run.stop(PARKED_RUN_ENDED);
   }
 
   /** The run's end (undefined before it opened, never rejects). */
@@ -107,7 +119,13 @@ export class ClientRun implements ActionSink {
 
   /** The client's event for the service; its answer takes the action off the unanswered list. */
   fromClient(event: ClientEvent): boolean {
-    if ('actionResponse' in event) this.unanswered.delete(event.actionResponse.requestID ?? '');
+    if ('actionResponse' in event) {
+      const requestId = event.actionResponse.requestID ?? '';
+      if (!this.unanswered.delete(requestId) && this.answered?.has(requestId)) return true;
+      this.answered ??= new Set();
+      this.answered.add(requestId);
+      if (this.answered.size > ANSWERED_KEPT) this.answered.delete(this.answered.values().next().value as string);
+    }
     return this.run?.fromClient(event) ?? false;
   }
 
@@ -118,11 +136,13 @@ export class ClientRun implements ActionSink {
   /** The connection was lost: park for the resume window; false when parking is off (the caller stops the run). */
   park(): boolean {
     // An ended run whose client went before the close (no answer to the close frame: cut off, 1006) has nothing to wait for.
-    if (this.settings.resumeWindowMs === 0 || !this.run || this.finished) return false;
+    // A run still being opened parks too (its record is written once it is open).
+    if (this.parkedAt !== undefined) return true;
+    if (this.settings.resumeWindowMs === 0 || this.finished) return false;
     this.connection = undefined;
     this.parkedAt = Date.now();
     this.parked.set(this.workflowId, this);
-    this.run.noteParked(this.parkedAt, this.settings.resumeWindowMs);
+    this.run?.noteParked(this.parkedAt, this.settings.resumeWindowMs);
     this.metrics.websocketParked.inc();
     this.window = setTimeout(() => this.stopParked('expired'), this.settings.resumeWindowMs);
     return true;

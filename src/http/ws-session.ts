@@ -77,6 +77,12 @@ export class WebSocketSession implements Connection {
   private client: SessionClient | undefined;
   /** A claim sent to the replica where the workflow's run is parked, not answered yet. */
   private claiming: SocketLink | undefined;
+  /** The run being opened for this connection (the launcher has not answered yet). */
+  private opening: ClientRun | undefined;
+  /** The connection was lost while its run was being opened, and that run parked: the start goes on. */
+  private openingParked = false;
+  /** This side sent its close frame: what the client sends after is not read, and its close echoes ours. */
+  private closeSent = false;
   /** Client events that came while the run was being opened, passed on once it is. */
   private early: ClientEvent[] | undefined;
   /** Aborted when the socket closes while the run is being opened (the launcher's caller signal). */
@@ -175,7 +181,8 @@ export class WebSocketSession implements Connection {
   }
 
   private onFrame(data: Buffer, isBinary: boolean): void {
-    if (this.state === 'closed') return;
+    // After our close frame (a drain's 1001 before any start, a refusal) nothing more is served.
+    if (this.state === 'closed' || this.closeSent) return;
     this.deps.metrics.websocketFrame('in', data.length);
     let decoded: DecodedClientEvent;
     try {
@@ -301,6 +308,7 @@ export class WebSocketSession implements Connection {
     if (this.state !== 'starting') return;
     this.locking = this.auth.auth.LockConcurrentFlow === true;
     const client = new ClientRun(workflowId, actor, this, this.deps.parked, this.deps.settings, this.deps.metrics);
+    this.opening = client;
     this.gone = new AbortController();
     const start = { ...this.auth, auth: { ...this.auth.auth, WorkflowID: workflowId }, request, signal: this.gone.signal };
     this.deps.launcher.launch({ ...start, transport: 'websocket', sink: client }).then(
@@ -316,10 +324,12 @@ export class WebSocketSession implements Connection {
 
   private launched(client: ClientRun, run: SessionRun): void {
     client.opened(run);
+    this.opening = undefined;
     this.client = client;
     if (this.state === 'closed') {
-      // The client left while the run was opening: as a connection lost, the call is cancelled.
-      void run.stop(CLIENT_GONE);
+      // The client left while the run was opening: parked if its connection was lost (and
+      // another may have re-attached already), else the call is cancelled.
+      if (!client.isParked && client.servedOn(this)) void run.stop(CLIENT_GONE);
       return;
     }
     this.gone = undefined;
@@ -357,15 +367,23 @@ export class WebSocketSession implements Connection {
    */
   private lost(reason: StopReason): void {
     const wasOpen = this.state === 'open';
+    const wasStarting = this.state === 'starting';
     this.state = 'closed';
     if (wasOpen && this.client && !this.client.park()) this.client.stop(reason);
+    if (wasStarting) this.parkOpening();
     this.socket.terminate();
+  }
+
+  /** Lost while its run is being opened: that run parks (docs/spec.md §12), and the start goes on for the client's re-attach. */
+  private parkOpening(): void {
+    if (!this.openingParked && this.opening?.park()) this.openingParked = true;
   }
 
   private onClose(code: number): void {
     const wasOpen = this.state === 'open';
+    if (this.state === 'starting' && code === 1006 && !this.closeSent) this.parkOpening();
     this.state = 'closed';
-    this.gone?.abort();
+    if (!this.openingParked) this.gone?.abort();
     clearTimeout(this.closeTimer);
     clearTimeout(this.startTimer);
     this.wakeDrainWaiters();
@@ -410,6 +428,7 @@ export class WebSocketSession implements Connection {
   /** Sends the close frame; a client that does not answer it within the close timeout is cut off. */
   private close(close: Close): void {
     if (this.socket.readyState !== this.socket.OPEN) return;
+    this.closeSent = true;
     this.deps.metrics.websocketClose(close.code);
     this.socket.close(close.code, close.reason);
     this.closeTimer = setTimeout(() => this.socket.terminate(), this.deps.settings.closeTimeoutMs);

@@ -186,6 +186,8 @@ export class Launcher {
       throw new GatewayError('WORKFLOW_SERVICE_UNAVAILABLE', 'workflow service did not open the stream in time', { runId: run.id });
     }
     if (signal?.aborted) {
+      // The caller left while the stream opened (a blocking caller's run is stopped by its binding already).
+      void run.stop(CLIENT_GONE);
       await run.done;
       throw clientGone(run.id);
     }

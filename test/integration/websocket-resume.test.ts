@@ -13,7 +13,7 @@ import WebSocket from 'ws';
 import { lockKey } from '../../src/coordination/keys';
 import { WEBSOCKET_PREAUTH, type PreauthConfig } from '../../src/sandbox/owner-sim';
 import type { Step } from '../../src/sandbox/scenario';
-import type { CallRecord } from '../../src/sandbox/workflow-sim';
+import type { CallRecord, WorkflowSimulatorOptions } from '../../src/sandbox/workflow-sim';
 import { metricValue, startStack, type Stack } from '../helpers/stack';
 import { kindOf, openSession, resume, runsState, start, type Client } from '../helpers/ws-session';
 
@@ -27,9 +27,14 @@ afterEach(async () => {
   stack = undefined;
 });
 
-async function resumeStack(env: Record<string, string> = {}, preauth: PreauthConfig = { lockConcurrentFlow: true, actorId: 'user-7' }): Promise<Stack> {
+async function resumeStack(
+  env: Record<string, string> = {},
+  preauth: PreauthConfig = { lockConcurrentFlow: true, actorId: 'user-7' },
+  workflow?: WorkflowSimulatorOptions,
+): Promise<Stack> {
   stack = await startStack({
     redis: true,
+    ...(workflow ? { workflow } : {}),
     env: { LONGRUN_WS_PING_MS: '100', LONGRUN_WS_PONG_TIMEOUT_MS: '400', LONGRUN_WS_RESUME_WINDOW_MS: '3000', LONGRUN_STOP_ACK_TIMEOUT_MS: '2000', ...env },
   });
   stack.owner.configure(WEBSOCKET_PREAUTH, preauth);
@@ -179,6 +184,64 @@ describe('a lost connection parks the run; the client re-attaches', () => {
     await s.workflow.waitFor(() => call.ended !== undefined, 5_000, 'ended');
     expect(call.stopReasons).toEqual(['WORKHORSE_WEBSOCKET_CLOSE_1000']);
     expect(metricValue(await s.metrics(), 'longrun_websocket_parked_total')).toBe(0);
+  });
+});
+
+describe('the edges of a re-attach', () => {
+  it('an answer that crosses the replay of its action is passed on once: the client may answer the replay again', async () => {
+    const s = await resumeStack();
+    const id = '6101';
+    const first = await open(s);
+    first.send(
+      start(id, [
+        { op: 'client', action: { runReadFile: { filepath: 'a.txt' } }, expect: { plainTextResponse: { response: 'A' } } },
+        { op: 'checkpoint', text: 'after' },
+        { op: 'end' },
+      ]),
+    );
+    const readA = await first.next('runReadFile');
+    first.ws.terminate();
+    await expect.poll(async () => (await runsState(s))[0]?.['state'], { timeout: 5_000 }).toBe('parked');
+    const second = await open(s);
+    // The client finished executing a.txt while away: it resumes and answers at once, before the replay reaches it.
+    second.send(resume(id));
+    second.send({ actionResponse: { requestID: readA['requestID'], plainTextResponse: { response: 'A' } } });
+    expect(await second.next('runReadFile')).toEqual(readA);
+    // The replayed a.txt is answered again, as the docs tell a client to treat a replay it cannot tell from a new one.
+    second.send({ actionResponse: { requestID: readA['requestID'], plainTextResponse: { response: 'A' } } });
+    expect(await second.closed).toEqual({ code: 1000, reason: '' });
+    const call = s.workflow.callsFor(id)[0];
+    expect(call).toMatchObject({ protocolErrors: [], ended: { how: 'ok' } });
+    expect(s.workflow.callsFor(id)).toHaveLength(1);
+  });
+
+  it('a connection lost while its run is still being opened parks it: the resume re-attaches, one start', async () => {
+    // The service's stream takes a while to open (300 ms each way through the front).
+    const s = await resumeStack({}, undefined, { front: { latencyMs: 300 } });
+    const id = '6102';
+    const first = await open(s);
+    first.send(start(id, [{ op: 'client', action: { runReadFile: { filepath: 'a.txt' } } }, { op: 'hang' }]));
+    await expect.poll(async () => (await runsState(s))[0]?.['state'], { timeout: 5_000 }).toBeDefined();
+    expect(first.frames).toEqual([]);
+    first.ws.terminate();
+    await expect.poll(async () => (await runsState(s))[0]?.['state'], { timeout: 5_000 }).toBe('parked');
+    const second = await open(s);
+    second.send(resume(id));
+    expect(kindOf(await second.next('runReadFile'))).toBe('runReadFile');
+    expect(s.workflow.callsFor(id)).toHaveLength(1);
+    expect(s.workflow.callsFor(id)[0]?.stopReasons).toEqual([]);
+  });
+
+  it('a run that lost its lock closes its session 1012, so the client reconnects and resumes', async () => {
+    const s = await resumeStack({ LONGRUN_LEASE_TTL_MS: '600' });
+    const id = '6103';
+    const client = await open(s);
+    client.send(start(id, [{ op: 'checkpoint', text: 'a' }, { op: 'hang' }]));
+    await client.next('newCheckpoint');
+    // Redis lost the lock (a restart without persistence, a failover): the next renewal finds it gone.
+    await s.client?.del(lockKey(id));
+    expect(await client.closed).toEqual({ code: 1012, reason: 'the run lost its lock: reconnect to resume' });
+    expect(s.workflow.callsFor(id)[0]?.stopReasons).toEqual(['WORKHORSE_LOCK_LOST']);
   });
 });
 
