@@ -133,7 +133,7 @@ async function closeAll(closables: Closable[], withinMs: number): Promise<'close
   return outcome;
 }
 
-function connectBackend(config: Config, metrics: Metrics, logger: Logger): CoordinationBackend {
+function connectBackend(config: Config, metrics: Metrics, logger: Logger, onReconnected: () => void): CoordinationBackend {
   if (!config.redis) return new MemoryBackend();
   // The backend logs each outage and each (re)connection once; every event is counted.
   return new RedisBackend(config.redis, {
@@ -141,7 +141,10 @@ function connectBackend(config: Config, metrics: Metrics, logger: Logger): Coord
     connectTimeoutMs: config.redisConnectTimeoutMs,
     configureNotifications: config.redisConfigureNotifications,
     logger,
-    onEvent: (connection, event) => metrics.redisEvent(connection, event),
+    onEvent: (connection, event) => {
+      metrics.redisEvent(connection, event);
+      if (connection === 'commands' && event === 'ready') onReconnected();
+    },
   });
 }
 
@@ -214,6 +217,7 @@ export class Gateway {
       return part;
     };
     let gateway: Gateway | undefined;
+    let leases: LeaseKeeper | undefined;
     try {
       const registry = new RunRegistry(config.maxDetachedRuns);
       const owner = own(
@@ -244,7 +248,8 @@ export class Gateway {
       );
       const backend = own(
         'coordination backend',
-        connectBackend(config, metrics, logger),
+        // Every lease is renewed as soon as Redis is back (LeaseKeeper.renewAll).
+        connectBackend(config, metrics, logger, () => leases?.renewAll()),
         (b) => b.close(),
         (b) => b.destroy(),
       );
@@ -266,7 +271,7 @@ export class Gateway {
         logger.warn({ redis: backend.display }, 'redis not reachable at start; detached executes answer 503 LOCK_UNAVAILABLE until it is');
       }
       // One timer and one batched renewal a tick for every run's lease; releases batched too.
-      const leases = own(
+      leases = own(
         'lease keeper',
         new LeaseKeeper(backend, {
           ttlMs: config.leaseTtlMs,

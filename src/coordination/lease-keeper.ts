@@ -99,6 +99,19 @@ export class LeaseKeeper implements LeaseOwner {
     return this.releaser.release(release);
   }
 
+  /**
+   * Redis is back after an outage: every lease not being renewed now is renewed at once, so
+   * a run whose lock Redis lost (a restart without persistence, a failover to a replica
+   * that had not caught up) learns it now — not up to a renewal interval later, while a new
+   * start could take the workflow beside it.
+   */
+  renewAll(): void {
+    if (this.closed) return;
+    const now = Date.now();
+    const due = [...this.leases].filter((lease) => lease.sentAt === 0);
+    if (due.length > 0) void this.renew(due, now);
+  }
+
   /** Stops renewing (the process is leaving); releases still go out. Idempotent. */
   close(): void {
     this.closed = true;

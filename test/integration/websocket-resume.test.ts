@@ -243,6 +243,20 @@ describe('the edges of a re-attach', () => {
     expect(await client.closed).toEqual({ code: 1012, reason: 'the run lost its lock: reconnect to resume' });
     expect(s.workflow.callsFor(id)[0]?.stopReasons).toEqual(['WORKHORSE_LOCK_LOST']);
   });
+
+  it('Redis restarted empty: every lease is renewed as soon as it is back, so a run learns its lock is gone at once, not a renewal interval later', async () => {
+    // Renewals every 20 s: without the renewal on reconnect the run would go on unlocked that long.
+    const s = await resumeStack({ LONGRUN_LEASE_TTL_MS: '60000' });
+    const id = '6104';
+    const client = await open(s);
+    client.send(start(id, [{ op: 'checkpoint', text: 'a' }, { op: 'hang' }]));
+    await client.next('newCheckpoint');
+    await s.redis?.restart();
+    const backAt = Date.now();
+    expect(await client.closed).toEqual({ code: 1012, reason: 'the run lost its lock: reconnect to resume' });
+    expect(Date.now() - backAt).toBeLessThan(10_000);
+    expect(s.workflow.callsFor(id)[0]?.stopReasons).toEqual(['WORKHORSE_LOCK_LOST']);
+  });
 });
 
 describe('what ends a parked run: WORKHORSE_WEBSOCKET_PING_FAILED, the workflow resumable', () => {
