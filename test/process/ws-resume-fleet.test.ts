@@ -58,7 +58,7 @@ const BRIDGED = true;
  * what its user would: it starts the session again with the resume start (counted). Set to
  * false once the gateway closes it so; then a session that ends before its turn fails.
  */
-const LOCK_LOST_ENDS_SESSION = true;
+const LOCK_LOST_ENDS_SESSION = false;
 /**
  * Whether the client answers again every replayed action it had answered. Today an answer
  * sent on the new connection just after the resume start crosses the replay the re-attach
@@ -69,7 +69,7 @@ const LOCK_LOST_ENDS_SESSION = true;
  * to true once the gateway drops an answer to an action it has already passed an answer
  * for, making docs/owner-integration.md's "an action you answered is never sent again" hold.
  */
-const ANSWER_EVERY_REPLAY = false;
+const ANSWER_EVERY_REPLAY = true;
 /**
  * Whether a client drops a connection before it has heard anything on it. Today a
  * connection lost while its run is being started (the lock taken, the stream not yet
@@ -80,7 +80,7 @@ const ANSWER_EVERY_REPLAY = false;
  * So clients drop only connections that delivered a frame (the run is attached). Set to
  * true once a run lost while starting is parked like any other.
  */
-const DROP_WHILE_STARTING = false;
+const DROP_WHILE_STARTING = true;
 /**
  * Whether a client drops its socket the moment its drop timer fires (true), or only at its
  * next frame, when nothing else is on its way to it: a read (the service awaits its answer;
@@ -91,15 +91,15 @@ const DROP_WHILE_STARTING = false;
  */
 const DROP_ANY_TIME = true;
 /**
- * Today, once the Redis is back empty, a resume start finds no run record and no lock and
- * starts a second run of the workflow beside the one still alive — parked on another
- * replica, or on the same one but still attached to a bridge that broke with the restart
- * (not in its parked map yet) — until that run's next renewal finds its lock gone
- * (WORKHORSE_LOCK_LOST): up to a renewal interval (LONGRUN_LEASE_TTL_MS / 3, 20 s by
- * default) of two runs at once. So from the restart until a lease TTL after it, the
- * clients' reconnects are refused (they go to a port nobody listens on) and the sessions
- * their runs' lost locks ended wait: no resume start reaches a replica before every run
- * has noticed. Set to false once a start cannot run beside a live run after a Redis restart.
+ * Once the Redis is back empty, a resume start finds no run record and no lock and may start
+ * a second run of the workflow beside the one still alive — parked on another replica, or
+ * on the same one but still attached to a bridge that broke with the restart — until that
+ * run's renewal finds its lock gone (WORKHORSE_LOCK_LOST). Every lease is now renewed as
+ * soon as Redis is back (LeaseKeeper.renewAll), so that is the renewal's round trip, not
+ * a renewal interval (LONGRUN_LEASE_TTL_MS / 3): with this switch off, 1 run in 3 here saw
+ * two calls of a workflow overlap by 9 ms. No lock can close it without fencing at the
+ * service. So from the restart until a lease TTL after it the clients' reconnects are
+ * refused (they go to a port nobody listens on).
  */
 const REDIS_RESTART_FORGETS_RUNS = true;
 /**
@@ -111,7 +111,7 @@ const REDIS_RESTART_FORGETS_RUNS = true;
  * stopped with WORKHORSE_WEBSOCKET_CLOSE_1001 (not even an infrastructure reason) and the
  * reconnect starts it again. Set to 0 once a session ignores what comes after its own close.
  */
-const UNROUTE_BEFORE_DRAIN_MS = 1_000;
+const UNROUTE_BEFORE_DRAIN_MS = 0;
 
 const SESSIONS = 32;
 const STEPS = 80;
