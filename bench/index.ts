@@ -10,6 +10,7 @@
  * holder) run only when named: each alone takes over a minute, past the default run's
  * ~5 minutes.
  */
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -87,10 +88,25 @@ function machine(): Record<string, unknown> {
   };
 }
 
+/**
+ * The checkout the bench runs from (`git describe --always --dirty`: a `-dirty` suffix when
+ * the tree has changes), or undefined outside a git checkout. With BENCH_GATEWAY_MAIN the
+ * gateway measured is another build, named in the report's `gateway_main`.
+ */
+function checkout(): string | undefined {
+  try {
+    const described = execFileSync('git', ['describe', '--always', '--dirty', '--abbrev=12'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], timeout: 5_000 });
+    return described.trim() || undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 async function main(): Promise<void> {
   const { selected, options } = parseCli(process.argv.slice(2));
   const out = process.env['BENCH_OUT'] || path.join('bench', 'out', 'latest.json');
   const started = Date.now();
+  const commit = checkout();
   const log = (message: string): void => {
     process.stderr.write(`[${((Date.now() - started) / 1_000).toFixed(1).padStart(6)} s] ${message}\n`);
   };
@@ -120,6 +136,8 @@ async function main(): Promise<void> {
   }
   const report = {
     longrun_version: version,
+    commit,
+    gateway_main: process.env['BENCH_GATEWAY_MAIN'] || undefined,
     started_at: new Date(started).toISOString(),
     duration_s: Math.round((Date.now() - started) / 100) / 10,
     machine: machine(),
