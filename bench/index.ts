@@ -3,7 +3,7 @@
  * the same run, against a real redis-server and the simulators, each in its own process.
  * Prints a table and writes JSON to $BENCH_OUT (default bench/out/latest.json).
  *
- *   npm run bench -- [--scenario NAME[,NAME]] [--runs N] [--rate R] [--duration S] [--turn-ms MS]
+ *   npm run bench -- [--scenario NAME[,NAME]] [--runs N] [--rate R] [--duration S] [--turn-ms MS] [--sizes N,N]
  *
  * `scale` (three gateways holding thousands of runs each through a lease renewal period)
  * and `ws_capacity` (5 000 WebSocket sessions held through a ping round, against a raw
@@ -33,7 +33,7 @@ const scenarios: Scenario[] = [capacity, wsCapacity, accept, relay, drain, stopL
 
 function usage(): string {
   const lines = scenarios.map((s) => `  ${s.name.padEnd(16)} --runs: ${s.sizes} (default ${s.defaultRuns})${s.onlyWhenNamed ? '; only with --scenario' : ''}`);
-  return `usage: npm run bench -- [--scenario NAME[,NAME...]] [--runs N] [--rate R] [--duration S] [--turn-ms MS]\n\nscenarios:\n${lines.join('\n')}\n`;
+  return `usage: npm run bench -- [--scenario NAME[,NAME...]] [--runs N] [--rate R] [--duration S] [--turn-ms MS] [--sizes N,N]\n\nscenarios:\n${lines.join('\n')}\n`;
 }
 
 function positive(name: string, raw: string | undefined): number | undefined {
@@ -52,6 +52,7 @@ function parseCli(argv: string[]): { selected: Scenario[]; options: BenchOptions
       rate: { type: 'string' },
       duration: { type: 'string' },
       'turn-ms': { type: 'string' },
+      sizes: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -66,6 +67,7 @@ function parseCli(argv: string[]): { selected: Scenario[]; options: BenchOptions
     return found;
   });
   const runs = positive('runs', values.runs);
+  const sizes = values.sizes?.split(',').map((s) => s.trim()).filter(Boolean).map((s) => Math.round(positive('sizes', s) ?? 0));
   return {
     selected,
     options: {
@@ -73,6 +75,7 @@ function parseCli(argv: string[]): { selected: Scenario[]; options: BenchOptions
       rate: positive('rate', values.rate),
       durationS: positive('duration', values.duration),
       turnMs: positive('turn-ms', values['turn-ms']),
+      sizes,
     },
   };
 }
