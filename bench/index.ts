@@ -1,7 +1,8 @@
 /**
  * `npm run bench`: the scenarios of docs/spec.md §10, each measuring longrun and its baseline in
  * the same run, against a real redis-server and the simulators, each in its own process.
- * Prints a table and writes JSON to $BENCH_OUT (default bench/out/latest.json).
+ * Prints a table, writes JSON to $BENCH_OUT (default bench/out/latest.json) and the charts
+ * of bench/charts.ts beside it (`<name>.svg`; `npm run bench:charts` redraws them from a report).
  *
  *   npm run bench -- [--scenario NAME[,NAME]] [--runs N] [--rate R] [--duration S] [--turn-ms MS] [--sizes N,N]
  *
@@ -16,6 +17,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { version } from '../src/version';
+import { writeCharts } from './charts';
 import { startRedis } from './procs';
 import { printTable } from './report';
 import type { BenchOptions, Scenario, ScenarioOutcome } from './scenario';
@@ -152,6 +154,14 @@ async function main(): Promise<void> {
   process.stdout.write(printTable(rows));
   process.stdout.write(`\nJSON written to ${out} (${report.duration_s} s)\n`);
   if (rows.some((r) => r.error !== undefined)) process.exitCode = 1;
+  // After the JSON: a chart that fails to draw loses no figure (npm run bench:charts redraws).
+  try {
+    const { written } = await writeCharts(report, path.dirname(out));
+    for (const { file, bytes } of written) process.stdout.write(`chart written to ${file} (${(bytes / 1_024).toFixed(1)} KiB)\n`);
+  } catch (err) {
+    process.stderr.write(`bench: charts not drawn: ${(err as Error).stack ?? String(err)}\n`);
+    process.exitCode = 1;
+  }
 }
 
 main().catch((err: unknown) => {
