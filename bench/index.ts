@@ -1,20 +1,23 @@
 /**
  * `npm run bench`: the scenarios of docs/spec.md §10, each measuring longrun and its baseline in
  * the same run, against a real redis-server and the simulators, each in its own process.
- * Prints a table and writes JSON to $BENCH_OUT (default bench/out/latest.json).
+ * Prints a table, writes JSON to $BENCH_OUT (default bench/out/latest.json) and the charts
+ * of bench/charts.ts beside it (`<name>.svg`; `npm run bench:charts` redraws them from a report).
  *
- *   npm run bench -- [--scenario NAME[,NAME]] [--runs N] [--rate R] [--duration S] [--turn-ms MS]
+ *   npm run bench -- [--scenario NAME[,NAME]] [--runs N] [--rate R] [--duration S] [--turn-ms MS] [--sizes N,N]
  *
  * `scale` (three gateways holding thousands of runs each through a lease renewal period),
  * `ws_capacity` (5 000 WebSocket sessions held through a ping round, against a raw
  * holder) and `ws_resume` (sessions dropping and re-attaching over two replicas) run only
  * when named: each alone takes over a minute, past the default run's ~5 minutes.
  */
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { version } from '../src/version';
+import { writeCharts } from './charts';
 import { startRedis } from './procs';
 import { printTable } from './report';
 import type { BenchOptions, Scenario, ScenarioOutcome } from './scenario';
@@ -33,7 +36,7 @@ const scenarios: Scenario[] = [capacity, wsCapacity, accept, relay, drain, stopL
 
 function usage(): string {
   const lines = scenarios.map((s) => `  ${s.name.padEnd(16)} --runs: ${s.sizes} (default ${s.defaultRuns})${s.onlyWhenNamed ? '; only with --scenario' : ''}`);
-  return `usage: npm run bench -- [--scenario NAME[,NAME...]] [--runs N] [--rate R] [--duration S] [--turn-ms MS]\n\nscenarios:\n${lines.join('\n')}\n`;
+  return `usage: npm run bench -- [--scenario NAME[,NAME...]] [--runs N] [--rate R] [--duration S] [--turn-ms MS] [--sizes N,N]\n\nscenarios:\n${lines.join('\n')}\n`;
 }
 
 function positive(name: string, raw: string | undefined): number | undefined {
@@ -52,6 +55,7 @@ function parseCli(argv: string[]): { selected: Scenario[]; options: BenchOptions
       rate: { type: 'string' },
       duration: { type: 'string' },
       'turn-ms': { type: 'string' },
+      sizes: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -66,6 +70,7 @@ function parseCli(argv: string[]): { selected: Scenario[]; options: BenchOptions
     return found;
   });
   const runs = positive('runs', values.runs);
+  const sizes = values.sizes?.split(',').map((s) => s.trim()).filter(Boolean).map((s) => Math.round(positive('sizes', s) ?? 0));
   return {
     selected,
     options: {
@@ -73,6 +78,7 @@ function parseCli(argv: string[]): { selected: Scenario[]; options: BenchOptions
       rate: positive('rate', values.rate),
       durationS: positive('duration', values.duration),
       turnMs: positive('turn-ms', values['turn-ms']),
+      sizes,
     },
   };
 }
@@ -88,10 +94,25 @@ function machine(): Record<string, unknown> {
   };
 }
 
+/**
+ * The checkout the bench runs from (`git describe --always --dirty`: a `-dirty` suffix when
+ * the tree has changes), or undefined outside a git checkout. With BENCH_GATEWAY_MAIN the
+ * gateway measured is another build, named in the report's `gateway_main`.
+ */
+function checkout(): string | undefined {
+  try {
+    const described = execFileSync('git', ['describe', '--always', '--dirty', '--abbrev=12'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], timeout: 5_000 });
+    return described.trim() || undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 async function main(): Promise<void> {
   const { selected, options } = parseCli(process.argv.slice(2));
   const out = process.env['BENCH_OUT'] || path.join('bench', 'out', 'latest.json');
   const started = Date.now();
+  const commit = checkout();
   const log = (message: string): void => {
     process.stderr.write(`[${((Date.now() - started) / 1_000).toFixed(1).padStart(6)} s] ${message}\n`);
   };
@@ -121,6 +142,8 @@ async function main(): Promise<void> {
   }
   const report = {
     longrun_version: version,
+    commit,
+    gateway_main: process.env['BENCH_GATEWAY_MAIN'] || undefined,
     started_at: new Date(started).toISOString(),
     duration_s: Math.round((Date.now() - started) / 100) / 10,
     machine: machine(),
@@ -132,6 +155,14 @@ async function main(): Promise<void> {
   process.stdout.write(printTable(rows));
   process.stdout.write(`\nJSON written to ${out} (${report.duration_s} s)\n`);
   if (rows.some((r) => r.error !== undefined)) process.exitCode = 1;
+  // After the JSON: a chart that fails to draw loses no figure (npm run bench:charts redraws).
+  try {
+    const { written } = await writeCharts(report, path.dirname(out));
+    for (const { file, bytes } of written) process.stdout.write(`chart written to ${file} (${(bytes / 1_024).toFixed(1)} KiB)\n`);
+  } catch (err) {
+    process.stderr.write(`bench: charts not drawn: ${(err as Error).stack ?? String(err)}\n`);
+    process.exitCode = 1;
+  }
 }
 
 main().catch((err: unknown) => {

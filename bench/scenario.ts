@@ -15,6 +15,8 @@ export interface BenchOptions {
   durationS?: number;
   /** dispatcher_hold: the turn length. */
   turnMs?: number;
+  /** capacity: more sizes (runs held) to measure before --runs, for the memory-per-run chart. */
+  sizes?: number[];
 }
 
 export interface ScenarioContext {

@@ -71,7 +71,8 @@ function errorCount(phase: Phase): number {
   return Object.values(phase.errors).reduce((a, b) => a + b, 0);
 }
 
-type LadderStep = { rate: number; p99_ms: number | null; errors: number };
+/** One step of the ladder, as recorded in `max_rate_ladder` (and drawn by bench/charts.ts). */
+type LadderStep = { rate: number; p50_ms: number | null; p99_ms: number | null; errors: number };
 
 /**
  * The highest offered rate whose overhead p99 stays under 50 ms: from the fixed rate up
@@ -84,7 +85,7 @@ async function maxRate(ctx: ScenarioContext, stack: Stack, from: number): Promis
     const phase = await gatewayPhase(stack, `acc-max-${rate}-`, rate, Math.max(50, rate * LADDER_STEP_S));
     const p99 = percentile(phase.overheads, 99);
     const errors = errorCount(phase);
-    ladder.push({ rate, p99_ms: round(p99), errors });
+    ladder.push({ rate, p50_ms: round(percentile(phase.overheads, 50)), p99_ms: round(p99), errors });
     ctx.log(`ladder ${rate}/s: overhead p99 ${p99.toFixed(1)} ms, errors ${errors}, scheduler late by ${phase.worstLateMs.toFixed(1)} ms at worst`);
     return p99 < P99_LIMIT_MS && errors <= phase.overheads.length / 100;
   };

@@ -16,6 +16,10 @@
  * semi-spaces that swings by tens of megabytes between two plain samples. Event-loop lag
  * is the gateway's own p99 while it ramps and while it holds the runs for one full
  * lease-renewal round.
+ *
+ * With `--sizes N,N` the whole measurement is also made at each of those sizes first (a
+ * fresh stack and raw holder each, about a minute per size at 10 000 runs), and `per_size`
+ * lists every size's memory per run: the memory chart's points (bench/charts.ts).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { OWNER_OAUTH_TOKEN } from '../../src/sandbox/owner-sim';
@@ -80,107 +84,143 @@ async function measureRaw(ctx: ScenarioContext, workflowAddress: string, runs: n
   }
 }
 
+/** One size's memory per run, as listed in `per_size` (and drawn by bench/charts.ts). */
+export interface SizeFigures {
+  runs: number;
+  bytes_per_run: number;
+  raw_bytes_per_run: number;
+  ratio: number | null;
+  ramp_bytes_per_run: number;
+  raw_ramp_bytes_per_run: number;
+  ramp_ratio: number | null;
+}
+
+/** The whole measurement at one size: a fresh stack and raw holder, both sides held and sampled. */
+async function measureAt(ctx: ScenarioContext, runs: number): Promise<{ outcome: ScenarioOutcome; size: SizeFigures }> {
+  const stack = await startStack(ctx.env, {
+    gatewayEnv: { LONGRUN_MAX_DETACHED_RUNS: String(runs + WARM_RUNS + 100) },
+    connections: RAMP_CONCURRENCY,
+  });
+  try {
+    // Baseline first, then released: the workflow simulator never holds both sets.
+    const raw = await measureRaw(ctx, stack.workflow.address, runs);
+    await stack.workflow.query('reset', {});
+
+    const sample = sampler((compact) => stack.gateway.gc(compact), () => stack.gateway.rss());
+    const warm = await rampGateway(stack, 'cap-warm-', WARM_RUNS);
+    if (warm.accepted !== WARM_RUNS) throw new Error(`warm-up: ${JSON.stringify(warm.failures)} of ${WARM_RUNS} not accepted: ${stack.gateway.output()}`);
+    const before = await sample(true);
+    await stack.gateway.metrics(); // resets the loop-delay histogram: the next read covers the ramp
+    const commandsBefore = await ctx.env.redis.commands();
+    const ramp = await rampGateway(stack, 'cap-', runs);
+    const rampCommands = commandDelta(commandsBefore, await ctx.env.redis.commands());
+    const rampLag = loopLagP99Ms(await stack.gateway.metrics());
+    ctx.log(`longrun: ${ramp.accepted} runs accepted in ${Math.round(ramp.ms)} ms (failures ${JSON.stringify(ramp.failures)}), loop lag p99 ${rampLag.toFixed(1)} ms while ramping; redis ${JSON.stringify(rampCommands.byName)}`);
+    await sleep(500);
+    const ramped = await sample();
+    const open = await stack.workflow.query('callCounts', { prefix: 'cap-' });
+    await stack.gateway.metrics();
+    await sleep(HOLD_WINDOW_MS);
+    const holdLag = loopLagP99Ms(await stack.gateway.metrics());
+    const settled = await sample(true);
+    const stillHeld = (await stack.workflow.query('callCounts', { prefix: 'cap-' })).open;
+    ctx.log(`longrun: ${stillHeld} streams still open after a ${HOLD_WINDOW_MS / 1_000} s hold, loop lag p99 ${holdLag.toFixed(1)} ms`);
+
+    const atRamp = perRun(before, ramped, ramp.accepted);
+    const atRest = perRun(before, settled, ramp.accepted);
+    const r = ratio(atRest.rss, raw.settled.rss);
+    const rampRatio = ratio(atRamp.rss, raw.ramp.rss);
+    const outsideYoung = ratio(atRest.rssOutsideYoung, raw.settled.rssOutsideYoung);
+    const rampOutsideYoung = ratio(atRamp.rssOutsideYoung, raw.ramp.rssOutsideYoung);
+    ctx.log(`memory per run, settled: ${formatBytes(atRest.rss)} RSS vs raw ${formatBytes(raw.settled.rss)} (${r}x); right after the ramp: ${formatBytes(atRamp.rss)} vs ${formatBytes(raw.ramp.rss)} (${rampRatio}x)`);
+    ctx.log(
+      `memory per run outside the young generation, settled: ${formatBytes(atRest.rssOutsideYoung)} vs raw ${formatBytes(raw.settled.rssOutsideYoung)} (${outsideYoung}x); ` +
+        `right after the ramp: ${formatBytes(atRamp.rssOutsideYoung)} vs ${formatBytes(raw.ramp.rssOutsideYoung)} (${rampOutsideYoung}x); ` +
+        `young generation grown per run: ${atRest.youngGeneration} B vs raw ${raw.settled.youngGeneration} B settled, ${atRamp.youngGeneration} B vs ${raw.ramp.youngGeneration} B after the ramp`,
+    );
+    const size: SizeFigures = {
+      runs: ramp.accepted,
+      bytes_per_run: atRest.rss,
+      raw_bytes_per_run: raw.settled.rss,
+      ratio: r,
+      ramp_bytes_per_run: atRamp.rss,
+      raw_ramp_bytes_per_run: raw.ramp.rss,
+      ramp_ratio: rampRatio,
+    };
+    const outcome: ScenarioOutcome = {
+      figures: {
+        runs: ramp.accepted,
+        // Both sides after the same quiet hold, and a compacting GC.
+        bytes_per_run: atRest.rss,
+        raw_bytes_per_run: raw.settled.rss,
+        ratio: r,
+        bytes_per_run_outside_young: atRest.rssOutsideYoung,
+        raw_bytes_per_run_outside_young: raw.settled.rssOutsideYoung,
+        ratio_outside_young: outsideYoung,
+        young_generation_bytes_per_run: atRest.youngGeneration,
+        raw_young_generation_bytes_per_run: raw.settled.youngGeneration,
+        loop_lag_p99_ms: round(holdLag, 1),
+        loop_lag_p99_ramp_ms: round(rampLag, 1),
+        heap_bytes_per_run: atRest.heapUsed,
+        raw_heap_bytes_per_run: raw.settled.heapUsed,
+        heap_total_bytes_per_run: atRest.heapTotal,
+        raw_heap_total_bytes_per_run: raw.settled.heapTotal,
+        external_bytes_per_run: atRest.external,
+        raw_external_bytes_per_run: raw.settled.external,
+        heap_spaces_per_run: atRest.spaces,
+        raw_heap_spaces_per_run: raw.settled.spaces,
+        // Both sides right after their ramp (a GC forced 500 ms after the last run).
+        ramp_bytes_per_run: atRamp.rss,
+        raw_ramp_bytes_per_run: raw.ramp.rss,
+        ramp_ratio: rampRatio,
+        ramp_bytes_per_run_outside_young: atRamp.rssOutsideYoung,
+        raw_ramp_bytes_per_run_outside_young: raw.ramp.rssOutsideYoung,
+        ramp_ratio_outside_young: rampOutsideYoung,
+        ramp_young_generation_bytes_per_run: atRamp.youngGeneration,
+        raw_ramp_young_generation_bytes_per_run: raw.ramp.youngGeneration,
+        ramp_heap_bytes_per_run: atRamp.heapUsed,
+        ramp_heap_total_bytes_per_run: atRamp.heapTotal,
+        raw_ramp_heap_total_bytes_per_run: raw.ramp.heapTotal,
+        ramp_heap_spaces_per_run: atRamp.spaces,
+        ramp_ms: Math.round(ramp.ms),
+        redis_commands_per_run: round(rampCommands.total / runs, 2),
+        raw_ramp_ms: Math.round(raw.ms),
+        rejected: ramp.failures,
+        streams_open_at_sim: open.open,
+        streams_open_after_hold: stillHeld,
+      },
+      row: {
+        longrun: `${ramp.accepted} runs, ${formatBytes(atRest.rss)}/run, ${formatBytes(atRest.rssOutsideYoung)} outside the young generation (${formatBytes(atRamp.rss)} after the ramp), lag p99 ${formatMs(holdLag)} (ramp ${formatMs(rampLag)})`,
+        baseline: `${formatBytes(raw.settled.rss)}/stream, ${formatBytes(raw.settled.rssOutsideYoung)} (${formatBytes(raw.ramp.rss)})`,
+        ratio: r === null ? 'n/a' : `${r}x, ${outsideYoung ?? 'n/a'}x (${rampRatio ?? 'n/a'}x)`,
+        target: `${runs} runs, <= 2x, lag p99 < 50 ms`,
+        // The target is the lag of a process holding its runs; the ramp (a closed loop of
+        // 100 executes at a time, as fast as the machine goes) is reported beside it.
+        met: ramp.accepted >= runs && r !== null && r <= 2 && holdLag < 50,
+      },
+    };
+    return { outcome, size };
+  } finally {
+    await stack.close();
+  }
+}
+
 export const capacity: Scenario = {
   name: 'capacity',
-  sizes: 'runs held open at once',
+  sizes: 'runs held open at once (--sizes N,N: also these, each measured the same way first)',
   defaultRuns: 10_000,
   async run(ctx): Promise<ScenarioOutcome> {
     const runs = ctx.options.runs ?? this.defaultRuns;
-    const stack = await startStack(ctx.env, {
-      gatewayEnv: { LONGRUN_MAX_DETACHED_RUNS: String(runs + WARM_RUNS + 100) },
-      connections: RAMP_CONCURRENCY,
-    });
-    try {
-      // Baseline first, then released: the workflow simulator never holds both sets.
-      const raw = await measureRaw(ctx, stack.workflow.address, runs);
-      await stack.workflow.query('reset', {});
-
-      const sample = sampler((compact) => stack.gateway.gc(compact), () => stack.gateway.rss());
-      const warm = await rampGateway(stack, 'cap-warm-', WARM_RUNS);
-      if (warm.accepted !== WARM_RUNS) throw new Error(`warm-up: ${JSON.stringify(warm.failures)} of ${WARM_RUNS} not accepted: ${stack.gateway.output()}`);
-      const before = await sample(true);
-      await stack.gateway.metrics(); // resets the loop-delay histogram: the next read covers the ramp
-      const commandsBefore = await ctx.env.redis.commands();
-      const ramp = await rampGateway(stack, 'cap-', runs);
-      const rampCommands = commandDelta(commandsBefore, await ctx.env.redis.commands());
-      const rampLag = loopLagP99Ms(await stack.gateway.metrics());
-      ctx.log(`longrun: ${ramp.accepted} runs accepted in ${Math.round(ramp.ms)} ms (failures ${JSON.stringify(ramp.failures)}), loop lag p99 ${rampLag.toFixed(1)} ms while ramping; redis ${JSON.stringify(rampCommands.byName)}`);
-      await sleep(500);
-      const ramped = await sample();
-      const open = await stack.workflow.query('callCounts', { prefix: 'cap-' });
-      await stack.gateway.metrics();
-      await sleep(HOLD_WINDOW_MS);
-      const holdLag = loopLagP99Ms(await stack.gateway.metrics());
-      const settled = await sample(true);
-      const stillHeld = (await stack.workflow.query('callCounts', { prefix: 'cap-' })).open;
-      ctx.log(`longrun: ${stillHeld} streams still open after a ${HOLD_WINDOW_MS / 1_000} s hold, loop lag p99 ${holdLag.toFixed(1)} ms`);
-
-      const atRamp = perRun(before, ramped, ramp.accepted);
-      const atRest = perRun(before, settled, ramp.accepted);
-      const r = ratio(atRest.rss, raw.settled.rss);
-      const rampRatio = ratio(atRamp.rss, raw.ramp.rss);
-      const outsideYoung = ratio(atRest.rssOutsideYoung, raw.settled.rssOutsideYoung);
-      const rampOutsideYoung = ratio(atRamp.rssOutsideYoung, raw.ramp.rssOutsideYoung);
-      ctx.log(`memory per run, settled: ${formatBytes(atRest.rss)} RSS vs raw ${formatBytes(raw.settled.rss)} (${r}x); right after the ramp: ${formatBytes(atRamp.rss)} vs ${formatBytes(raw.ramp.rss)} (${rampRatio}x)`);
-      ctx.log(
-        `memory per run outside the young generation, settled: ${formatBytes(atRest.rssOutsideYoung)} vs raw ${formatBytes(raw.settled.rssOutsideYoung)} (${outsideYoung}x); ` +
-          `right after the ramp: ${formatBytes(atRamp.rssOutsideYoung)} vs ${formatBytes(raw.ramp.rssOutsideYoung)} (${rampOutsideYoung}x); ` +
-          `young generation grown per run: ${atRest.youngGeneration} B vs raw ${raw.settled.youngGeneration} B settled, ${atRamp.youngGeneration} B vs ${raw.ramp.youngGeneration} B after the ramp`,
-      );
-      return {
-        figures: {
-          runs: ramp.accepted,
-          // Both sides after the same quiet hold, and a compacting GC.
-          bytes_per_run: atRest.rss,
-          raw_bytes_per_run: raw.settled.rss,
-          ratio: r,
-          bytes_per_run_outside_young: atRest.rssOutsideYoung,
-          raw_bytes_per_run_outside_young: raw.settled.rssOutsideYoung,
-          ratio_outside_young: outsideYoung,
-          young_generation_bytes_per_run: atRest.youngGeneration,
-          raw_young_generation_bytes_per_run: raw.settled.youngGeneration,
-          loop_lag_p99_ms: round(holdLag, 1),
-          loop_lag_p99_ramp_ms: round(rampLag, 1),
-          heap_bytes_per_run: atRest.heapUsed,
-          raw_heap_bytes_per_run: raw.settled.heapUsed,
-          heap_total_bytes_per_run: atRest.heapTotal,
-          raw_heap_total_bytes_per_run: raw.settled.heapTotal,
-          external_bytes_per_run: atRest.external,
-          raw_external_bytes_per_run: raw.settled.external,
-          heap_spaces_per_run: atRest.spaces,
-          raw_heap_spaces_per_run: raw.settled.spaces,
-          // Both sides right after their ramp (a GC forced 500 ms after the last run).
-          ramp_bytes_per_run: atRamp.rss,
-          raw_ramp_bytes_per_run: raw.ramp.rss,
-          ramp_ratio: rampRatio,
-          ramp_bytes_per_run_outside_young: atRamp.rssOutsideYoung,
-          raw_ramp_bytes_per_run_outside_young: raw.ramp.rssOutsideYoung,
-          ramp_ratio_outside_young: rampOutsideYoung,
-          ramp_young_generation_bytes_per_run: atRamp.youngGeneration,
-          raw_ramp_young_generation_bytes_per_run: raw.ramp.youngGeneration,
-          ramp_heap_bytes_per_run: atRamp.heapUsed,
-          ramp_heap_total_bytes_per_run: atRamp.heapTotal,
-          raw_ramp_heap_total_bytes_per_run: raw.ramp.heapTotal,
-          ramp_heap_spaces_per_run: atRamp.spaces,
-          ramp_ms: Math.round(ramp.ms),
-          redis_commands_per_run: round(rampCommands.total / runs, 2),
-          raw_ramp_ms: Math.round(raw.ms),
-          rejected: ramp.failures,
-          streams_open_at_sim: open.open,
-          streams_open_after_hold: stillHeld,
-        },
-        row: {
-          longrun: `${ramp.accepted} runs, ${formatBytes(atRest.rss)}/run, ${formatBytes(atRest.rssOutsideYoung)} outside the young generation (${formatBytes(atRamp.rss)} after the ramp), lag p99 ${formatMs(holdLag)} (ramp ${formatMs(rampLag)})`,
-          baseline: `${formatBytes(raw.settled.rss)}/stream, ${formatBytes(raw.settled.rssOutsideYoung)} (${formatBytes(raw.ramp.rss)})`,
-          ratio: r === null ? 'n/a' : `${r}x, ${outsideYoung ?? 'n/a'}x (${rampRatio ?? 'n/a'}x)`,
-          target: `${runs} runs, <= 2x, lag p99 < 50 ms`,
-          // The target is the lag of a process holding its runs; the ramp (a closed loop of
-          // 100 executes at a time, as fast as the machine goes) is reported beside it.
-          met: ramp.accepted >= runs && r !== null && r <= 2 && holdLag < 50,
-        },
-      };
-    } finally {
-      await stack.close();
+    // The other sizes first, ascending: the figures and the row are those at --runs.
+    const others = [...new Set(ctx.options.sizes ?? [])].filter((n) => n !== runs).sort((a, b) => a - b);
+    const perSize: SizeFigures[] = [];
+    for (const n of others) {
+      ctx.log(`size ${n} (of ${[...others, runs].join(', ')})`);
+      perSize.push((await measureAt(ctx, n)).size);
     }
+    const { outcome, size } = await measureAt(ctx, runs);
+    perSize.push(size);
+    perSize.sort((a, b) => a.runs - b.runs);
+    return { ...outcome, figures: { ...outcome.figures, per_size: perSize } };
   },
 };
