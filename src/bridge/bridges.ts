@@ -220,7 +220,11 @@ export class Bridges {
         if (bridges === 0) continue;
         this.deps.logger.warn({ replica: peer, bridges }, 'bridge peer silent: its bridges are given up');
         for (const id of lists.holding) this.holders.get(id)?.lost('peer_silent');
-        for (const id of lists.sockets) this.sockets.get(id)?.broken('peer_silent');
+        // A claim still out is left to its own deadline (counted `unanswered`).
+        for (const id of lists.sockets) {
+          const link = this.sockets.get(id);
+          if (link?.attached) link.broken('peer_silent');
+        }
         continue;
       }
       for (const id of lists.sockets) this.sockets.get(id)?.flushAck();
