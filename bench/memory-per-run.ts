@@ -7,6 +7,8 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { MemorySnapshot } from '../src/memory-snapshot';
+import { formatBytes } from './scenario';
+import { ratio } from './stats';
 
 /**
  * RSS is read this long after the GC: V8 and glibc give pages back on background threads
@@ -67,4 +69,32 @@ export function perRun(before: Sample, after: Sample, n: number): PerRun {
     external: per(before.snapshot.external, after.snapshot.external),
     spaces,
   };
+}
+
+/** The gateway's figures against the raw side's: settled and right after the ramp, whole and outside the young generation. */
+export interface MemoryRatios {
+  settled: number | null;
+  ramp: number | null;
+  settledOutsideYoung: number | null;
+  rampOutsideYoung: number | null;
+}
+
+/**
+ * The ratios both capacity scenarios report, and the two lines they log of them; `unit`
+ * names what is held (run, session).
+ */
+export function compareMemory(log: (line: string) => void, unit: string, atRest: PerRun, atRamp: PerRun, raw: { settled: PerRun; ramp: PerRun }): MemoryRatios {
+  const ratios: MemoryRatios = {
+    settled: ratio(atRest.rss, raw.settled.rss),
+    ramp: ratio(atRamp.rss, raw.ramp.rss),
+    settledOutsideYoung: ratio(atRest.rssOutsideYoung, raw.settled.rssOutsideYoung),
+    rampOutsideYoung: ratio(atRamp.rssOutsideYoung, raw.ramp.rssOutsideYoung),
+  };
+  log(`memory per ${unit}, settled: ${formatBytes(atRest.rss)} RSS vs raw ${formatBytes(raw.settled.rss)} (${ratios.settled}x); right after the ramp: ${formatBytes(atRamp.rss)} vs ${formatBytes(raw.ramp.rss)} (${ratios.ramp}x)`);
+  log(
+    `memory per ${unit} outside the young generation, settled: ${formatBytes(atRest.rssOutsideYoung)} vs raw ${formatBytes(raw.settled.rssOutsideYoung)} (${ratios.settledOutsideYoung}x); ` +
+      `right after the ramp: ${formatBytes(atRamp.rssOutsideYoung)} vs ${formatBytes(raw.ramp.rssOutsideYoung)} (${ratios.rampOutsideYoung}x); ` +
+      `young generation grown per ${unit}: ${atRest.youngGeneration} B vs raw ${raw.settled.youngGeneration} B settled, ${atRamp.youngGeneration} B vs ${raw.ramp.youngGeneration} B after the ramp`,
+  );
+  return ratios;
 }

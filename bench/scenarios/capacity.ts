@@ -26,12 +26,12 @@ import { OWNER_OAUTH_TOKEN } from '../../src/sandbox/owner-sim';
 import { scenarioMetadata, type Step } from '../../src/sandbox/scenario';
 import { IpcChild } from '../ipc';
 import { closedLoop } from '../load';
-import { perRun, sampler, type PerRun } from '../memory-per-run';
+import { compareMemory, perRun, sampler, type PerRun } from '../memory-per-run';
 import { DEPLOYED_ALLOCATOR_ENV, commandDelta } from '../procs';
 import type { RawHolderQueries } from '../raw-holder';
 import { formatBytes, formatMs, loopLagP99Ms, type Scenario, type ScenarioContext, type ScenarioOutcome } from '../scenario';
 import { startStack, type Stack } from '../stack';
-import { ratio, round } from '../stats';
+import { round } from '../stats';
 
 const WARM_RUNS = 200;
 const RAMP_CONCURRENCY = 100;
@@ -128,16 +128,7 @@ async function measureAt(ctx: ScenarioContext, runs: number): Promise<{ outcome:
 
     const atRamp = perRun(before, ramped, ramp.accepted);
     const atRest = perRun(before, settled, ramp.accepted);
-    const r = ratio(atRest.rss, raw.settled.rss);
-    const rampRatio = ratio(atRamp.rss, raw.ramp.rss);
-    const outsideYoung = ratio(atRest.rssOutsideYoung, raw.settled.rssOutsideYoung);
-    const rampOutsideYoung = ratio(atRamp.rssOutsideYoung, raw.ramp.rssOutsideYoung);
-    ctx.log(`memory per run, settled: ${formatBytes(atRest.rss)} RSS vs raw ${formatBytes(raw.settled.rss)} (${r}x); right after the ramp: ${formatBytes(atRamp.rss)} vs ${formatBytes(raw.ramp.rss)} (${rampRatio}x)`);
-    ctx.log(
-      `memory per run outside the young generation, settled: ${formatBytes(atRest.rssOutsideYoung)} vs raw ${formatBytes(raw.settled.rssOutsideYoung)} (${outsideYoung}x); ` +
-        `right after the ramp: ${formatBytes(atRamp.rssOutsideYoung)} vs ${formatBytes(raw.ramp.rssOutsideYoung)} (${rampOutsideYoung}x); ` +
-        `young generation grown per run: ${atRest.youngGeneration} B vs raw ${raw.settled.youngGeneration} B settled, ${atRamp.youngGeneration} B vs ${raw.ramp.youngGeneration} B after the ramp`,
-    );
+    const { settled: r, ramp: rampRatio, settledOutsideYoung: outsideYoung, rampOutsideYoung } = compareMemory((line) => ctx.log(line), 'run', atRest, atRamp, raw);
     const size: SizeFigures = {
       runs: ramp.accepted,
       bytes_per_run: atRest.rss,

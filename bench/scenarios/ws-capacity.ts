@@ -34,12 +34,12 @@ import type { Step } from '../../src/sandbox/scenario';
 import { metricSample } from '../gateway-process';
 import { IpcChild } from '../ipc';
 import { closedLoop, openWsSession } from '../load';
-import { perRun, sampler, type PerRun } from '../memory-per-run';
+import { compareMemory, perRun, sampler, type PerRun } from '../memory-per-run';
 import { CpuMeter, DEPLOYED_ALLOCATOR_ENV, commandDelta } from '../procs';
 import type { RawWsHolderQueries } from '../raw-ws-holder';
 import { formatBytes, formatMs, loopLagP99Ms, type Scenario, type ScenarioContext, type ScenarioOutcome } from '../scenario';
 import { startStack, type Stack } from '../stack';
-import { ratio, round } from '../stats';
+import { round } from '../stats';
 
 const WARM_SESSIONS = 200;
 const RAMP_CONCURRENCY = 100;
@@ -198,16 +198,7 @@ export const wsCapacity: Scenario = {
       ctx.log(`longrun: ${parkedNow} sessions parked (sockets dropped): ${formatBytes(atParked.rss)} RSS, ${formatBytes(atParked.heapUsed)} heap per parked session (held: ${formatBytes(atRest.rss)})`);
 
       const atRamp = perRun(before, ramped, ramp.opened);
-      const r = ratio(atRest.rss, raw.settled.rss);
-      const rampRatio = ratio(atRamp.rss, raw.ramp.rss);
-      const outsideYoung = ratio(atRest.rssOutsideYoung, raw.settled.rssOutsideYoung);
-      const rampOutsideYoung = ratio(atRamp.rssOutsideYoung, raw.ramp.rssOutsideYoung);
-      ctx.log(`memory per session, settled: ${formatBytes(atRest.rss)} RSS vs raw ${formatBytes(raw.settled.rss)} (${r}x); right after the ramp: ${formatBytes(atRamp.rss)} vs ${formatBytes(raw.ramp.rss)} (${rampRatio}x)`);
-      ctx.log(
-        `memory per session outside the young generation, settled: ${formatBytes(atRest.rssOutsideYoung)} vs raw ${formatBytes(raw.settled.rssOutsideYoung)} (${outsideYoung}x); ` +
-          `right after the ramp: ${formatBytes(atRamp.rssOutsideYoung)} vs ${formatBytes(raw.ramp.rssOutsideYoung)} (${rampOutsideYoung}x); ` +
-          `young generation grown per session: ${atRest.youngGeneration} B vs raw ${raw.settled.youngGeneration} B settled, ${atRamp.youngGeneration} B vs ${raw.ramp.youngGeneration} B after the ramp`,
-      );
+      const { settled: r, ramp: rampRatio, settledOutsideYoung: outsideYoung, rampOutsideYoung } = compareMemory((line) => ctx.log(line), 'session', atRest, atRamp, raw);
       return {
         figures: {
           sessions: ramp.opened,

@@ -63,14 +63,9 @@ export class Bridges {
   constructor(private readonly deps: BridgeDeps) {
     const { transport, metrics } = deps;
     this.env = {
-      transport: {
-        replicaId: transport.replicaId,
-        send: (replica, header, data) => {
-          metrics.bridgeMessages.inc({ kind: header.t });
-          return transport.send(replica, header, data);
-        },
-        onMessage: () => undefined,
-        close: () => Promise.resolve(),
+      send: (replica, header, data) => {
+        metrics.bridgeMessages.inc({ kind: header.t });
+        return transport.send(replica, header, data);
       },
       done: (link) => this.forget(link.id),
       broke: (why: BreakWhy) => metrics.bridgeBreaks.inc({ why }),
@@ -143,7 +138,7 @@ export class Bridges {
   private onClaim(from: string, claim: Extract<BridgeHeader, { t: 'claim' }>): void {
     if (claim.s !== 1 || this.holders.has(claim.b)) return;
     const answer = (outcome: 'released' | 'none'): void => {
-      this.env.transport.send(from, { t: 'claimed', b: claim.b, s: 1, outcome }).catch(() => undefined);
+      this.env.send(from, { t: 'claimed', b: claim.b, s: 1, outcome }).catch(() => undefined);
     };
     const run: ClientRun | undefined = this.deps.parked.get(claim.wf);
     if (!run) {
@@ -228,7 +223,7 @@ export class Bridges {
         continue;
       }
       for (const id of lists.sockets) this.sockets.get(id)?.flushAck();
-      this.env.transport.send(peer, { t: 'beat', ...lists }).catch(() => undefined);
+      this.env.send(peer, { t: 'beat', ...lists }).catch(() => undefined);
     }
     if (this.holders.size === 0 && this.sockets.size === 0 && this.beaten.size === 0) {
       clearInterval(this.beat);

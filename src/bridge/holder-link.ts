@@ -14,12 +14,10 @@ import type { ClientRun, Connection } from '../http/ws-client-run';
 import { closeForRunEnd } from '../http/ws-close';
 import { STOPS } from '../vocabulary';
 import type { ClientEvent } from '../workflow/contract';
-import type { BreakWhy, BridgeHeader, LinkEnv } from './protocol';
+import type { BreakWhy, BridgeBody, BridgeHeader, LinkEnv } from './protocol';
 
 /** Bytes sent and not yet acknowledged past which the run pauses (as a local socket's buffer). */
 export const HIGH_WATER_BYTES = 1024 * 1024;
-
-type Outgoing = BridgeHeader extends infer H ? (H extends { b: string; s: number } ? Omit<H, 'b' | 's'> : never) : never;
 
 export class HolderLink implements Connection {
   private sent = 0;
@@ -44,8 +42,10 @@ export class HolderLink implements Connection {
     this.client.attach(this, 'bridged');
     void this.client.done.then((result) => {
       if (this.gone) return;
-      const close = result && this.client.servedOn(this) ? closeForRunEnd(result) : undefined;
-      if (result && this.client.servedOn(this)) this.post({ t: 'end', ...(close ? { code: close.code, reason: close.reason } : {}) });
+      if (result && this.client.servedOn(this)) {
+        const close = closeForRunEnd(result);
+        this.post({ t: 'end', ...(close ? { code: close.code, reason: close.reason } : {}) });
+      }
       this.finish();
     });
   }
@@ -114,9 +114,9 @@ export class HolderLink implements Connection {
     if (served && !this.client.park()) this.client.stop(STOPS.client_gone);
   }
 
-  private post(header: Outgoing, data?: Buffer): void {
+  private post(body: BridgeBody, data?: Buffer): void {
     this.sent += 1;
-    this.env.transport.send(this.peer, { ...header, b: this.id, s: this.sent } as BridgeHeader, data).catch(() => this.lost('send_failed'));
+    this.env.send(this.peer, { ...body, b: this.id, s: this.sent } as BridgeHeader, data).catch(() => this.lost('send_failed'));
   }
 
   private finish(): void {

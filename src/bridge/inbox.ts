@@ -62,7 +62,6 @@ export class RedisInbox implements BridgeTransport {
   private handler: (message: BridgeMessage) => void = () => undefined;
   private closed = false;
   private readonly reading: Promise<void>;
-  private readonly inFlight = new Set<Promise<unknown>>();
 
   constructor(
     target: RedisTarget,
@@ -88,14 +87,11 @@ export class RedisInbox implements BridgeTransport {
   send(replica: string, header: BridgeHeader, data?: Buffer): Promise<void> {
     const fields: Array<string | Buffer> = ['f', this.replicaId, 'h', JSON.stringify(header)];
     if (data) fields.push('d', data);
-    const sent = this.commands.bridgeSend(inboxKey(replica), this.settings.ttlMs, MAX_ENTRIES, ...fields).then(() => undefined);
-    this.inFlight.add(sent);
-    void sent.finally(() => this.inFlight.delete(sent)).catch(() => undefined);
-    return sent;
+    return this.commands.bridgeSend(inboxKey(replica), this.settings.ttlMs, MAX_ENTRIES, ...fields).then(() => undefined);
   }
 
+  /** Stops reading; what was sent is answered before the command connection quits (QUIT follows it). */
   async close(): Promise<void> {
-    await Promise.allSettled([...this.inFlight]);
     this.closed = true;
     this.reader.disconnect();
     await this.reading;

@@ -52,9 +52,13 @@ export type BridgeHeader =
 /** Why a bridge was given up (longrun_bridge_breaks_total). */
 export type BreakWhy = 'gap' | 'send_failed' | 'peer_silent' | 'peer_dropped' | 'unanswered';
 
+/** A message of one bridge less its bridge id and sequence number, which the link fills in. */
+export type BridgeBody = BridgeHeader extends infer H ? (H extends OfBridge ? Omit<H, 'b' | 's'> : never) : never;
+
 /** What a link needs of the process's bridges. */
 export interface LinkEnv {
-  transport: BridgeTransport;
+  /** Sends through the process's transport (counted). */
+  send(replica: string, header: BridgeHeader, data?: Buffer): Promise<void>;
   /** Told once, when the link is done (it is forgotten). */
   done(link: { readonly id: string }): void;
   /** Told when the link gives its bridge up. */

@@ -14,7 +14,7 @@
 import { RUN_UNREACHABLE, SERVICE_RESTART, type Close } from '../http/ws-close';
 import type { StopReason } from '../vocabulary';
 import type { ClientEvent } from '../workflow/contract';
-import type { BreakWhy, BridgeHeader, ClaimOutcome, LinkEnv } from './protocol';
+import type { BreakWhy, BridgeBody, BridgeHeader, ClaimOutcome, LinkEnv } from './protocol';
 
 /** Bytes written to the client before the holder is told (and at every beat, whatever is left). */
 const ACK_EVERY_BYTES = 128 * 1024;
@@ -30,7 +30,6 @@ export interface LinkEnd {
   close: Close | undefined;
 }
 
-type Outgoing = BridgeHeader extends infer H ? (H extends { b: string; s: number } ? Omit<H, 'b' | 's'> : never) : never;
 type State = 'claiming' | 'attached' | 'done';
 
 export class SocketLink {
@@ -194,9 +193,9 @@ export class SocketLink {
   }
 
   /** Sends one message of this bridge; resolves whether it was sent (a failure breaks the bridge). */
-  private post(header: Outgoing, data?: Buffer): Promise<boolean> {
+  private post(body: BridgeBody, data?: Buffer): Promise<boolean> {
     this.sent += 1;
-    return this.env.transport.send(this.holder, { ...header, b: this.id, s: this.sent } as BridgeHeader, data).then(
+    return this.env.send(this.holder, { ...body, b: this.id, s: this.sent } as BridgeHeader, data).then(
       () => true,
       () => (this.broken('send_failed'), false),
     );

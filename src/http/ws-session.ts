@@ -325,7 +325,6 @@ export class WebSocketSession implements Connection {
   private launched(client: ClientRun, run: SessionRun): void {
     client.opened(run);
     this.opening = undefined;
-    this.client = client;
     if (this.state === 'closed') {
       // The client left while the run was opening: parked if its connection was lost (and
       // another may have re-attached already), else the call is cancelled.
