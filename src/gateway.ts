@@ -5,7 +5,7 @@
  * runs in flight; then every part closes, in the reverse of the order it was added.
  */
 import { setMaxListeners } from 'node:events';
-import type http from 'node:http';
+import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { RequestHandler } from 'express';
@@ -18,7 +18,7 @@ import { LeaseKeeper } from './coordination/lease-keeper';
 import { MemoryBackend } from './coordination/memory-backend';
 import { RedisBackend } from './coordination/redis-backend';
 import { StopWatcher } from './coordination/stop-watcher';
-import { createMainApp } from './http/main-app';
+import { createMainListener } from './http/main-app';
 import { createOpsApp } from './http/ops-app';
 import { WebSocketRoute } from './http/ws-route';
 import type { ParkedRuns } from './http/ws-client-run';
@@ -80,9 +80,9 @@ const REDIS_STARTUP_WAIT_MS = 5_000;
 /** How long close() waits for parts to close gracefully before destroying them. */
 const CLOSE_TIMEOUT_MS = 5_000;
 
-function listen(app: http.RequestListener, address: ListenAddress): Promise<http.Server> {
+function listen(listener: http.RequestListener, address: ListenAddress): Promise<http.Server> {
   return new Promise((resolve, reject) => {
-    const server = (app as unknown as { listen: (port: number, host: string) => http.Server }).listen(address.port, address.host);
+    const server = http.createServer(listener).listen(address.port, address.host);
     server.once('listening', () => resolve(server));
     server.once('error', reject);
   });
@@ -310,7 +310,7 @@ export class Gateway {
         stopReasons,
         callbackSignal: callbackBudget.signal,
       });
-      const mainApp = createMainApp({
+      const mainListener = createMainListener({
         launcher,
         owner,
         metrics,
@@ -339,7 +339,7 @@ export class Gateway {
         parked,
         bridges,
       });
-      const mainServer = own('main listener', await listen(mainApp, config.listen), closeServer, (server) => server.closeAllConnections());
+      const mainServer = own('main listener', await listen(mainListener, config.listen), closeServer, (server) => server.closeAllConnections());
       mainServer.on('upgrade', (req: http.IncomingMessage, socket: Duplex, head: Buffer) => websockets.handleUpgrade(req, socket, head));
       // Long turns: no request or header timeouts on streaming responses.
       mainServer.requestTimeout = 0;

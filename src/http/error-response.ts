@@ -4,20 +4,22 @@
  * carries one). An unexpected error
  * is logged with its detail and answered 500 INTERNAL without it.
  */
-import type { Response } from 'express';
+import type { ServerResponse } from 'node:http';
 import { toGatewayError, type GatewayError } from '../errors';
 import type { Logger } from '../log';
 import { errorStatus, retryAfterOf } from './error-status';
+import { sendJson } from './json-response';
+import { requestIdFrom } from './request-id';
 
-export function sendError(res: Response, err: unknown, logger: Logger): GatewayError {
+export function sendError(res: ServerResponse, err: unknown, logger: Logger): GatewayError {
   const error = toGatewayError(err);
-  if (error.code === 'INTERNAL') logger.error({ err, request_id: res.locals['requestId'] }, 'internal error');
+  if (error.code === 'INTERNAL') logger.error({ err, request_id: requestIdFrom(res) }, 'internal error');
   if (res.headersSent) {
     res.end();
     return error;
   }
   const retryAfterS = retryAfterOf(error.code, error.retryAfterS);
   if (retryAfterS !== undefined) res.setHeader('Retry-After', String(retryAfterS));
-  res.status(errorStatus[error.code]).json(error.toBody());
+  sendJson(res, errorStatus[error.code], error.toBody());
   return error;
 }

@@ -9,7 +9,7 @@
  * aborts the preauth, the body read and the launch wherever they are (nothing is left
  * taken), and ends a blocking run.
  */
-import type { Request, Response } from 'express';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { callerOf } from '../caller';
 import { GatewayError } from '../errors';
 import type { Logger } from '../log';
@@ -20,6 +20,7 @@ import { decodeStartRequest } from '../run/start-request';
 import { transportLabels, type Transport } from '../vocabulary';
 import { streamEndToError } from '../workflow/grpc-errors';
 import { sendError } from './error-response';
+import { sendJson } from './json-response';
 import { NdjsonResponse } from './ndjson-response';
 import { readBody } from './read-body';
 import { requestIdFrom } from './request-id';
@@ -39,13 +40,28 @@ interface Answer {
   reason: string;
 }
 
-export function executeHandler(deps: ExecuteRouteDeps) {
-  return (req: Request, res: Response): void => void execute(deps, req, res);
+/** The route's path, as express matches it (one segment, decoded, any case, a trailing slash allowed). */
+export const EXECUTE_PATH = '/api/v4/ai/duo_workflows/workflows/:workflow_id/execute';
+
+/**
+ * The execute target as dispatchers write it — the path exactly, the id unencoded,
+ * maybe a query — whose workflow id needs no router to read (main-app.ts serves these
+ * without express); anything else goes through express's route for EXECUTE_PATH.
+ */
+const PLAIN_EXECUTE_TARGET = /^\/api\/v4\/ai\/duo_workflows\/workflows\/([A-Za-z0-9_.~-]+)\/execute(?:\?|$)/;
+
+/** The workflow id of a plain execute target (see PLAIN_EXECUTE_TARGET), else undefined. */
+export function plainExecuteWorkflowId(method: string | undefined, url: string | undefined): string | undefined {
+  return method === 'POST' && url !== undefined ? PLAIN_EXECUTE_TARGET.exec(url)?.[1] : undefined;
 }
 
-async function execute(deps: ExecuteRouteDeps, req: Request, res: Response): Promise<void> {
+/**
+ * Serves one execute request; the request id is assigned already. `workflowId` is the
+ * path's (for the log line: the run's is the owner's). Never rejects.
+ */
+export async function execute(deps: ExecuteRouteDeps, req: IncomingMessage, res: ServerResponse, workflowId: string | undefined): Promise<void> {
   const started = performance.now();
-  const requestId = requestIdFrom(res);
+  const requestId = requestIdFrom(res) as string;
   // Read now: once the caller hangs up its socket address is gone.
   const caller = callerOf(req);
   const gone = new AbortController();
@@ -57,7 +73,7 @@ async function execute(deps: ExecuteRouteDeps, req: Request, res: Response): Pro
   let answer: Answer;
   try {
     deps.launcher.checkServing();
-    const preauth = await deps.owner.preauthorize(req.method, req.originalUrl, req.headers, requestId, signal);
+    const preauth = await deps.owner.preauthorize(req.method as string, req.url as string, req.headers, requestId, signal);
     if (preauth.kind === 'denied') {
       answer = sendDenial(deps, res, preauth);
     } else {
@@ -74,7 +90,7 @@ async function execute(deps: ExecuteRouteDeps, req: Request, res: Response): Pro
   deps.logger.info(
     {
       request_id: requestId,
-      workflow_id: req.params['workflow_id'],
+      workflow_id: workflowId,
       run_id: answer.runId,
       transport: transportLabels[transport],
       reason: answer.reason,
@@ -91,8 +107,8 @@ function asClientGone(err: unknown): GatewayError {
 }
 
 /** The owner's own refusal, passed through: status, end-to-end headers, first 32 KiB of body. */
-function sendDenial(deps: ExecuteRouteDeps, res: Response, denial: Extract<PreauthResult, { kind: 'denied' }>): Answer {
-  res.status(denial.status);
+function sendDenial(deps: ExecuteRouteDeps, res: ServerResponse, denial: Extract<PreauthResult, { kind: 'denied' }>): Answer {
+  res.statusCode = denial.status;
   for (const [name, value] of Object.entries(denial.headers)) res.setHeader(name, value);
   res.setHeader('X-Longrun-Error-Code', 'PREAUTH_DENIED');
   res.end(denial.body);
@@ -101,14 +117,14 @@ function sendDenial(deps: ExecuteRouteDeps, res: Response, denial: Extract<Preau
 }
 
 /** Detached (docs/spec.md §3b): 202 once accepted, 200 when the turn finished before that. */
-async function answerDetached(deps: ExecuteRouteDeps, res: Response, start: AuthorizedStart): Promise<Answer> {
+async function answerDetached(deps: ExecuteRouteDeps, res: ServerResponse, start: AuthorizedStart): Promise<Answer> {
   const workflowId = start.auth.WorkflowID;
   const outcome = await deps.launcher.launch({ ...start, transport: 'detached' });
   if (outcome.kind === 'accepted') {
-    res.status(202).json({ status: 'accepted', workflow_id: workflowId, run_id: outcome.runId, accepted_on: outcome.acceptedOn });
+    sendJson(res, 202, { status: 'accepted', workflow_id: workflowId, run_id: outcome.runId, accepted_on: outcome.acceptedOn });
     return { runId: outcome.runId, reason: 'accepted' };
   }
-  res.status(200).json({ status: 'finished', workflow_id: workflowId, run_id: outcome.runId });
+  sendJson(res, 200, { status: 'finished', workflow_id: workflowId, run_id: outcome.runId });
   return { runId: outcome.runId, reason: 'finished' };
 }
 
@@ -117,7 +133,7 @@ async function answerDetached(deps: ExecuteRouteDeps, res: Response, start: Auth
  * stream that fails before that is a real status; after it, the stream just ends. The
  * caller hanging up cancels the run.
  */
-async function streamBlocking(deps: ExecuteRouteDeps, res: Response, start: AuthorizedStart): Promise<Answer> {
+async function streamBlocking(deps: ExecuteRouteDeps, res: ServerResponse, start: AuthorizedStart): Promise<Answer> {
   const out = new NdjsonResponse(res, deps.keepaliveMs);
   // The caller's signal is bound to the run by the launcher: a hang-up cancels it.
   const streaming = await deps.launcher.launch({ ...start, transport: 'blocking', sink: out });

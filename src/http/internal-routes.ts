@@ -17,6 +17,7 @@ import { verifyOwnerJwt } from '../shared/jwt';
 import { STOP_REASON_TOKEN, USER_STOP } from '../vocabulary';
 import { sendError } from './error-response';
 import { readBody } from './read-body';
+import { requestIdFrom } from './request-id';
 
 export interface InternalContext {
   secret: Uint8Array;
@@ -84,7 +85,7 @@ export function createInternalRouter(ctx: InternalContext): express.Router {
         throw storeError(err);
       }
       if (!requested) throw new GatewayError('NOT_CANCELLABLE', 'no run of this workflow is in flight');
-      ctx.logger.info({ workflow_id: workflowId, reason, request_id: res.locals['requestId'] }, 'stop requested');
+      ctx.logger.info({ workflow_id: workflowId, reason, request_id: requestIdFrom(res) }, 'stop requested');
       res.status(202).json({ status: 'stop_requested', workflow_id: workflowId, reason });
     })().catch((err: unknown) => sendError(res, err, ctx.logger));
   });

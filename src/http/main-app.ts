@@ -2,14 +2,21 @@
  * The main listener's routes (docs/spec.md §1). Every response carries X-Request-Id; anything
  * unmatched is a JSON 404. The execute route logs its own line (with the run and the
  * reason); every other request gets the generic one.
+ *
+ * Execute requests as dispatchers send them skip express: its router, middleware chain
+ * and response prototypes were about a tenth of the gateway's CPU per accepted execute
+ * in bursts (BENCHMARKS.md, issue [18]), for a route whose one parameter a regular
+ * expression reads. The same handler serves both ways; any other form of the target
+ * (an encoded id, a trailing slash, another case) still goes through express's route.
  */
+import type { RequestListener } from 'node:http';
 import express from 'express';
 import type { CoordinationBackend } from '../coordination/backend';
 import { GatewayError } from '../errors';
 import { sendError } from './error-response';
-import { executeHandler, type ExecuteRouteDeps } from './execute-route';
+import { EXECUTE_PATH, execute, plainExecuteWorkflowId, type ExecuteRouteDeps } from './execute-route';
 import { createInternalRouter } from './internal-routes';
-import { requestIdMiddleware } from './request-id';
+import { assignRequestId, requestIdFrom, requestIdMiddleware } from './request-id';
 import { originFormOnly } from './request-target';
 import { WEBSOCKET_PATH } from './ws-route';
 
@@ -21,13 +28,26 @@ export interface MainAppDeps extends ExecuteRouteDeps {
   sandboxRoutes?: express.RequestHandler;
 }
 
-export function createMainApp(deps: MainAppDeps): express.Express {
+export function createMainListener(deps: MainAppDeps): RequestListener {
+  const app = createMainApp(deps);
+  return (req, res) => {
+    const workflowId = plainExecuteWorkflowId(req.method, req.url);
+    if (workflowId === undefined) {
+      app(req, res);
+      return;
+    }
+    assignRequestId(req, res);
+    void execute(deps, req, res, workflowId);
+  };
+}
+
+function createMainApp(deps: MainAppDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.disable('etag');
   app.use(requestIdMiddleware);
   app.use(originFormOnly(deps.logger));
-  app.post('/api/v4/ai/duo_workflows/workflows/:workflow_id/execute', executeHandler(deps));
+  app.post(EXECUTE_PATH, (req, res) => void execute(deps, req, res, req.params['workflow_id']));
   // The WebSocket route answers upgrades only (ws-route.ts); a plain GET there is a client error.
   app.get(WEBSOCKET_PATH, (_req, res) => {
     sendError(res, new GatewayError('INVALID_REQUEST', 'this route takes a WebSocket upgrade (Connection: Upgrade, Upgrade: websocket)'), deps.logger);
@@ -38,7 +58,7 @@ export function createMainApp(deps: MainAppDeps): express.Express {
     res.on('close', () => {
       deps.logger.info(
         {
-          request_id: res.locals['requestId'],
+          request_id: requestIdFrom(res),
           method: req.method,
           path: req.path,
           workflow_id: /\/workflows\/([^/]+)/.exec(req.path)?.[1],

@@ -8,7 +8,7 @@
  * service until 'drain') or gone (the run ends). What one caller holds buffered is so
  * bounded by the socket's high-water mark plus one line (one Action, at most 4 MiB).
  */
-import type { Response } from 'express';
+import type { ServerResponse } from 'node:http';
 import type { ActionSink } from '../run/run';
 import { workhorseActionJson } from '../workflow/action-line';
 import type { Action } from '../workflow/contract';
@@ -18,7 +18,7 @@ export class NdjsonResponse implements ActionSink {
   private finished = false;
 
   constructor(
-    private readonly res: Response,
+    private readonly res: ServerResponse,
     private readonly keepaliveMs: number,
   ) {}
 
@@ -56,7 +56,7 @@ export class NdjsonResponse implements ActionSink {
   private writeText(line: string): 'ok' | 'full' | 'gone' {
     if (this.finished || this.res.writableEnded || this.res.destroyed) return 'gone';
     if (!this.res.headersSent) {
-      this.res.status(200);
+      this.res.statusCode = 200;
       this.res.setHeader('Content-Type', 'application/x-ndjson');
       this.res.setHeader('Cache-Control', 'no-cache');
       this.res.setHeader('X-Accel-Buffering', 'no');
@@ -81,7 +81,7 @@ export class NdjsonResponse implements ActionSink {
     this.stop();
     if (this.res.writableEnded || this.res.destroyed) return;
     if (!this.res.headersSent) {
-      this.res.status(200);
+      this.res.statusCode = 200;
       this.res.setHeader('Content-Type', 'application/x-ndjson');
     }
     this.res.end();

@@ -3,13 +3,13 @@
  * stops reading at once and rejects with INVALID_REQUEST; the connection is marked
  * `Connection: close` so the unread rest is never buffered.
  */
-import type { Request, Response } from 'express';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { GatewayError } from '../errors';
 import { readCapped } from '../shared/read-capped';
 
 export const START_REQUEST_LIMIT = 4 * 1024 * 1024;
 
-export function readBody(req: Request, res: Response, limit: number = START_REQUEST_LIMIT): Promise<Buffer> {
+export function readBody(req: IncomingMessage, res: ServerResponse, limit: number = START_REQUEST_LIMIT): Promise<Buffer> {
   const tooLarge = (): GatewayError => {
     res.setHeader('Connection', 'close');
     return new GatewayError('INVALID_REQUEST', `request body exceeds ${limit} bytes`);

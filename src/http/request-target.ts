@@ -8,6 +8,7 @@ import type { NextFunction, Request, Response } from 'express';
 import { GatewayError } from '../errors';
 import type { Logger } from '../log';
 import { sendError } from './error-response';
+import { requestIdFrom } from './request-id';
 
 export function originFormOnly(logger: Logger) {
   return (req: Request, res: Response, next: NextFunction): void => {
@@ -18,6 +19,6 @@ export function originFormOnly(logger: Logger) {
     res.setHeader('Connection', 'close');
     sendError(res, new GatewayError('INVALID_REQUEST', 'the request target must be a path: absolute-form and asterisk-form targets are refused'), logger);
     // The target itself is not logged: an absolute URL may carry credentials.
-    logger.info({ request_id: res.locals['requestId'], method: req.method, status: res.statusCode, reason: 'INVALID_REQUEST' }, 'request target refused');
+    logger.info({ request_id: requestIdFrom(res), method: req.method, status: res.statusCode, reason: 'INVALID_REQUEST' }, 'request target refused');
   };
 }
