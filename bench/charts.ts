@@ -6,6 +6,7 @@
  *
  * - accept-ladder: offered rate against the overhead p50 and p99, longrun's ladder steps,
  *   its fixed-rate phase and the bare grpc-js client's (measured at the fixed rate only);
+ *   not drawn for accept --burst, which has no rate and no ladder;
  * - memory-per-run: RSS per held run against runs held, longrun and the raw-stream holder,
  *   settled and right after the ramp (capacity's `per_size`, or its one size);
  * - relay-rounds: relayed actions per second in each round, longrun and direct, with
@@ -100,10 +101,10 @@ function layered(title: string, subtitle: string[], values: object[], layer: Lay
 const P99_LIMIT_MS = 50;
 const ACCEPT_SERIES = ['longrun, ladder steps', 'longrun, fixed-rate phase', 'bare client, fixed-rate phase'] as const;
 
-/** Offered rate against overhead p50/p99; undefined when the report has no accept figures. */
+/** Offered rate against overhead p50/p99; undefined when the report has no accept figures, or those of --burst. */
 export function acceptLadderSpec(report: BenchReport): TopLevelSpec | undefined {
   const accept = scenario(report, 'accept');
-  if (!accept) return undefined;
+  if (!accept || accept['mode'] === 'burst') return undefined;
   type Row = { series: (typeof ACCEPT_SERIES)[number]; percentile: 'p50' | 'p99'; rate: number; ms: number; group: string };
   const rows: Row[] = [];
   // The y axis is logarithmic: an overhead that is not positive (none has been) is left out.

@@ -4,7 +4,7 @@
  * Prints a table, writes JSON to $BENCH_OUT (default bench/out/latest.json) and the charts
  * of bench/charts.ts beside it (`<name>.svg`; `npm run bench:charts` redraws them from a report).
  *
- *   npm run bench -- [--scenario NAME[,NAME]] [--runs N] [--rate R] [--duration S] [--turn-ms MS] [--sizes N,N]
+ *   npm run bench -- [--scenario NAME[,NAME]] [--runs N] [--rate R] [--duration S] [--turn-ms MS] [--sizes N,N] [--burst]
  *
  * `scale` (three gateways holding thousands of runs each through a lease renewal period),
  * `ws_capacity` (5 000 WebSocket sessions held through a ping round, against a raw
@@ -22,6 +22,7 @@ import { startRedis } from './procs';
 import { printTable } from './report';
 import type { BenchOptions, Scenario, ScenarioOutcome } from './scenario';
 import { accept } from './scenarios/accept';
+import { BURST_SIZE } from './scenarios/accept-burst';
 import { capacity } from './scenarios/capacity';
 import { dispatcherHold } from './scenarios/dispatcher-hold';
 import { drain } from './scenarios/drain';
@@ -36,7 +37,12 @@ const scenarios: Scenario[] = [capacity, wsCapacity, accept, relay, drain, stopL
 
 function usage(): string {
   const lines = scenarios.map((s) => `  ${s.name.padEnd(16)} --runs: ${s.sizes} (default ${s.defaultRuns})${s.onlyWhenNamed ? '; only with --scenario' : ''}`);
-  return `usage: npm run bench -- [--scenario NAME[,NAME...]] [--runs N] [--rate R] [--duration S] [--turn-ms MS] [--sizes N,N]\n\nscenarios:\n${lines.join('\n')}\n`;
+  const burst = [
+    `accept --burst: instead of the fixed rate and the ladder, --runs detached executes in bursts of ${BURST_SIZE}`,
+    `issued at once, each burst once the last one's runs have ended, after a warm-up burst, and the bare grpc-js`,
+    `client's starts in the same bursts; reports CPU per accepted execute, per process. Takes no --rate or --duration.`,
+  ];
+  return `usage: npm run bench -- [--scenario NAME[,NAME...]] [--runs N] [--rate R] [--duration S] [--turn-ms MS] [--sizes N,N] [--burst]\n\nscenarios:\n${lines.join('\n')}\n\n${burst.join('\n')}\n`;
 }
 
 function positive(name: string, raw: string | undefined): number | undefined {
@@ -56,6 +62,7 @@ function parseCli(argv: string[]): { selected: Scenario[]; options: BenchOptions
       duration: { type: 'string' },
       'turn-ms': { type: 'string' },
       sizes: { type: 'string' },
+      burst: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -69,6 +76,7 @@ function parseCli(argv: string[]): { selected: Scenario[]; options: BenchOptions
     if (!found) throw new Error(`unknown scenario ${JSON.stringify(name)}\n${usage()}`);
     return found;
   });
+  if (values.burst && (values.rate !== undefined || values.duration !== undefined)) throw new Error(`--burst takes no --rate or --duration\n${usage()}`);
   const runs = positive('runs', values.runs);
   const sizes = values.sizes?.split(',').map((s) => s.trim()).filter(Boolean).map((s) => Math.round(positive('sizes', s) ?? 0));
   return {
@@ -79,6 +87,7 @@ function parseCli(argv: string[]): { selected: Scenario[]; options: BenchOptions
       durationS: positive('duration', values.duration),
       turnMs: positive('turn-ms', values['turn-ms']),
       sizes,
+      burst: values.burst,
     },
   };
 }

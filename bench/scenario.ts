@@ -13,6 +13,8 @@ export interface BenchOptions {
   rate?: number;
   /** accept: seconds at the fixed rate (instead of --runs requests). */
   durationS?: number;
+  /** accept: bursts of executes issued at once instead of the fixed rate and the ladder (bench/scenarios/accept-burst.ts). */
+  burst?: boolean;
   /** dispatcher_hold: the turn length. */
   turnMs?: number;
   /** capacity: more sizes (runs held) to measure before --runs, for the memory-per-run chart. */

@@ -2,21 +2,19 @@
  * accept: how long the dispatcher waits for its 202, minus the simulated first-action
  * delay, at a fixed offered rate (open loop, so queueing shows) — against a bare grpc-js
  * client at the same rate (open, start, await first action). Then the highest offered
- * rate whose overhead p99 stays under 50 ms, on a rising ladder of short steps.
+ * rate whose overhead p99 stays under 50 ms, on a rising ladder of short steps. With
+ * --burst, executes in bursts instead (accept-burst.ts).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { OWNER_OAUTH_TOKEN } from '../../src/sandbox/owner-sim';
-import { scenarioMetadata, type Step } from '../../src/sandbox/scenario';
+import { scenarioMetadata } from '../../src/sandbox/scenario';
 import { openLoop } from '../load';
 import { RawClientPool } from '../raw-grpc';
 import { formatMs, type Scenario, type ScenarioContext, type ScenarioOutcome } from '../scenario';
 import { startStack, type Stack } from '../stack';
 import { percentile, ratio, round } from '../stats';
-
-/** The simulated model's time to the first action. */
-const FIRST_ACTION_MS = 20;
-/** Each run then lives a second (so runs overlap as real ones do) and ends. */
-const steps: Step[] = [{ op: 'wait', ms: FIRST_ACTION_MS }, { op: 'checkpoint', text: 'first' }, { op: 'wait', ms: 1_000 }, { op: 'end' }];
+import { BURST_DEFAULT_RUNS, BURST_SIZE, acceptInBursts } from './accept-burst';
+import { FIRST_ACTION_MS, errorCount, steps, type Tally } from './accept-run';
 const DEFAULT_RATE = 200;
 const P99_LIMIT_MS = 50;
 const LADDER_STEP_S = 4;
@@ -25,9 +23,7 @@ const LADDER_MIN_RATE = 20;
 /** Let the previous step's runs end (and their callbacks go out) before the next. */
 const SETTLE_MS = 1_500;
 
-interface Phase {
-  overheads: number[];
-  errors: Record<string, number>;
+interface Phase extends Tally {
   worstLateMs: number;
 }
 
@@ -67,10 +63,6 @@ async function directPhase(address: string, prefix: string, rate: number, count:
   }
 }
 
-function errorCount(phase: Phase): number {
-  return Object.values(phase.errors).reduce((a, b) => a + b, 0);
-}
-
 /** One step of the ladder, as recorded in `max_rate_ladder` (and drawn by bench/charts.ts). */
 type LadderStep = { rate: number; p50_ms: number | null; p99_ms: number | null; errors: number };
 
@@ -103,9 +95,10 @@ async function maxRate(ctx: ScenarioContext, stack: Stack, from: number): Promis
 
 export const accept: Scenario = {
   name: 'accept',
-  sizes: 'executes at the fixed rate (4000 = 200/s for 20 s)',
+  sizes: `executes at the fixed rate (4000 = 200/s for 20 s; with --burst, in bursts of ${BURST_SIZE}: ${BURST_DEFAULT_RUNS} unless given)`,
   defaultRuns: 4_000,
   async run(ctx): Promise<ScenarioOutcome> {
+    if (ctx.options.burst) return acceptInBursts(ctx);
     const rate = ctx.options.rate ?? DEFAULT_RATE;
     const requests = ctx.options.runs ?? (ctx.options.durationS ? Math.round(rate * ctx.options.durationS) : this.defaultRuns);
     const stack = await startStack(ctx.env, { connections: 256 });

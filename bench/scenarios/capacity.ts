@@ -15,7 +15,8 @@
  * by allocation rate, not by what is held: a per-process cost of at most three
  * semi-spaces that swings by tens of megabytes between two plain samples. Event-loop lag
  * is the gateway's own p99 while it ramps and while it holds the runs for one full
- * lease-renewal round.
+ * lease-renewal round; CPU per process (/proc) over that same hold, per minute, is what
+ * holding the runs costs at rest (the renewal round, the stop polls).
  *
  * With `--sizes N,N` the whole measurement is also made at each of those sizes first (a
  * fresh stack and raw holder each, about a minute per size at 10 000 runs), and `per_size`
@@ -120,11 +121,18 @@ async function measureAt(ctx: ScenarioContext, runs: number): Promise<{ outcome:
     const ramped = await sample();
     const open = await stack.workflow.query('callCounts', { prefix: 'cap-' });
     await stack.gateway.metrics();
+    // Read from /proc at once on both ends (no await added): the samples keep their timing.
+    const cpu = stack.cpu();
     await sleep(HOLD_WINDOW_MS);
+    const cpuHold = cpu.read(HOLD_WINDOW_MS / 60_000);
+    const gatewayCoreShare = (cpuHold['gateway'] ?? Number.NaN) / 60_000;
     const holdLag = loopLagP99Ms(await stack.gateway.metrics());
     const settled = await sample(true);
     const stillHeld = (await stack.workflow.query('callCounts', { prefix: 'cap-' })).open;
-    ctx.log(`longrun: ${stillHeld} streams still open after a ${HOLD_WINDOW_MS / 1_000} s hold, loop lag p99 ${holdLag.toFixed(1)} ms`);
+    ctx.log(
+      `longrun: ${stillHeld} streams still open after a ${HOLD_WINDOW_MS / 1_000} s hold, loop lag p99 ${holdLag.toFixed(1)} ms; ` +
+        `CPU ms per minute held ${JSON.stringify(cpuHold)} (the gateway: ${(gatewayCoreShare * 100).toFixed(2)} % of one core)`,
+    );
 
     const atRamp = perRun(before, ramped, ramp.accepted);
     const atRest = perRun(before, settled, ramp.accepted);
@@ -152,6 +160,9 @@ async function measureAt(ctx: ScenarioContext, runs: number): Promise<{ outcome:
         raw_young_generation_bytes_per_run: raw.settled.youngGeneration,
         loop_lag_p99_ms: round(holdLag, 1),
         loop_lag_p99_ramp_ms: round(rampLag, 1),
+        // Over the hold (the warm-up's runs held too), per process, per minute.
+        cpu_ms_per_min_hold: cpuHold,
+        gateway_core_share_hold: round(gatewayCoreShare, 4),
         heap_bytes_per_run: atRest.heapUsed,
         raw_heap_bytes_per_run: raw.settled.heapUsed,
         heap_total_bytes_per_run: atRest.heapTotal,

@@ -136,6 +136,24 @@ describe('bench charts', () => {
     expect(readFileSync(path.join(dir, 'relay-rounds.svg'), 'utf8')).toMatch(/^<svg[\s\S]*<\/svg>\n$/);
   });
 
+  it('draws no accept ladder from accept --burst figures (no offered rate, no ladder), and the other charts as before', () => {
+    const report = fixture();
+    const scenarios = report.scenarios as Record<string, unknown>;
+    scenarios['accept'] = {
+      mode: 'burst',
+      burst_size: 200,
+      bursts: 10,
+      requests: 2000,
+      first_action_ms: 20,
+      overhead_p50_ms: 61.2,
+      overhead_p99_ms: 140.5,
+      direct_p50_ms: 12.1,
+      direct_p99_ms: 30.4,
+      cpu_ms_per_execute: { gateway: 2.1, owner_sim: 0.6, workflow_sim: 0.4, redis: 0.1, driver: 0.5 },
+    };
+    expect(chartSpecs(report).map((c) => c.name)).toEqual(['memory-per-run', 'relay-rounds']);
+  });
+
   it('draws nothing for a report with no figures at all', () => {
     expect(chartSpecs({})).toEqual([]);
     expect(chartSpecs({ scenarios: { accept: { max_rate_ladder: [] }, relay: { rounds_actions_per_s: [] } } })).toEqual([]);
