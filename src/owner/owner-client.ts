@@ -5,20 +5,25 @@
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Pool, type Dispatcher } from 'undici';
+import { Pool, util, type Dispatcher } from 'undici';
 import { GatewayError } from '../errors';
 import type { InFlightAction } from '../coordination/run-snapshot';
 import type { CallbackResult, SegmentEndReason } from '../vocabulary';
 import { gitlabWorkhorseHeader, userAgent } from '../version';
-import { deadline } from '../shared/deadline';
-import { readCapped, type CappedRead } from '../shared/read-capped';
 import { JwtSigner } from '../shared/jwt';
 import { passedOnDenialHeaders } from './http-headers';
 import { networkErrorText } from './network-errors';
 import { DENIAL_BODY_LIMIT, PREAUTH_CONTENT_TYPE, forwardedHeaders, preauthSchema, websocketPreauthSchema, type PreauthAnswer } from './preauth';
-import { RelayCall, type RelayResult } from './relay-call';
+import { OwnerCall } from './owner-call';
+import { relayResult, type RelayResult } from './relay-call';
 import { checkRelayPath } from './relay-path';
 import { Semaphore } from '../shared/semaphore';
+
+/** The largest preauth answer read (a 200's body); a larger one is PREAUTH_INVALID. */
+const PREAUTH_ANSWER_LIMIT = 4 * 1024 * 1024;
+
+/** Of a segment-end answer only the status counts; this much of its body is read before the connection is dropped. */
+const SEGMENT_END_ANSWER_LIMIT = 128 * 1024;
 
 /** 4 MiB − 4 KiB: a relayed body must fit, with its envelope, in one 4 MiB gRPC message. */
 export const RELAY_BODY_LIMIT = 4 * 1024 * 1024 - 4 * 1024;
@@ -133,47 +138,47 @@ export class OwnerClient {
     signal?: AbortSignal,
     route: 'execute' | 'websocket' = 'execute',
   ): Promise<PreauthResult> {
-    const limit = deadline(signal, this.options.preauthTimeoutMs);
-    let response: Dispatcher.ResponseData;
-    let read: CappedRead;
-    try {
-      try {
-        response = await this.pool.request({
-          method: method as Dispatcher.HttpMethod,
-          path: this.basePath + originalUrl,
-          headers: {
-            ...forwardedHeaders(headers),
-            'gitlab-workhorse': gitlabWorkhorseHeader,
-            'gitlab-workhorse-api-request': await this.jwt.get(),
-            'x-request-id': requestId,
-          },
-          signal: limit.signal,
-          headersTimeout: this.options.preauthTimeoutMs,
-          bodyTimeout: this.options.preauthTimeoutMs,
-        });
-      } catch (err) {
-        const why = limit.timedOut ? 'timed out' : 'unreachable';
-        throw new GatewayError('OWNER_UNAVAILABLE', `owner service ${why}`, { cause: err });
-      }
-      try {
-        read = await readCapped(response.body, response.statusCode === 200 ? 4 * 1024 * 1024 : DENIAL_BODY_LIMIT, (body) => body.destroy());
-      } catch (err) {
-        throw new GatewayError('OWNER_UNAVAILABLE', 'owner service answer was cut off', { cause: err });
-      }
-    } finally {
-      limit.dispose();
+    const unreachable = (why: string, cause?: Error): GatewayError => new GatewayError('OWNER_UNAVAILABLE', `owner service ${why}`, { cause });
+    const jwt = this.jwt.current() ?? (await this.jwt.get());
+    if (signal?.aborted) throw unreachable('unreachable');
+    const call = new OwnerCall({
+      signal,
+      timeoutMs: this.options.preauthTimeoutMs,
+      bodyLimit: (status) => (status === 200 ? PREAUTH_ANSWER_LIMIT : DENIAL_BODY_LIMIT),
+    });
+    this.pool.dispatch(
+      {
+        method: method as Dispatcher.HttpMethod,
+        path: this.basePath + originalUrl,
+        headers: {
+          ...forwardedHeaders(headers),
+          'gitlab-workhorse': gitlabWorkhorseHeader,
+          'gitlab-workhorse-api-request': jwt,
+          'x-request-id': requestId,
+        },
+        headersTimeout: this.options.preauthTimeoutMs,
+        bodyTimeout: this.options.preauthTimeoutMs,
+      },
+      call,
+    );
+    const end = await call.ended;
+    if (end.kind !== 'answer') {
+      const cause = end.kind === 'network' ? end.error : undefined;
+      if (end.answered) throw unreachable('answer was cut off', cause);
+      throw unreachable(end.kind === 'timeout' ? 'timed out' : 'unreachable', cause);
     }
-    if (response.statusCode !== 200) {
-      return { kind: 'denied', status: response.statusCode, body: read.data, headers: passedOnDenialHeaders(response.headers) };
+    const answerHeaders = util.parseHeaders(end.rawHeaders) as IncomingHttpHeaders;
+    if (end.statusCode !== 200) {
+      return { kind: 'denied', status: end.statusCode, body: end.body, headers: passedOnDenialHeaders(answerHeaders) };
     }
-    const contentType = headerValue(response.headers['content-type']);
-    if (read.overflow) throw new GatewayError('PREAUTH_INVALID', 'owner preauth answer is too large');
+    const contentType = headerValue(answerHeaders['content-type']);
+    if (end.overflow) throw new GatewayError('PREAUTH_INVALID', 'owner preauth answer is too large');
     if (!contentType || contentType.split(';')[0]?.trim().toLowerCase() !== PREAUTH_CONTENT_TYPE) {
       throw new GatewayError('PREAUTH_INVALID', `owner preauth answer has content type ${contentType ?? '(none)'}, expected ${PREAUTH_CONTENT_TYPE}`);
     }
     let json: unknown;
     try {
-      json = JSON.parse(read.data.toString('utf8'));
+      json = JSON.parse(end.body.toString('utf8'));
     } catch (err) {
       throw new GatewayError('PREAUTH_INVALID', 'owner preauth answer is not valid JSON', { cause: err });
     }
@@ -210,12 +215,7 @@ export class OwnerClient {
 
   private dispatchRelay(req: RelayRequest, method: string, path: string, jwt: string): Promise<RelayResult> {
     if (req.signal.aborted) return Promise.resolve({ ok: false, type: 'aborted', error: 'request aborted' });
-    const call = new RelayCall({
-      signal: req.signal,
-      timeoutMs: req.timeout ? this.options.relayTimeoutMs : undefined,
-      bodyLimit: RELAY_BODY_LIMIT,
-      target: this.options.ownerUrl.host,
-    });
+    const call = new OwnerCall({ signal: req.signal, timeoutMs: req.timeout ? this.options.relayTimeoutMs : undefined, bodyLimit: () => RELAY_BODY_LIMIT });
     const headers = [
       'authorization',
       `Bearer ${req.token}`,
@@ -241,7 +241,7 @@ export class OwnerClient {
       },
       call,
     );
-    return call.result;
+    return call.ended.then((end) => relayResult(end, RELAY_BODY_LIMIT, this.options.ownerUrl.host));
   }
 
   /**
@@ -269,27 +269,29 @@ export class OwnerClient {
     const timeoutMs = this.options.callbackTimeoutMs;
     for (let attempt = 1; attempt <= attempts && !signal.aborted; attempt++) {
       let retryable = true;
-      try {
-        const response = await this.pool.request({
+      const jwt = this.jwt.current() ?? (await this.jwt.get());
+      const call = new OwnerCall({ signal, bodyLimit: () => SEGMENT_END_ANSWER_LIMIT });
+      this.pool.dispatch(
+        {
           method: 'POST',
           path,
           headers: {
             'content-type': 'application/json',
             'gitlab-workhorse': gitlabWorkhorseHeader,
-            'gitlab-workhorse-api-request': await this.jwt.get(),
+            'gitlab-workhorse-api-request': jwt,
             'x-request-id': requestId,
             'user-agent': userAgent,
           },
           body: JSON.stringify(body),
-          signal,
           headersTimeout: timeoutMs,
           bodyTimeout: timeoutMs,
-        });
-        await response.body.dump();
-        if (response.statusCode < 300) return attempt === 1 ? 'ok' : 'retried_ok';
-        retryable = response.statusCode >= 500 || response.statusCode === 429;
-      } catch {
-        retryable = true;
+        },
+        call,
+      );
+      const end = await call.ended;
+      if (end.kind === 'answer') {
+        if (end.statusCode < 300) return attempt === 1 ? 'ok' : 'retried_ok';
+        retryable = end.statusCode >= 500 || end.statusCode === 429;
       }
       if (!retryable || attempt === attempts) break;
       // 100 ms, 300 ms: short, so a drain's budget is not spent waiting.
