@@ -39,13 +39,23 @@ export interface ActorSlot {
   member: string;
 }
 
-/** What a lease renewal refreshes besides the lock. */
-export interface LeaseRefresh {
-  runId: string;
+/** The run record's fields a renewal rewrites. */
+export interface RecordRefresh {
   state: string;
   lastActionAt: string;
   /** The run record's `in_flight` (JSON text); left as it is when absent. */
   inFlight?: string;
+}
+
+/** What a lease renewal refreshes besides the lock. */
+export interface LeaseRefresh {
+  /** The run whose record is refreshed (another run's record is left alone). */
+  runId: string;
+  /**
+   * Fields to write; absent when none changed since the record was last written, so the
+   * renewal only extends the record's TTL (an idle run's renewals send no fields).
+   */
+  record?: RecordRefresh;
   actor?: ActorSlot;
 }
 

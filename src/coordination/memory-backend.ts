@@ -76,8 +76,9 @@ export class MemoryBackend implements CoordinationBackend {
       this.locks.expire(workflowId, ttlMs);
       const record = this.records.get(workflowId);
       if (record?.run_id === refresh.runId) {
-        const inFlight = refresh.inFlight === undefined ? {} : { in_flight: refresh.inFlight };
-        this.records.set(workflowId, { ...record, state: refresh.state, last_action_at: refresh.lastActionAt, ...inFlight }, ttlMs);
+        const fields = refresh.record;
+        const changed = fields ? { state: fields.state, last_action_at: fields.lastActionAt, ...(fields.inFlight === undefined ? {} : { in_flight: fields.inFlight }) } : {};
+        this.records.set(workflowId, { ...record, ...changed }, ttlMs);
       }
       if (refresh.actor) this.actorSlots(refresh.actor.actorId).set(refresh.actor.member, this.clock.now() + ttlMs);
     }

@@ -348,7 +348,9 @@ export class RedisBackend implements CoordinationBackend {
       const args: Arg[] = [ttlMs, call.items.length, call.actors.length];
       for (const i of call.items) {
         const { workflowId, token, refresh } = lease(i);
-        args.push(this.keys.lock(workflowId), this.keys.stop(workflowId), this.keys.run(workflowId), token, refresh.runId, refresh.state, refresh.lastActionAt, refresh.inFlight ?? '');
+        const record = refresh.record;
+        // An empty state: nothing changed, the script only extends the record's TTL.
+        args.push(this.keys.lock(workflowId), this.keys.stop(workflowId), this.keys.run(workflowId), token, refresh.runId, record?.state ?? '', record?.lastActionAt ?? '', record?.inFlight ?? '');
       }
       for (const actor of call.actors) args.push(actor.key, actor.member, actor.lease);
       try {

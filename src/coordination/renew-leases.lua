@@ -14,9 +14,10 @@
 -- ARGV[2]  n, the number of leases
 -- ARGV[3]  m, the number of actor slots to refresh
 -- then n groups of 8 arguments, one per lease:
---          lock key, stop key, run record key, lock token, run id, run state,
---          last action time (ISO 8601, or ""), actions in flight (JSON text, or "" to
---          leave the record's in_flight as it is)
+--          lock key, stop key, run record key, lock token, run id, run state ("" when
+--          no field changed since the record was last written: then only its TTL is
+--          extended), last action time (ISO 8601, or ""), actions in flight (JSON text,
+--          or "" to leave the record's in_flight as it is)
 -- then m groups of 3 arguments, one per actor slot:
 --          actor set key, member (the lock token), lease number (1..n: refreshed only if
 --          that lease was still held; 0: refreshed, the caller having seen its lease held
@@ -36,9 +37,11 @@ for i = 1, n do
   if redis.call('GET', lock) == ARGV[at + 3] then
     redis.call('PEXPIRE', lock, ttl)
     if redis.call('HGET', run, 'run_id') == ARGV[at + 4] then
-      redis.call('HSET', run, 'state', ARGV[at + 5], 'last_action_at', ARGV[at + 6])
-      if ARGV[at + 7] ~= '' then
-        redis.call('HSET', run, 'in_flight', ARGV[at + 7])
+      if ARGV[at + 5] ~= '' then
+        redis.call('HSET', run, 'state', ARGV[at + 5], 'last_action_at', ARGV[at + 6])
+        if ARGV[at + 7] ~= '' then
+          redis.call('HSET', run, 'in_flight', ARGV[at + 7])
+        end
       end
       redis.call('PEXPIRE', run, ttl)
     end

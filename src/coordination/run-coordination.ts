@@ -16,7 +16,7 @@
  */
 import type { Metrics } from '../metrics';
 import type { StopReason } from '../vocabulary';
-import type { CoordinationBackend } from './backend';
+import type { CoordinationBackend, LeaseRefresh } from './backend';
 import type { HeldLock, Lease, LeaseHooks } from './lease';
 import type { LeaseKeeper } from './lease-keeper';
 import type { RunSnapshot } from './run-snapshot';
@@ -48,6 +48,15 @@ export class RunCoordination implements LeaseHooks, StopListener {
   private releasing: Promise<void> | undefined;
   /** A run without the lock wrote a record while parked (released with the run, or at its re-attach). */
   private parkedRecord = false;
+  /**
+   * The snapshot version the record in Redis is known to hold (undefined: not known, after
+   * a failed write or renewal); a renewal at that version sends no fields. Set from
+   * answers, so it can only lag what Redis holds (then a renewal writes fields that were
+   * there already), never run ahead of it.
+   */
+  private storedVersion: number | undefined;
+  /** The version the renewal in flight carries. */
+  private renewingVersion: number | undefined;
 
   constructor(
     private readonly deps: CoordinationDeps,
@@ -107,7 +116,14 @@ export class RunCoordination implements LeaseHooks, StopListener {
    */
   writeRecord(onError: (err: unknown) => void): Promise<void> {
     if (!this.lock) return Promise.resolve();
-    this.recordWrite = this.deps.backend.writeRunRecord(this.workflowId, this.snapshot.fields(), this.deps.leaseTtlMs).catch(onError);
+    const version = this.snapshot.version;
+    this.recordWrite = this.deps.backend.writeRunRecord(this.workflowId, this.snapshot.fields(), this.deps.leaseTtlMs).then(
+      () => void (this.storedVersion = version),
+      (err: unknown) => {
+        this.storedVersion = undefined;
+        onError(err);
+      },
+    );
     return this.recordWrite;
   }
 
@@ -181,11 +197,14 @@ export class RunCoordination implements LeaseHooks, StopListener {
   /** LeaseHooks: a renewal's outcome, counted. */
   onRenew(result: 'ok' | 'error'): void {
     this.deps.metrics.lock('renew', result);
+    this.storedVersion = result === 'ok' ? this.renewingVersion : undefined;
   }
 
-  /** LeaseHooks: what the renewal refreshes in the run record. */
-  refresh(): ReturnType<RunSnapshot['refresh']> {
-    return this.snapshot.refresh();
+  /** LeaseHooks: what the renewal refreshes in the run record — nothing but its TTL when the record is as stored. */
+  refresh(): LeaseRefresh {
+    const { runId, version } = this.snapshot;
+    this.renewingVersion = version;
+    return version === this.storedVersion ? { runId } : { runId, record: this.snapshot.refresh() };
   }
 
   /** StopListener (and the checks above): the owner's stop key is set. */

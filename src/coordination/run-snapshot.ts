@@ -4,7 +4,7 @@
  * unanswered. The run tells it each change as it happens; the record write and every
  * lease renewal read it from here, so nothing reaches into the run to learn them.
  */
-import type { RunRecord } from './backend';
+import type { RecordRefresh, RunRecord } from './backend';
 import type { InFlightKind, TransportLabel } from '../vocabulary';
 
 /**
@@ -24,6 +24,7 @@ export class RunSnapshot {
   private lastAction: number | undefined;
   /** Relayed actions whose answer has not reached the service yet, by requestID; made with the first. */
   private unanswered: Map<string, InFlightAction> | undefined;
+  private changes = 0;
 
   constructor(
     readonly runId: string,
@@ -32,14 +33,21 @@ export class RunSnapshot {
     readonly startedAt: number = Date.now(),
   ) {}
 
+  /** Counts every change of what the record says: equal versions, equal records. */
+  get version(): number {
+    return this.changes;
+  }
+
   /** The run moved to `state` (starting, running, stopping, ended). */
   noteState(state: string): void {
     this.state = state;
+    this.changes += 1;
   }
 
   /** An action arrived from the service at `at`. */
   noteAction(at: number): void {
     this.lastAction = at;
+    this.changes += 1;
   }
 
   get lastActionAt(): number | undefined {
@@ -49,11 +57,12 @@ export class RunSnapshot {
   /** A relayed action went out; it is in flight until answered(). */
   relayed(entry: InFlightAction): void {
     (this.unanswered ??= new Map()).set(entry.request_id, entry);
+    this.changes += 1;
   }
 
   /** The answer to `requestId` reached the service. */
   answered(requestId: string): void {
-    this.unanswered?.delete(requestId);
+    if (this.unanswered?.delete(requestId)) this.changes += 1;
   }
 
   /** The relayed actions unanswered now. */
@@ -74,9 +83,9 @@ export class RunSnapshot {
     };
   }
 
-  /** What a lease renewal refreshes in the record. */
-  refresh(): { runId: string; state: string; lastActionAt: string; inFlight: string } {
-    return { runId: this.runId, state: this.state, lastActionAt: this.lastActionIso(), inFlight: JSON.stringify(this.inFlight()) };
+  /** The record's fields a lease renewal rewrites. */
+  refresh(): Required<RecordRefresh> {
+    return { state: this.state, lastActionAt: this.lastActionIso(), inFlight: JSON.stringify(this.inFlight()) };
   }
 
   private lastActionIso(): string {

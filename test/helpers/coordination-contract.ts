@@ -6,9 +6,9 @@
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { CoordinationError, type CoordinationBackend, type RunRecord } from '../../src/coordination/backend';
+import { CoordinationError, type CoordinationBackend, type LeaseRefresh, type RunRecord } from '../../src/coordination/backend';
 
-const refresh = (runId: string, lastActionAt = ''): { runId: string; state: string; lastActionAt: string } => ({ runId, state: 'running', lastActionAt });
+const refresh = (runId: string, lastActionAt = ''): LeaseRefresh => ({ runId, record: { state: 'running', lastActionAt } });
 const record = (runId: string): RunRecord => ({ run_id: runId, replica: 'r1', transport: 'detached', state: 'running', started_at: '2026-11-30T00:00:00.000Z', last_action_at: '' });
 
 /** The contract, for one backend (called inside a describe). */
@@ -117,6 +117,21 @@ export function coordinationContract(kind: string, make: () => Promise<Coordinat
     await backend.release(w, 'a', 'run-other');
     expect(await backend.readRunRecord(w)).not.toBeNull();
     await backend.release(w, 'a', 'run-a');
+    expect(await backend.readRunRecord(w)).toBeNull();
+  });
+
+  it('a renewal that names no fields (none changed) extends the record’s TTL and leaves it as written', async () => {
+    const w = id();
+    await backend.acquire(w, 'a', 1_000);
+    await backend.writeRunRecord(w, record('run-a'), 1_000);
+    await sleep(600);
+    expect(await backend.renew(w, 'a', 1_000, { runId: 'run-a' })).toEqual({ owned: true, stop: null });
+    await sleep(600);
+    // Past the TTL it was written with: extended, every field as written.
+    expect(await backend.readRunRecord(w)).toEqual(record('run-a'));
+    // Another run's renewal extends the lock it holds, never this record.
+    expect((await backend.renew(w, 'a', 1_000, { runId: 'run-other' })).owned).toBe(true);
+    await sleep(600);
     expect(await backend.readRunRecord(w)).toBeNull();
   });
 

@@ -75,7 +75,7 @@ describe('batched renewal against a real redis-server', () => {
               onStop: (value) => problems.push(`${id} stop ${value}`),
               // A renewal given up on a loaded machine is retried; a lease lost would be a problem.
               onRenew: (result) => (result === 'ok' ? (ok += 1) : (errors += 1)),
-              refresh: () => ({ runId: 'run', state: 'running', lastActionAt: '' }),
+              refresh: () => ({ runId: 'run', record: { state: 'running', lastActionAt: '' } }),
             },
           ),
         );

@@ -72,7 +72,7 @@ function hooks(workflowId: string): LeaseHooks {
     onLost: (why) => s.lost.push({ why, at: Date.now() - t0 }),
     onStop: (value) => s.stops.push(value),
     onRenew: (result) => s.renews.push(result),
-    refresh: () => ({ runId: `run-${workflowId}`, state: 'running', lastActionAt: '' }),
+    refresh: () => ({ runId: `run-${workflowId}`, record: { state: 'running', lastActionAt: '' } }),
   };
 }
 
@@ -122,7 +122,7 @@ describe('LeaseKeeper: timing', () => {
     expect(store.batches[0]?.leases[0]).toEqual({
       workflowId: 'a',
       token: 'token-a',
-      refresh: { runId: 'run-a', state: 'running', lastActionAt: '', actor: { actorId: 'u', member: 'token-a' } },
+      refresh: { runId: 'run-a', record: { state: 'running', lastActionAt: '' }, actor: { actorId: 'u', member: 'token-a' } },
     });
     expect(of('a').renews.every((r) => r === 'ok')).toBe(true);
     expect(of('a').lost).toEqual([]);

@@ -14,7 +14,7 @@ function fakeClock(): { now(): number; advance(ms: number): void } {
   return { now: () => t, advance: (ms) => (t += ms) };
 }
 
-const refresh = { runId: 'run-1', state: 'running', lastActionAt: '' };
+const refresh = { runId: 'run-1', record: { state: 'running', lastActionAt: '' } };
 
 describe('MemoryBackend', () => {
   it('lock: NX, token-checked renewal and release, expiry after the TTL', async () => {
@@ -61,7 +61,7 @@ describe('MemoryBackend', () => {
     const record = { run_id: 'run-1', replica: 'r', transport: 'detached', state: 'running', started_at: 't', last_action_at: '' };
     await backend.writeRunRecord('w', record, 100);
     clock.advance(90);
-    await backend.renew('w', 'a', 100, { ...refresh, lastActionAt: 'later' });
+    await backend.renew('w', 'a', 100, { ...refresh, record: { state: 'running', lastActionAt: 'later' } });
     clock.advance(90);
     expect(await backend.readRunRecord('w')).toMatchObject({ run_id: 'run-1', last_action_at: 'later' });
     await backend.release('w', 'a', 'run-2');
