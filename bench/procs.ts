@@ -41,8 +41,8 @@ export function readRss(pid: number): number {
 }
 
 /** CPU time (user + system) a process has used so far, in ms (/proc/<pid>/stat, 10 ms ticks). */
-export function readCpuMs(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+export function readCpuMs(pid: number, thread?: number): number {
+  const stat = readFileSync(thread === undefined ? `/proc/${pid}/stat` : `/proc/${pid}/task/${thread}/stat`, 'utf8');
   // Fields after the command name (which may hold spaces) start at state, field 3.
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   const ticks = Number(fields[11]) + Number(fields[12]);

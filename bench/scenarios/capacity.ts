@@ -28,7 +28,7 @@ import { scenarioMetadata, type Step } from '../../src/sandbox/scenario';
 import { IpcChild } from '../ipc';
 import { closedLoop } from '../load';
 import { compareMemory, perRun, sampler, type PerRun } from '../memory-per-run';
-import { DEPLOYED_ALLOCATOR_ENV, commandDelta } from '../procs';
+import { DEPLOYED_ALLOCATOR_ENV, commandDelta, readCpuMs } from '../procs';
 import type { RawHolderQueries } from '../raw-holder';
 import { formatBytes, formatMs, loopLagP99Ms, type Scenario, type ScenarioContext, type ScenarioOutcome } from '../scenario';
 import { startStack, type Stack } from '../stack';
@@ -123,15 +123,19 @@ async function measureAt(ctx: ScenarioContext, runs: number): Promise<{ outcome:
     await stack.gateway.metrics();
     // Read from /proc at once on both ends (no await added): the samples keep their timing.
     const cpu = stack.cpu();
+    // The main thread alone (its task id is the pid): what renewals, stop polls and
+    // keepalives cost, without V8's background threads still collecting the ramp's garbage.
+    const mainThreadBefore = readCpuMs(stack.gateway.pid, stack.gateway.pid);
     await sleep(HOLD_WINDOW_MS);
     const cpuHold = cpu.read(HOLD_WINDOW_MS / 60_000);
+    const mainThreadHold = round(((readCpuMs(stack.gateway.pid, stack.gateway.pid) - mainThreadBefore) * 60_000) / HOLD_WINDOW_MS, 1);
     const gatewayCoreShare = (cpuHold['gateway'] ?? Number.NaN) / 60_000;
     const holdLag = loopLagP99Ms(await stack.gateway.metrics());
     const settled = await sample(true);
     const stillHeld = (await stack.workflow.query('callCounts', { prefix: 'cap-' })).open;
     ctx.log(
       `longrun: ${stillHeld} streams still open after a ${HOLD_WINDOW_MS / 1_000} s hold, loop lag p99 ${holdLag.toFixed(1)} ms; ` +
-        `CPU ms per minute held ${JSON.stringify(cpuHold)} (the gateway: ${(gatewayCoreShare * 100).toFixed(2)} % of one core)`,
+        `CPU ms per minute held ${JSON.stringify(cpuHold)} (the gateway: ${(gatewayCoreShare * 100).toFixed(2)} % of one core; its main thread ${mainThreadHold} ms per minute)`,
     );
 
     const atRamp = perRun(before, ramped, ramp.accepted);
@@ -163,6 +167,7 @@ async function measureAt(ctx: ScenarioContext, runs: number): Promise<{ outcome:
         // Over the hold (the warm-up's runs held too), per process, per minute.
         cpu_ms_per_min_hold: cpuHold,
         gateway_core_share_hold: round(gatewayCoreShare, 4),
+        gateway_main_thread_cpu_ms_per_min_hold: mainThreadHold,
         heap_bytes_per_run: atRest.heapUsed,
         raw_heap_bytes_per_run: raw.settled.heapUsed,
         heap_total_bytes_per_run: atRest.heapTotal,
