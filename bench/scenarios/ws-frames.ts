@@ -12,18 +12,21 @@
  * the build's scripts ran inside Redis), Redis bytes in and out (INFO stats) and the client
  * sockets' bytes — are read around that phase alone:
  *
- * - to the client, paced: N checkpoints, PACE_MS apart, that the client only reads. Each
- *   frame is its own wake-up at every hop, as a service streaming a reply at its own pace
- *   sends them, and as each leg of a round trip is.
+ * - to the client, paced: one session of the pass reads N / SESSIONS checkpoints, PACE_MS
+ *   apart, while the others wait. Each frame is its own wake-up at every hop, as a service
+ *   streaming a reply at its own pace sends them, and as each leg of a round trip is
+ *   (bridged: how many frames share one read of the bridge is reported per phase). Four
+ *   sessions in step would share wake-ups: 2.6 frames per bridge read, 1.1 in round trips.
  * - to the client, streamed: N checkpoints back to back, as fast as flow control lets them
  *   through: several frames share each wake-up and system call (the lower bound).
  * - round trips: N client actions, each answered as it arrives (the service awaits each
  *   answer before the next action). The protocol has no answer without an action first, so
  *   a frame to the service is measured as a round trip less a paced frame to the client.
  *
- * Each one-way phase also carries the one answer that releases it (1 frame in N + 1). The
- * gateways' idle CPU (lease renewals, bridge beats, pings) is measured apart, with bridged
- * sessions held, and not subtracted. Passes alternate paths (direct, bridged, then bridged,
+ * Each one-way phase also carries the answers that release it (one per session; in the
+ * paced phase also the waiting sessions' next hold): a few frames in hundreds. The gateways'
+ * idle CPU (lease renewals, bridge beats, pings) is measured apart, with bridged sessions
+ * held, and not subtracted. Passes alternate paths (direct, bridged, then bridged,
  * direct, ROUNDS times in all), after a warm-up pass of each; the figures are over every
  * pass (summed CPU over summed frames), each pass's beside them.
  *
@@ -55,7 +58,8 @@ const SOCKET_REPLICA = 1;
 const SESSIONS = 4;
 /** Each path measured in this many passes, alternating, --runs frames per phase in all. */
 const ROUNDS = 4;
-const WARM_FRAMES_PER_SESSION = 300;
+/** A warm-up pass per path as long as a measured pass at the default size. */
+const WARM_FRAMES_PER_SESSION = 500;
 /** Between two paced checkpoints: one frame per wake-up at every hop. */
 const PACE_MS = 1;
 /** A streamed chunk of a reply, padded to this many bytes of text (what the simulator's checkpoint carries besides: its status and token usage). */
@@ -79,11 +83,11 @@ type Phase = (typeof phases)[number];
 
 const checkpoint: Step = { op: 'checkpoint', text: 'chunk', bytes: CHECKPOINT_TEXT_BYTES };
 
-/** The measured turn: a hold before each phase (named after it) and one before the end. */
-function framesTurn(frames: number): Step[] {
+/** The measured turn: a hold before each phase (named after it) and one before the end; `paced` checkpoints in the paced phase. */
+function framesTurn(frames: number, paced: number): Step[] {
   return [
     holdStep('paced'),
-    { op: 'repeat', times: frames, steps: [checkpoint, { op: 'wait', ms: PACE_MS }] },
+    { op: 'repeat', times: paced, steps: [checkpoint, { op: 'wait', ms: PACE_MS }] },
     holdStep('streamed'),
     { op: 'repeat', times: frames, steps: [checkpoint] },
     holdStep('round_trips'),
@@ -172,11 +176,11 @@ interface Stage {
 }
 
 /** Opens `count` sessions of `steps` on the holder, each at its first hold, and moves them to the other replica for `bridged`. Closes them all if one fails. */
-async function openSessions(stage: Stage, path: Path, prefix: string, count: number, steps: Step[], firstHold: string): Promise<{ sessions: FrameSession[]; retries: number }> {
+async function openSessions(stage: Stage, path: Path, prefix: string, count: number, steps: (i: number) => Step[], firstHold: string): Promise<{ sessions: FrameSession[]; retries: number }> {
   const sessions = Array.from({ length: count }, (_, i) => new FrameSession(`${prefix}${i}`));
   const opened = await Promise.allSettled(
-    sessions.map(async (s) => {
-      await s.start(stage.urls[HOLDER] as string, steps, firstHold, PHASE_TIMEOUT_MS);
+    sessions.map(async (s, i) => {
+      await s.start(stage.urls[HOLDER] as string, steps(i), firstHold, PHASE_TIMEOUT_MS);
       return path === 'bridged' ? s.moveTo(stage.urls[SOCKET_REPLICA] as string, PHASE_TIMEOUT_MS) : 0;
     }),
   );
@@ -200,7 +204,8 @@ type PassReadings = Record<Phase, Reading>;
 
 /** One pass of the measured turn on `path`: a reading per phase; with `idleMs`, an idle reading first, the sessions held. */
 async function framesPass(stage: Stage, path: Path, prefix: string, framesPerSession: number, idleMs = 0): Promise<{ readings: PassReadings; idle: Reading | undefined; retries: number }> {
-  const { sessions, retries } = await openSessions(stage, path, prefix, SESSIONS, framesTurn(framesPerSession), 'paced');
+  // The first session alone streams paced checkpoints: with several in step, their frames would share wake-ups.
+  const { sessions, retries } = await openSessions(stage, path, prefix, SESSIONS, (i) => framesTurn(framesPerSession, i === 0 ? framesPerSession : 0), 'paced');
   const client = (): FrameCounts => clientCounts(sessions);
   try {
     const idle = idleMs > 0 ? await stage.meters.around(client, () => sleep(idleMs)) : undefined;
@@ -212,7 +217,7 @@ async function framesPass(stage: Stage, path: Path, prefix: string, framesPerSes
         for (const s of sessions) s.release(phase);
         await Promise.all(sessions.map((s) => s.hold(next, PHASE_TIMEOUT_MS)));
       });
-      const expected = phase === 'round_trips' ? 0 : framesPerSession * SESSIONS;
+      const expected = { paced: framesPerSession, streamed: framesPerSession * SESSIONS, round_trips: 0 }[phase];
       if (reading.client.checkpointsIn !== expected) throw new Error(`${path} ${phase}: ${reading.client.checkpointsIn} checkpoints delivered, ${expected} sent`);
       readings[phase] = reading;
     }
@@ -231,7 +236,7 @@ async function typicalPass(stage: Stage, path: Path): Promise<{ reading: Reading
     () => clientCounts(sessions),
     async () => {
       for (let batch = 0; sessions.length < TYPICAL_SESSIONS; batch++) {
-        const opened = (await openSessions(stage, path, `${PREFIX}typical-${path}-${batch}-`, SESSIONS, typicalTurn, 'first')).sessions;
+        const opened = (await openSessions(stage, path, `${PREFIX}typical-${path}-${batch}-`, SESSIONS, () => typicalTurn, 'first')).sessions;
         sessions.push(...opened);
         try {
           for (const s of opened) s.release('first');
@@ -284,7 +289,7 @@ function raw(r: Reading): Record<string, unknown> {
 
 export const wsFrames: Scenario = {
   name: 'ws_frames',
-  sizes: `frames per phase and path (checkpoints to the client, paced and streamed; round trips), over ${ROUNDS} passes of ${SESSIONS} sessions`,
+  sizes: `frames per phase and path (checkpoints streamed to the client, round trips; 1/${SESSIONS} of it paced), over ${ROUNDS} passes of ${SESSIONS} sessions`,
   defaultRuns: 8_000,
   // Two gateways and five processes, then half a minute of passes on two cores.
   onlyWhenNamed: true,
@@ -397,6 +402,8 @@ export const wsFrames: Scenario = {
         redis_commands_incl_script_calls_per_round_trip: Object.fromEntries(paths.map((p) => [p, round(total(sums[p].round_trips.redisCommands) / sums[p].round_trips.client.framesOut, 3)])),
         redis_commands_by_name_per_frame_to_client: Object.fromEntries(paths.map((p) => [p, perEach(sums[p].paced.redisCommands, sums[p].paced.client.framesIn)])),
         redis_commands_by_name_per_round_trip: Object.fromEntries(paths.map((p) => [p, perEach(sums[p].round_trips.redisCommands, sums[p].round_trips.client.framesOut)])),
+        // How many frames share a wake-up on the bridged path: a round trip less a paced frame is an upper bound of the frame to the service when its legs share fewer.
+        bridged_frames_per_bridge_read: Object.fromEntries(phases.map((ph) => [ph, round(((ph === 'round_trips' ? 2 : 1) * unitsOf(ph, sums.bridged[ph])) / (sums.bridged[ph].redisCommands['xread'] ?? Number.NaN), 2)])),
         bytes_per_session: {
           turn: { client_actions: TYPICAL_ACTIONS, checkpoints: TYPICAL_ACTIONS * TYPICAL_CHECKPOINTS_EACH, checkpoint_text_bytes: CHECKPOINT_TEXT_BYTES, sessions: typical.direct.sessions },
           direct: sessionOf('direct'),
