@@ -53,7 +53,8 @@ export function addCounts(a: FrameCounts, b: FrameCounts, sign = 1): FrameCounts
 export const zeroCounts: Readonly<FrameCounts> = Object.freeze({ framesIn: 0, checkpointsIn: 0, payloadIn: 0, framesOut: 0, payloadOut: 0, wireIn: 0, wireOut: 0 });
 
 interface Waiter {
-  name: string;
+  /** undefined: any hold. */
+  name: string | undefined;
   resolve(): void;
   reject(err: Error): void;
 }
@@ -77,11 +78,11 @@ export class FrameSession {
 
   constructor(readonly workflowId: string) {}
 
-  /** Connects to `baseUrl`, sends the turn's startRequest and resolves at the turn's first hold, `firstHold`. */
-  async start(baseUrl: string, steps: Step[], firstHold: string, timeoutMs: number): Promise<void> {
+  /** Connects to `baseUrl`, sends the turn's startRequest and resolves at the turn's first hold. */
+  async start(baseUrl: string, steps: Step[], timeoutMs: number): Promise<void> {
     await this.connect(baseUrl);
     this.send({ startRequest: { workflowID: this.workflowId, goal: 'bench', workflowMetadata: scenarioMetadata(steps) } });
-    await this.hold(firstHold, timeoutMs);
+    await this.hold(undefined, timeoutMs);
   }
 
   /**
@@ -112,12 +113,15 @@ export class FrameSession {
     }
   }
 
-  /** Resolves once the service's hold `name` has arrived (at once if it is the one held now); rejects on a close or after timeoutMs. */
-  hold(name: string, timeoutMs: number): Promise<void> {
-    if (this.held?.name === name) return Promise.resolve();
+  /**
+   * Resolves once the service's hold `name` (undefined: any) has arrived, at once if it is
+   * held now; rejects on a close or after timeoutMs.
+   */
+  hold(name: string | undefined, timeoutMs: number): Promise<void> {
+    if (this.held && (name === undefined || this.held.name === name)) return Promise.resolve();
     if (this.closedWith) return Promise.reject(this.closedError(name));
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => this.settle(new Error(`${this.workflowId}: no hold ${name} within ${timeoutMs} ms (${this.counts.framesIn} frames in)`)), timeoutMs);
+      const timer = setTimeout(() => this.settle(new Error(`${this.workflowId}: no hold ${name ?? ''} within ${timeoutMs} ms (${this.counts.framesIn} frames in)`)), timeoutMs);
       this.waiter = {
         name,
         resolve: () => {
@@ -157,6 +161,11 @@ export class FrameSession {
     return this.held?.requestID;
   }
 
+  /** The name of the hold the service waits on now. */
+  heldAt(): string | undefined {
+    return this.held?.name;
+  }
+
   /** Counts so far, over every socket opened. */
   snapshot(): FrameCounts {
     const wire = this.sockets.reduce((n, s) => ({ in: n.in + s.bytesRead, out: n.out + s.bytesWritten }), { in: 0, out: 0 });
@@ -182,7 +191,7 @@ export class FrameSession {
     ws.once('close', (code: number, reason: Buffer) => {
       if (this.ws !== ws) return;
       this.closedWith = { code, reason: reason.toString('utf8') };
-      this.settle(this.closedError(this.waiter?.name ?? ''));
+      this.settle(this.closedError(this.waiter?.name));
       this.onClosed?.();
     });
     return new Promise((resolve, reject) => {
@@ -213,7 +222,7 @@ export class FrameSession {
       return;
     }
     this.held = { name: file.slice(HOLD_PREFIX.length), requestID };
-    if (this.waiter?.name === this.held.name) this.settle();
+    if (this.waiter && (this.waiter.name === undefined || this.waiter.name === this.held.name)) this.settle();
   }
 
   private answer(requestID: string): void {
@@ -236,7 +245,7 @@ export class FrameSession {
     else waiter?.resolve();
   }
 
-  private closedError(name: string): Error {
+  private closedError(name: string | undefined): Error {
     const closed = this.closedWith;
     return new Error(`${this.workflowId}: socket closed ${closed?.code ?? '?'} ${JSON.stringify(closed?.reason ?? '')}${name ? ` waiting for hold ${name}` : ''}`);
   }

@@ -12,23 +12,31 @@
  * the build's scripts ran inside Redis), Redis bytes in and out (INFO stats) and the client
  * sockets' bytes — are read around that phase alone:
  *
- * - to the client, paced: one session of the pass reads N / SESSIONS checkpoints, PACE_MS
- *   apart, while the others wait. Each frame is its own wake-up at every hop, as a service
- *   streaming a reply at its own pace sends them, and as each leg of a round trip is
- *   (bridged: how many frames share one read of the bridge is reported per phase). Four
- *   sessions in step would share wake-ups: 2.6 frames per bridge read, 1.1 in round trips.
- * - to the client, streamed: N checkpoints back to back, as fast as flow control lets them
- *   through: several frames share each wake-up and system call (the lower bound).
- * - round trips: N client actions, each answered as it arrives (the service awaits each
- *   answer before the next action). The protocol has no answer without an action first, so
- *   a frame to the service is measured as a round trip less a paced frame to the client.
+ * - to the client, paced (`*_cpu_ms_per_frame_to_client`): the first session of the pass
+ *   alone, the others waiting at their next hold, reads checkpoints sent PACE_MS apart:
+ *   each frame its own wake-up at every hop, as a service streaming a reply at its own
+ *   pace sends them, and as each leg of a round trip is.
+ * - round trips (`*_cpu_ms_per_round_trip`): the first session alone again, client actions
+ *   each answered as it arrives (the service awaits each answer), the service waiting
+ *   PACE_MS before each, as before each checkpoint: the same rate of wake-ups (on this VM
+ *   one costs more the longer the process slept: unpaced, a direct round trip cost less
+ *   CPU than one paced checkpoint). The protocol has no answer without an action first, so
+ *   a frame to the service (`*_cpu_ms_per_frame_to_service`) is a round trip less a paced
+ *   frame to the client.
+ * - every session at once: checkpoints streamed back to back, as fast as flow control lets
+ *   them through, and round trips (`..._streamed`, `..._round_trip_concurrent`). Frames of
+ *   several sessions share wake-ups and system calls: what a busier replica pays per frame.
+ *   Four sessions paced in step read 2.6 frames per bridge read against one alone, which
+ *   is why the frames measured each way have a session to themselves (the bridge reads per
+ *   frame are reported for every phase: `bridged_frames_per_bridge_read`).
  *
- * Each one-way phase also carries the answers that release it (one per session; in the
- * paced phase also the waiting sessions' next hold): a few frames in hundreds. The gateways'
- * idle CPU (lease renewals, bridge beats, pings) is measured apart, with bridged sessions
- * held, and not subtracted. Passes alternate paths (direct, bridged, then bridged,
- * direct, ROUNDS times in all), after a warm-up pass of each; the figures are over every
- * pass (summed CPU over summed frames), each pass's beside them.
+ * --runs frames per phase and path over every pass, 1/SESSIONS of that in the phases of one
+ * session alone. Each phase also carries the answers that release it, one per session
+ * released: one frame in hundreds. The gateways' idle CPU (lease renewals, bridge beats,
+ * pings) is measured apart, with bridged sessions held, and not subtracted. Passes
+ * alternate paths (direct, bridged, then bridged, direct, ROUNDS times in all), after a
+ * warm-up pass of each; the figures are over every pass (summed CPU over summed frames),
+ * each pass's beside them.
  *
  * A scenario of its own, not phases of ws_resume: there sessions drop and re-attach all
  * along, eight at a time, so no window holds the frames of one path and one direction only.
@@ -78,22 +86,36 @@ const ACTOR = 'user-7';
 
 const paths = ['direct', 'bridged'] as const;
 type Path = (typeof paths)[number];
-const phases = ['paced', 'streamed', 'round_trips'] as const;
+/** In the order a session's turn goes through them. */
+const phases = ['paced', 'round_trips', 'streamed', 'round_trips_concurrent'] as const;
 type Phase = (typeof phases)[number];
+/** The phases the first session of a pass runs alone, the others waiting at their next hold: one frame per wake-up at every hop. */
+const alone: ReadonlySet<Phase> = new Set(['paced', 'round_trips']);
 
 const checkpoint: Step = { op: 'checkpoint', text: 'chunk', bytes: CHECKPOINT_TEXT_BYTES };
 
-/** The measured turn: a hold before each phase (named after it) and one before the end; `paced` checkpoints in the paced phase. */
-function framesTurn(frames: number, paced: number): Step[] {
-  return [
-    holdStep('paced'),
-    { op: 'repeat', times: paced, steps: [checkpoint, { op: 'wait', ms: PACE_MS }] },
-    holdStep('streamed'),
-    { op: 'repeat', times: frames, steps: [checkpoint] },
-    holdStep('round_trips'),
-    { op: 'repeat', times: frames, steps: [answeredStep] },
-    holdStep('end'),
-  ];
+const phaseSteps: Record<Phase, Step[]> = {
+  paced: [checkpoint, { op: 'wait', ms: PACE_MS }],
+  // Paced as the checkpoints are, so the frames each way come at the same rate: on this VM a wake-up's cost depends on how long the process slept.
+  round_trips: [{ op: 'wait', ms: PACE_MS }, answeredStep],
+  streamed: [checkpoint],
+  round_trips_concurrent: [answeredStep],
+};
+
+/** The phases session `i` of a pass runs: the first one runs every phase, the others only those run by every session. */
+function phasesOf(i: number): Phase[] {
+  return phases.filter((p) => i === 0 || !alone.has(p));
+}
+
+/** The hold session `i` comes to after `phase`. */
+function nextHold(i: number, phase: Phase): string {
+  const own = phasesOf(i);
+  return own[own.indexOf(phase) + 1] ?? 'end';
+}
+
+/** The measured turn of session `i`: a hold before each of its phases (named after it), `frames` frames in each, a hold before the end. */
+function framesTurn(i: number, frames: number): Step[] {
+  return [...phasesOf(i).flatMap((p): Step[] => [holdStep(p), { op: 'repeat', times: frames, steps: phaseSteps[p] }]), holdStep('end')];
 }
 
 /** The typical turn; its first action is a hold: where a bridged session moves. */
@@ -175,12 +197,12 @@ interface Stage {
   meters: Meters;
 }
 
-/** Opens `count` sessions of `steps` on the holder, each at its first hold, and moves them to the other replica for `bridged`. Closes them all if one fails. */
-async function openSessions(stage: Stage, path: Path, prefix: string, count: number, steps: (i: number) => Step[], firstHold: string): Promise<{ sessions: FrameSession[]; retries: number }> {
+/** Opens `count` sessions (session i's turn: `steps(i)`) on the holder, each at its first hold, and moves them to the other replica for `bridged`. Closes them all if one fails. */
+async function openSessions(stage: Stage, path: Path, prefix: string, count: number, steps: (i: number) => Step[]): Promise<{ sessions: FrameSession[]; retries: number }> {
   const sessions = Array.from({ length: count }, (_, i) => new FrameSession(`${prefix}${i}`));
   const opened = await Promise.allSettled(
     sessions.map(async (s, i) => {
-      await s.start(stage.urls[HOLDER] as string, steps(i), firstHold, PHASE_TIMEOUT_MS);
+      await s.start(stage.urls[HOLDER] as string, steps(i), PHASE_TIMEOUT_MS);
       return path === 'bridged' ? s.moveTo(stage.urls[SOCKET_REPLICA] as string, PHASE_TIMEOUT_MS) : 0;
     }),
   );
@@ -204,21 +226,19 @@ type PassReadings = Record<Phase, Reading>;
 
 /** One pass of the measured turn on `path`: a reading per phase; with `idleMs`, an idle reading first, the sessions held. */
 async function framesPass(stage: Stage, path: Path, prefix: string, framesPerSession: number, idleMs = 0): Promise<{ readings: PassReadings; idle: Reading | undefined; retries: number }> {
-  // The first session alone streams paced checkpoints: with several in step, their frames would share wake-ups.
-  const { sessions, retries } = await openSessions(stage, path, prefix, SESSIONS, (i) => framesTurn(framesPerSession, i === 0 ? framesPerSession : 0), 'paced');
+  const { sessions, retries } = await openSessions(stage, path, prefix, SESSIONS, (i) => framesTurn(i, framesPerSession));
   const client = (): FrameCounts => clientCounts(sessions);
   try {
     const idle = idleMs > 0 ? await stage.meters.around(client, () => sleep(idleMs)) : undefined;
     const readings: Partial<PassReadings> = {};
-    const holds = [...phases, 'end'] as const;
-    for (const [i, phase] of phases.entries()) {
-      const next = holds[i + 1] as string;
+    for (const phase of phases) {
+      const released = sessions.filter((s) => s.heldAt() === phase);
       const reading = await stage.meters.around(client, async () => {
-        for (const s of sessions) s.release(phase);
-        await Promise.all(sessions.map((s) => s.hold(next, PHASE_TIMEOUT_MS)));
+        for (const s of released) s.release(phase);
+        await Promise.all(released.map((s) => s.hold(nextHold(sessions.indexOf(s), phase), PHASE_TIMEOUT_MS)));
       });
-      const expected = { paced: framesPerSession, streamed: framesPerSession * SESSIONS, round_trips: 0 }[phase];
-      if (reading.client.checkpointsIn !== expected) throw new Error(`${path} ${phase}: ${reading.client.checkpointsIn} checkpoints delivered, ${expected} sent`);
+      const checkpoints = phaseSteps[phase].includes(checkpoint) ? framesPerSession * released.length : 0;
+      if (reading.client.checkpointsIn !== checkpoints) throw new Error(`${path} ${phase}: ${reading.client.checkpointsIn} checkpoints delivered, ${checkpoints} sent`);
       readings[phase] = reading;
     }
     for (const s of sessions) s.release('end');
@@ -236,7 +256,7 @@ async function typicalPass(stage: Stage, path: Path): Promise<{ reading: Reading
     () => clientCounts(sessions),
     async () => {
       for (let batch = 0; sessions.length < TYPICAL_SESSIONS; batch++) {
-        const opened = (await openSessions(stage, path, `${PREFIX}typical-${path}-${batch}-`, SESSIONS, () => typicalTurn, 'first')).sessions;
+        const opened = (await openSessions(stage, path, `${PREFIX}typical-${path}-${batch}-`, SESSIONS, () => typicalTurn)).sessions;
         sessions.push(...opened);
         try {
           for (const s of opened) s.release('first');
@@ -258,9 +278,11 @@ function cpuPer(r: Reading, units: number, path: Path): Record<string, number | 
   return out;
 }
 
+const isRoundTrip = (phase: Phase): boolean => phaseSteps[phase].includes(answeredStep);
+
 /** What a phase's costs are divided by: the frames the client got in a one-way phase, the answers it sent (round trips) in round trips. */
 function unitsOf(phase: Phase, r: Reading): number {
-  return phase === 'round_trips' ? r.client.framesOut : r.client.framesIn;
+  return isRoundTrip(phase) ? r.client.framesOut : r.client.framesIn;
 }
 
 /** a − b per key (a round trip less its frame to the client: the frame to the service). */
@@ -289,7 +311,7 @@ function raw(r: Reading): Record<string, unknown> {
 
 export const wsFrames: Scenario = {
   name: 'ws_frames',
-  sizes: `frames per phase and path (checkpoints streamed to the client, round trips; 1/${SESSIONS} of it paced), over ${ROUNDS} passes of ${SESSIONS} sessions`,
+  sizes: `frames per phase and path over ${ROUNDS} passes of ${SESSIONS} sessions (streamed checkpoints, concurrent round trips; 1/${SESSIONS} of that in the phases of one session alone: paced checkpoints, round trips)`,
   defaultRuns: 8_000,
   // Two gateways and five processes, then half a minute of passes on two cores.
   onlyWhenNamed: true,
@@ -316,7 +338,8 @@ export const wsFrames: Scenario = {
       // Warm-up, not measured: compiled code, connections and pools on both replicas, the bridge included.
       for (const path of paths) await framesPass(stage, path, `${PREFIX}warm-${path}-`, WARM_FRAMES_PER_SESSION);
 
-      const sums: Record<Path, PassReadings> = { direct: { paced: emptyReading, streamed: emptyReading, round_trips: emptyReading }, bridged: { paced: emptyReading, streamed: emptyReading, round_trips: emptyReading } };
+      const empty = (): PassReadings => Object.fromEntries(phases.map((p) => [p, emptyReading])) as PassReadings;
+      const sums: Record<Path, PassReadings> = { direct: empty(), bridged: empty() };
       /** Each pass's figures, per phase: the spread the sums hide. */
       const perPass: Record<Path, Array<Record<Phase, Record<string, number | null>>>> = { direct: [], bridged: [] };
       let idle: Reading | undefined;
@@ -341,12 +364,13 @@ export const wsFrames: Scenario = {
       if (protocolErrors.length > 0) throw new Error(`the service saw protocol errors: ${protocolErrors.slice(0, 3).join('; ')}`);
 
       const figuresOf = (path: Path): Record<string, unknown> => {
-        const { paced, streamed, round_trips: trips } = sums[path];
+        const { paced, streamed, round_trips: trips, round_trips_concurrent: tripsConcurrent } = sums[path];
         const toClient = cpuPer(paced, unitsOf('paced', paced), path);
         const roundTrip = cpuPer(trips, unitsOf('round_trips', trips), path);
         return {
           [`${path}_cpu_ms_per_frame_to_client`]: toClient,
           [`${path}_cpu_ms_per_frame_to_client_streamed`]: cpuPer(streamed, unitsOf('streamed', streamed), path),
+          [`${path}_cpu_ms_per_round_trip_concurrent`]: cpuPer(tripsConcurrent, unitsOf('round_trips_concurrent', tripsConcurrent), path),
           [`${path}_cpu_ms_per_round_trip`]: roundTrip,
           [`${path}_cpu_ms_per_frame_to_service`]: minus(roundTrip, toClient),
         };
@@ -402,8 +426,8 @@ export const wsFrames: Scenario = {
         redis_commands_incl_script_calls_per_round_trip: Object.fromEntries(paths.map((p) => [p, round(total(sums[p].round_trips.redisCommands) / sums[p].round_trips.client.framesOut, 3)])),
         redis_commands_by_name_per_frame_to_client: Object.fromEntries(paths.map((p) => [p, perEach(sums[p].paced.redisCommands, sums[p].paced.client.framesIn)])),
         redis_commands_by_name_per_round_trip: Object.fromEntries(paths.map((p) => [p, perEach(sums[p].round_trips.redisCommands, sums[p].round_trips.client.framesOut)])),
-        // How many frames share a wake-up on the bridged path: a round trip less a paced frame is an upper bound of the frame to the service when its legs share fewer.
-        bridged_frames_per_bridge_read: Object.fromEntries(phases.map((ph) => [ph, round(((ph === 'round_trips' ? 2 : 1) * unitsOf(ph, sums.bridged[ph])) / (sums.bridged[ph].redisCommands['xread'] ?? Number.NaN), 2)])),
+        // How many frames share a wake-up on the bridged path (a round trip is two frames): a round trip less a paced frame is like for like when both are about one.
+        bridged_frames_per_bridge_read: Object.fromEntries(phases.map((ph) => [ph, round(((isRoundTrip(ph) ? 2 : 1) * unitsOf(ph, sums.bridged[ph])) / (sums.bridged[ph].redisCommands['xread'] ?? Number.NaN), 2)])),
         bytes_per_session: {
           turn: { client_actions: TYPICAL_ACTIONS, checkpoints: TYPICAL_ACTIONS * TYPICAL_CHECKPOINTS_EACH, checkpoint_text_bytes: CHECKPOINT_TEXT_BYTES, sessions: typical.direct.sessions },
           direct: sessionOf('direct'),
