@@ -68,7 +68,7 @@ const SESSIONS = 4;
 const ROUNDS = 4;
 /** A warm-up pass per path as long as a measured pass at the default size. */
 const WARM_FRAMES_PER_SESSION = 500;
-/** Between two paced checkpoints: one frame per wake-up at every hop. */
+/** Before each frame the service sends in the paced phases (a checkpoint, an action): one frame per wake-up at every hop. */
 const PACE_MS = 1;
 /** A streamed chunk of a reply, padded to this many bytes of text (what the simulator's checkpoint carries besides: its status and token usage). */
 const CHECKPOINT_TEXT_BYTES = 200;
@@ -233,6 +233,7 @@ async function framesPass(stage: Stage, path: Path, prefix: string, framesPerSes
     const readings: Partial<PassReadings> = {};
     for (const phase of phases) {
       const released = sessions.filter((s) => s.heldAt() === phase);
+      if (released.length !== (alone.has(phase) ? 1 : SESSIONS)) throw new Error(`${path} ${phase}: ${released.length} sessions at its hold`);
       const reading = await stage.meters.around(client, async () => {
         for (const s of released) s.release(phase);
         await Promise.all(released.map((s) => s.hold(nextHold(sessions.indexOf(s), phase), PHASE_TIMEOUT_MS)));
