@@ -51,9 +51,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Step } from '../../src/sandbox/scenario';
 import { WEBSOCKET_PREAUTH } from '../../src/sandbox/owner-sim';
-import { addCounts, answeredStep, FrameSession, holdStep, zeroCounts, type FrameCounts } from '../frames-client';
+import { answeredStep, FrameSession, holdStep, type FrameCounts } from '../frames-client';
 import { GatewayProcess, gatewayMainJs, scriptCommands } from '../gateway-process';
-import { CpuMeter, commandDelta, waitUntil, type RedisServer } from '../procs';
+import { addReadings, clientCounts, emptyReading, PhaseMeters, total, type Reading } from '../phase-meters';
+import { waitUntil } from '../procs';
 import type { Scenario, ScenarioOutcome } from '../scenario';
 import { startSimulators } from '../stack';
 import { round } from '../stats';
@@ -125,76 +126,10 @@ const typicalTurn: Step[] = [
   { op: 'repeat', times: TYPICAL_ACTIONS - 1, steps: [answeredStep, { op: 'repeat', times: TYPICAL_CHECKPOINTS_EACH, steps: [checkpoint] }] },
 ];
 
-/** What one measured window cost, per process and at Redis, and what crossed the client sockets. */
-interface Reading {
-  cpuMs: Record<string, number>;
-  redisCpuMs: number;
-  redisCommands: Record<string, number>;
-  redisBytesIn: number;
-  redisBytesOut: number;
-  client: FrameCounts;
-  elapsedMs: number;
-}
-
-function addReadings(a: Reading, b: Reading): Reading {
-  const sum = (x: Record<string, number>, y: Record<string, number>): Record<string, number> => {
-    const out = { ...x };
-    for (const [k, v] of Object.entries(y)) out[k] = (out[k] ?? 0) + v;
-    return out;
-  };
-  return {
-    cpuMs: sum(a.cpuMs, b.cpuMs),
-    redisCpuMs: a.redisCpuMs + b.redisCpuMs,
-    redisCommands: sum(a.redisCommands, b.redisCommands),
-    redisBytesIn: a.redisBytesIn + b.redisBytesIn,
-    redisBytesOut: a.redisBytesOut + b.redisBytesOut,
-    client: addCounts(a.client, b.client),
-    elapsedMs: a.elapsedMs + b.elapsedMs,
-  };
-}
-
-const emptyReading: Reading = { cpuMs: {}, redisCpuMs: 0, redisCommands: {}, redisBytesIn: 0, redisBytesOut: 0, client: { ...zeroCounts }, elapsedMs: 0 };
-
-const total = (counts: Record<string, number>): number => Object.values(counts).reduce((a, b) => a + b, 0);
-
-/** Every client counter of `sessions`, summed. */
-function clientCounts(sessions: readonly FrameSession[]): FrameCounts {
-  return sessions.reduce((n, s) => addCounts(n, s.snapshot()), { ...zeroCounts });
-}
-
-class Meters {
-  constructor(
-    private readonly redis: RedisServer,
-    private readonly pids: Record<string, number>,
-  ) {}
-
-  /**
-   * Runs `phase` between two readings of every meter, `client` giving the client sockets'
-   * counters. Redis's are read outermost but for its bytes, read innermost: no other INFO
-   * reply falls inside its byte counters.
-   */
-  async around(client: () => FrameCounts, phase: () => Promise<void>): Promise<Reading> {
-    const commandsBefore = await this.redis.commands();
-    const redisCpuBefore = await this.redis.cpuMs();
-    const netBefore = await this.redis.netBytes();
-    const clientBefore = client();
-    const cpu = new CpuMeter(this.pids).start();
-    const started = performance.now();
-    await phase();
-    const elapsedMs = performance.now() - started;
-    const cpuMs = cpu.read();
-    const clientUsed = addCounts(client(), clientBefore, -1);
-    const netAfter = await this.redis.netBytes();
-    const redisCpuMs = (await this.redis.cpuMs()) - redisCpuBefore;
-    const commands = commandDelta(commandsBefore, await this.redis.commands());
-    return { cpuMs, redisCpuMs, redisCommands: commands.byName, redisBytesIn: netAfter.input - netBefore.input, redisBytesOut: netAfter.output - netBefore.output, client: clientUsed, elapsedMs };
-  }
-}
-
 interface Stage {
   urls: string[];
   gateways: readonly GatewayProcess[];
-  meters: Meters;
+  meters: PhaseMeters;
 }
 
 /** Opens `count` sessions (session i's turn: `steps(i)`) on the holder, each at its first hold, and moves them to the other replica for `bridged`. Closes them all if one fails. */
@@ -333,7 +268,7 @@ export const wsFrames: Scenario = {
       const notStarted = started.find((s): s is PromiseRejectedResult => s.status === 'rejected');
       if (notStarted) throw notStarted.reason;
       const pids = { ...Object.fromEntries(gateways.map((g, i) => [`gateway_${i}`, g.pid])), owner_sim: sims.owner.pid, workflow_sim: sims.workflow.pid, driver: process.pid };
-      const stage: Stage = { urls: gateways.map((g) => g.url), gateways, meters: new Meters(redis, pids) };
+      const stage: Stage = { urls: gateways.map((g) => g.url), gateways, meters: new PhaseMeters(redis, pids) };
       ctx.log(`2 gateways (${gatewayMainJs}); ${ROUNDS} passes per path of ${SESSIONS} sessions × ${framesPerSession} frames per phase`);
 
       // Warm-up, not measured: compiled code, connections and pools on both replicas, the bridge included.
