@@ -4,6 +4,7 @@
  * ops listener mounts POST /debug/gc (memory per run is read after a full GC).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { request } from 'undici';
 import { DEPLOYED_ALLOCATOR_ENV, HOST, exitOf, freePort, readRss, tailOutput, waitUntil, withTimeout } from './procs';
@@ -28,6 +29,24 @@ export const gatewayMainJs = process.env['BENCH_GATEWAY_MAIN'] || path.join(__di
 
 /** Extra node flags for the gateway, for profiling (e.g. `--cpu-prof --cpu-prof-dir=prof`). */
 const extraNodeArgs = (process.env['BENCH_GATEWAY_NODE_ARGS'] ?? '').split(/\s+/).filter(Boolean);
+
+/**
+ * The commands the measured build's Lua scripts call inside Redis (lower case, as INFO
+ * commandstats names them), read from its src/<dir>/*.lua for each of `dirs` it has: INFO
+ * commandstats counts those beside the EVALSHA that ran them.
+ */
+export function scriptCommands(mainJs: string, dirs: readonly string[]): Set<string> {
+  const names = new Set<string>();
+  for (const sub of dirs) {
+    const dir = path.join(path.dirname(mainJs), '..', '..', 'src', sub);
+    // A build from before the bridge has no src/bridge.
+    if (!existsSync(dir)) continue;
+    for (const file of readdirSync(dir).filter((f) => f.endsWith('.lua'))) {
+      for (const match of readFileSync(path.join(dir, file), 'utf8').matchAll(/redis\.call\(\s*'([A-Za-z]+)'/g)) names.add((match[1] as string).toLowerCase());
+    }
+  }
+  return names;
+}
 
 /** One sample of a Prometheus text exposition (labels ignored: the first sample named so). */
 export function metricSample(text: string, name: string): number | undefined {

@@ -161,8 +161,18 @@ export interface RedisServer {
   commands(): Promise<Record<string, number>>;
   /** CPU the server has used so far, user + system, in ms (INFO cpu: microsecond resolution). */
   cpuMs(): Promise<number>;
+  /**
+   * Bytes the server has read from and written to its clients so far (INFO stats
+   * total_net_input_bytes, total_net_output_bytes), less this call's own INFO stats traffic:
+   * a phase read between two calls counts what its clients sent and were sent, as long as
+   * no other INFO is asked between them.
+   */
+  netBytes(): Promise<{ input: number; output: number }>;
   stop(): Promise<void>;
 }
+
+/** `INFO stats` as ioredis sends it: `*2\r\n$4\r\ninfo\r\n$5\r\nstats\r\n` (RESP2). */
+const INFO_STATS_COMMAND_BYTES = 25;
 
 /**
  * Spawns `redis-server` on a free loopback port, nothing persisted; resolves once it answers.
@@ -186,6 +196,8 @@ export async function startRedis(): Promise<RedisServer> {
   const client = new Redis(url, { retryStrategy: () => 50, maxRetriesPerRequest: null });
   client.on('error', () => undefined);
   await withTimeout(Promise.race([client.ping(), failed]), 10_000, () => `redis-server to answer: ${output()}`);
+  let ownInput = 0;
+  let ownOutput = 0;
   return {
     url,
     pid: child.pid ?? -1,
@@ -212,6 +224,16 @@ export async function startRedis(): Promise<RedisServer> {
       const info = await client.info('cpu');
       const field = (name: string): number => Number(new RegExp(`^${name}:([\\d.]+)`, 'm').exec(info)?.[1] ?? Number.NaN);
       return (field('used_cpu_user') + field('used_cpu_sys')) * 1_000;
+    },
+    netBytes: async () => {
+      const info = await client.info('stats');
+      const field = (name: string): number => Number(new RegExp(`^${name}:(\\d+)`, 'm').exec(info)?.[1] ?? Number.NaN);
+      // The command was read before the counters were taken; the reply is written after, so the next reading counts it.
+      ownInput += INFO_STATS_COMMAND_BYTES;
+      const read = { input: field('total_net_input_bytes') - ownInput, output: field('total_net_output_bytes') - ownOutput };
+      const replyBytes = Buffer.byteLength(info);
+      ownOutput += replyBytes + `$${replyBytes}\r\n\r\n`.length;
+      return read;
     },
     stop: async () => {
       client.disconnect();

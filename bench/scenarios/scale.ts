@@ -20,11 +20,9 @@
  * BENCH_GATEWAY_MAIN=<other build>/dist/src/main.js measures another build (a baseline)
  * with this scenario. Run with `--scenario scale` (not part of the default run).
  */
-import { readdirSync, readFileSync } from 'node:fs';
-import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Step } from '../../src/sandbox/scenario';
-import { GatewayProcess, gatewayMainJs, metricTotal } from '../gateway-process';
+import { GatewayProcess, gatewayMainJs, metricTotal, scriptCommands } from '../gateway-process';
 import { ExecuteClient, closedLoop } from '../load';
 import { commandDelta, waitUntil } from '../procs';
 import { formatBytes, type Scenario, type ScenarioOutcome } from '../scenario';
@@ -51,19 +49,6 @@ const HALF_CORE_MS_PER_S = 500;
 const RUNS_PER_GATEWAY = 10_000;
 
 const held: Step[] = [{ op: 'checkpoint', text: 'holding' }, { op: 'hang' }];
-
-/**
- * The commands the measured build's Lua scripts call inside Redis (lower case, as INFO
- * commandstats names them), read from its src/coordination/*.lua.
- */
-function scriptCommands(mainJs: string): Set<string> {
-  const dir = path.join(path.dirname(mainJs), '..', '..', 'src', 'coordination');
-  const names = new Set<string>();
-  for (const file of readdirSync(dir).filter((f) => f.endsWith('.lua'))) {
-    for (const match of readFileSync(path.join(dir, file), 'utf8').matchAll(/redis\.call\(\s*'([A-Za-z]+)'/g)) names.add((match[1] as string).toLowerCase());
-  }
-  return names;
-}
 
 interface RenewalCounts {
   ok: number;
@@ -155,7 +140,7 @@ export const scale: Scenario = {
       const renewalsAfter = await renewalCounts(gateways);
       const open = (await sims.workflow.query('callCounts', { prefix: 'scale-' })).open;
 
-      const inScripts = scriptCommands(gatewayMainJs);
+      const inScripts = scriptCommands(gatewayMainJs, ['coordination']);
       const scriptCalls = Object.entries(commands.byName).reduce((n, [name, calls]) => n + (inScripts.has(name) ? calls : 0), 0);
       const clientCommands = commands.total - scriptCalls;
       const per10k = (value: number): number => value / windowS / (heldRuns / 10_000);
