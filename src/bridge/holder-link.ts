@@ -39,7 +39,7 @@ export class HolderLink implements Connection {
   /** Answers the claim and hands the parked run to this link: replayed frames follow the answer. */
   attach(): void {
     this.post({ t: 'claimed', outcome: 'attached' });
-    this.client.attach(this, 'bridged');
+    this.client.attach(this, this.peer);
     void this.client.done.then((result) => {
       if (this.gone) return;
       if (result && this.client.servedOn(this)) {

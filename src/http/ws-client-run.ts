@@ -169,22 +169,23 @@ export class ClientRun implements ActionSink {
   /**
    * A new connection takes the parked run over: it is sent every action sent before the
    * loss and not answered, then the backlog, in order; the live stream follows.
+   * `bridgedFrom`: the replica holding the connection's socket, when it is not this one.
    */
-  attach(connection: Connection, how: 'local' | 'bridged'): void {
+  attach(connection: Connection, bridgedFrom?: string): void {
     if (this.parkedAt === undefined) return;
     clearTimeout(this.window);
     const lostFor = Date.now() - this.parkedAt;
     this.parkedAt = undefined;
     this.parked.delete(this.workflowId);
     this.connection = connection;
-    this.run?.noteParked(undefined, this.settings.resumeWindowMs);
+    this.run?.noteParked(undefined, this.settings.resumeWindowMs, bridgedFrom);
     const queued = new Set(this.backlog);
     const replay = [...[...this.unanswered.values()].filter((f) => !queued.has(f)), ...this.backlog];
     this.metrics.websocketBacklogBytes.dec(this.backlogSize);
     this.backlog = [];
     this.backlogSize = 0;
     for (const frame of replay) connection.sendFrame(frame);
-    this.metrics.websocketReattached(how, lostFor / 1000);
+    this.metrics.websocketReattached(bridgedFrom === undefined ? 'local' : 'bridged', lostFor / 1000);
   }
 
   private ended(): void {

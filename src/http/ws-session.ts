@@ -255,7 +255,7 @@ export class WebSocketSession implements Connection {
     const parked = this.deps.parked.get(workflowId);
     if (parked?.resumableBy(actor, carriesInput)) {
       // Re-attach (docs/spec.md §12): the service never saw the loss; its start is not sent again.
-      parked.attach(this, 'local');
+      parked.attach(this);
       this.opened(parked);
       return;
     }

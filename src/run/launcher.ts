@@ -75,8 +75,11 @@ export interface SessionRun {
   readonly done: Promise<RunResult>;
   fromClient(event: ClientEvent): boolean;
   stop(reason: StopReason): Promise<RunResult>;
-  /** The session's connection was lost at `at` (parked for `windowMs`), or one re-attached (undefined). */
-  noteParked(at: number | undefined, windowMs: number): void;
+  /**
+   * The session's connection was lost at `at` (parked for `windowMs`), or one re-attached
+   * (undefined): on this replica, or through a bridge from `socketReplica`.
+   */
+  noteParked(at: number | undefined, windowMs: number, socketReplica?: string): void;
 }
 
 /** WebSocket: the run is open; the session passes events both ways until `run.done`. */

@@ -14,6 +14,8 @@ export interface RunInfo {
   actions: number;
   /** A WebSocket session's run waiting for its client: when its connection was lost. */
   parked_at?: string;
+  /** A WebSocket session's run whose client re-attached on another replica (a bridge, docs/spec.md §12): that replica's id. */
+  socket_replica?: string;
 }
 
 /** What the registry needs of a run. */

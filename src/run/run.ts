@@ -137,6 +137,8 @@ export class Run implements RegisteredRun, LimitedRun {
   private stopStartedAt = 0;
   /** When a WebSocket session's connection was lost, while the run waits for its client. */
   private parkedAt: number | undefined;
+  /** The replica holding the client's socket while a bridge serves this run (docs/spec.md §12). */
+  private socketReplica: string | undefined;
   /** The stop check of the last action that needed one, and its serving. */
   private checking: Promise<void> | undefined;
   /** Set when the owner's stop signal is seen (it wins over acceptance). */
@@ -236,6 +238,7 @@ export class Run implements RegisteredRun, LimitedRun {
       last_action_at: lastActionAt === undefined ? null : new Date(lastActionAt).toISOString(),
       actions: this.actions,
       ...(this.parkedAt !== undefined ? { parked_at: new Date(this.parkedAt).toISOString() } : {}),
+      ...(this.socketReplica !== undefined ? { socket_replica: this.socketReplica } : {}),
     };
   }
 
@@ -407,8 +410,9 @@ export class Run implements RegisteredRun, LimitedRun {
    * A WebSocket session's connection was lost at `at` and the run waits for its client
    * (docs/spec.md §12), or one re-attached (undefined): /runs and the run record say `parked`.
    */
-  noteParked(at: number | undefined, windowMs: number): void {
+  noteParked(at: number | undefined, windowMs: number, socketReplica?: string): void {
     this.parkedAt = at;
+    this.socketReplica = at === undefined ? socketReplica : undefined;
     this.coordination.snapshot.noteState(at === undefined ? this.phase.state : 'parked');
     this.coordination.noteParked(at !== undefined, windowMs, (err) => this.log.warn({ err }, 'run record not written'));
   }

@@ -130,8 +130,11 @@ describe('a reconnect on another replica is bridged to the run parked on its hol
     second.send(resume(id));
     await second.next('runReadFile');
     await expect.poll(async () => (await runsState(s))[0]?.['state'], { timeout: 5_000 }).toBe('running');
+    // The holder's /runs names the replica holding the socket while the bridge serves the run.
+    expect((await runsState(s))[0]?.['socket_replica']).toBe('replica-b');
     second.ws.terminate();
     await expect.poll(async () => (await runsState(s))[0]?.['state'], { timeout: 5_000 }).toBe('parked');
+    expect((await runsState(s))[0]).not.toHaveProperty('socket_replica');
     expect(metricValue(await s.metrics(), 'longrun_websocket_parked_total')).toBe(2);
   });
 
