@@ -15,11 +15,19 @@
 export const redisKeySchemes = ['workhorse', 'cluster'] as const;
 export type RedisKeyScheme = (typeof redisKeySchemes)[number];
 
+/** A per-workflow key name as the text before and after the workflow id. */
+export type KeyParts = readonly [prefix: string, suffix: string];
+
 export interface RedisKeys {
   readonly scheme: RedisKeyScheme;
   lock(workflowId: string): string;
   stop(workflowId: string): string;
   run(workflowId: string): string;
+  /**
+   * The lock, stop and run key names around the workflow id, for a script that builds
+   * them itself (a batch of renewals sends each lease's id, not its three key names).
+   */
+  readonly parts: { readonly lock: KeyParts; readonly stop: KeyParts; readonly run: KeyParts };
   actor(actorId: string): string;
   /** A glob matching every stop key (for keyspace notifications). */
   readonly stopKeyPattern: string;
@@ -38,6 +46,7 @@ export const workhorseKeys: RedisKeys = {
   lock: (id) => `workhorse:duoworkflow:lock:${id}`,
   stop: (id) => `${WORKHORSE_STOP_PREFIX}${id}`,
   run: (id) => `workhorse:duoworkflow:run:${id}`,
+  parts: { lock: ['workhorse:duoworkflow:lock:', ''], stop: [WORKHORSE_STOP_PREFIX, ''], run: ['workhorse:duoworkflow:run:', ''] },
   actor: (actorId) => `longrun:actor:${actorId}`,
   stopKeyPattern: `${WORKHORSE_STOP_PREFIX}*`,
   workflowOfStopKey: (key) => (key.startsWith(WORKHORSE_STOP_PREFIX) ? key.slice(WORKHORSE_STOP_PREFIX.length) : undefined),
@@ -57,6 +66,7 @@ export const clusterKeys: RedisKeys = {
   lock: (id) => `${CLUSTER_PREFIX}${id}}:lock`,
   stop: (id) => `${CLUSTER_PREFIX}${id}${CLUSTER_STOP_SUFFIX}`,
   run: (id) => `${CLUSTER_PREFIX}${id}}:run`,
+  parts: { lock: [CLUSTER_PREFIX, '}:lock'], stop: [CLUSTER_PREFIX, CLUSTER_STOP_SUFFIX], run: [CLUSTER_PREFIX, '}:run'] },
   actor: (actorId) => `longrun:{actor:${actorId}}:runs`,
   stopKeyPattern: `${CLUSTER_PREFIX}*${CLUSTER_STOP_SUFFIX}`,
   workflowOfStopKey: (key) =>

@@ -345,12 +345,13 @@ export class RedisBackend implements CoordinationBackend {
       (i) => lease(i).refresh.actor,
     );
     const send = async (call: Call): Promise<void> => {
-      const args: Arg[] = [ttlMs, call.items.length, call.actors.length];
+      const { lock, stop, run } = this.keys.parts;
+      const args: Arg[] = [ttlMs, call.items.length, call.actors.length, ...lock, ...stop, ...run];
       for (const i of call.items) {
         const { workflowId, token, refresh } = lease(i);
         const record = refresh.record;
         // An empty state: nothing changed, the script only extends the record's TTL.
-        args.push(this.keys.lock(workflowId), this.keys.stop(workflowId), this.keys.run(workflowId), token, refresh.runId, record?.state ?? '', record?.lastActionAt ?? '', record?.inFlight ?? '');
+        args.push(workflowId, token, refresh.runId, record?.state ?? '', record?.lastActionAt ?? '', record?.inFlight ?? '');
       }
       for (const actor of call.actors) args.push(actor.key, actor.member, actor.lease);
       try {

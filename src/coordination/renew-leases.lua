@@ -3,18 +3,21 @@
 -- with it when the record is this run's, and read the stop flag in the same atomic
 -- observation — then refreshes the actor slots of the leases that were still held.
 --
--- Every key is passed in ARGV: in a Redis Cluster one call carries the leases of many
--- slots served by one primary (keys of one workflow share a hash tag, so one slot; the
--- workflows of a batch do not). KEYS[1] only routes the call to that primary; a key the
--- primary does not serve (a slot that moved) fails the whole call, which the lease keeper
--- retries once the client has the new slot map.
+-- The keys are built here from each lease's workflow id and the key scheme's names
+-- (ARGV[4…9]), so a lease costs its id, not three key names: in a Redis Cluster one call
+-- carries the leases of many slots served by one primary (keys of one workflow share a
+-- hash tag, so one slot; the workflows of a batch do not). KEYS[1] only routes the call
+-- to that primary; a key the primary does not serve (a slot that moved) fails the whole
+-- call, which the lease keeper retries once the client has the new slot map.
 --
 -- KEYS[1]  any key of the batch (the first lease's lock key): where the call is sent
 -- ARGV[1]  lease TTL in milliseconds
 -- ARGV[2]  n, the number of leases
 -- ARGV[3]  m, the number of actor slots to refresh
--- then n groups of 8 arguments, one per lease:
---          lock key, stop key, run record key, lock token, run id, run state ("" when
+-- ARGV[4…9] the key names around a workflow id (src/coordination/keys.ts `parts`):
+--          lock prefix, lock suffix, stop prefix, stop suffix, run prefix, run suffix
+-- then n groups of 6 arguments, one per lease:
+--          workflow id, lock token, run id, run state ("" when
 --          no field changed since the record was last written: then only its TTL is
 --          extended), last action time (ISO 8601, or ""), actions in flight (JSON text,
 --          or "" to leave the record's in_flight as it is)
@@ -29,18 +32,22 @@
 local ttl = ARGV[1]
 local n = tonumber(ARGV[2])
 local m = tonumber(ARGV[3])
+local lockPrefix, lockSuffix = ARGV[4], ARGV[5]
+local stopPrefix, stopSuffix = ARGV[6], ARGV[7]
+local runPrefix, runSuffix = ARGV[8], ARGV[9]
 local out = {}
-local at = 4
+local at = 10
 for i = 1, n do
-  local lock, stop, run = ARGV[at], ARGV[at + 1], ARGV[at + 2]
+  local id = ARGV[at]
+  local lock, stop, run = lockPrefix .. id .. lockSuffix, stopPrefix .. id .. stopSuffix, runPrefix .. id .. runSuffix
   local owned = 0
-  if redis.call('GET', lock) == ARGV[at + 3] then
+  if redis.call('GET', lock) == ARGV[at + 1] then
     redis.call('PEXPIRE', lock, ttl)
-    if redis.call('HGET', run, 'run_id') == ARGV[at + 4] then
-      if ARGV[at + 5] ~= '' then
-        redis.call('HSET', run, 'state', ARGV[at + 5], 'last_action_at', ARGV[at + 6])
-        if ARGV[at + 7] ~= '' then
-          redis.call('HSET', run, 'in_flight', ARGV[at + 7])
+    if redis.call('HGET', run, 'run_id') == ARGV[at + 2] then
+      if ARGV[at + 3] ~= '' then
+        redis.call('HSET', run, 'state', ARGV[at + 3], 'last_action_at', ARGV[at + 4])
+        if ARGV[at + 5] ~= '' then
+          redis.call('HSET', run, 'in_flight', ARGV[at + 5])
         end
       end
       redis.call('PEXPIRE', run, ttl)
@@ -49,7 +56,7 @@ for i = 1, n do
   end
   out[2 * i - 1] = owned
   out[2 * i] = redis.call('GET', stop) or ''
-  at = at + 8
+  at = at + 6
 end
 if m > 0 then
   local t = redis.call('TIME')
