@@ -40,13 +40,16 @@ export const STOP_CHANNEL = 'longrun:stop';
 
 const WORKHORSE_STOP_PREFIX = 'workhorse:duoworkflow:stop:';
 
+/** The key names of a workflow made from its parts, for the scheme's functions and for scripts alike. */
+function perWorkflow(parts: RedisKeys['parts']): Pick<RedisKeys, 'lock' | 'stop' | 'run' | 'parts'> {
+  const name = ([prefix, suffix]: KeyParts) => (id: string) => `${prefix}${id}${suffix}`;
+  return { lock: name(parts.lock), stop: name(parts.stop), run: name(parts.run), parts };
+}
+
 /** Workhorse's key names (shared with Workhorse: a mixed fleet stays exclusive). */
 export const workhorseKeys: RedisKeys = {
   scheme: 'workhorse',
-  lock: (id) => `workhorse:duoworkflow:lock:${id}`,
-  stop: (id) => `${WORKHORSE_STOP_PREFIX}${id}`,
-  run: (id) => `workhorse:duoworkflow:run:${id}`,
-  parts: { lock: ['workhorse:duoworkflow:lock:', ''], stop: [WORKHORSE_STOP_PREFIX, ''], run: ['workhorse:duoworkflow:run:', ''] },
+  ...perWorkflow({ lock: ['workhorse:duoworkflow:lock:', ''], stop: [WORKHORSE_STOP_PREFIX, ''], run: ['workhorse:duoworkflow:run:', ''] }),
   actor: (actorId) => `longrun:actor:${actorId}`,
   stopKeyPattern: `${WORKHORSE_STOP_PREFIX}*`,
   workflowOfStopKey: (key) => (key.startsWith(WORKHORSE_STOP_PREFIX) ? key.slice(WORKHORSE_STOP_PREFIX.length) : undefined),
@@ -63,10 +66,7 @@ const CLUSTER_STOP_SUFFIX = '}:stop';
  */
 export const clusterKeys: RedisKeys = {
   scheme: 'cluster',
-  lock: (id) => `${CLUSTER_PREFIX}${id}}:lock`,
-  stop: (id) => `${CLUSTER_PREFIX}${id}${CLUSTER_STOP_SUFFIX}`,
-  run: (id) => `${CLUSTER_PREFIX}${id}}:run`,
-  parts: { lock: [CLUSTER_PREFIX, '}:lock'], stop: [CLUSTER_PREFIX, CLUSTER_STOP_SUFFIX], run: [CLUSTER_PREFIX, '}:run'] },
+  ...perWorkflow({ lock: [CLUSTER_PREFIX, '}:lock'], stop: [CLUSTER_PREFIX, CLUSTER_STOP_SUFFIX], run: [CLUSTER_PREFIX, '}:run'] }),
   actor: (actorId) => `longrun:{actor:${actorId}}:runs`,
   stopKeyPattern: `${CLUSTER_PREFIX}*${CLUSTER_STOP_SUFFIX}`,
   workflowOfStopKey: (key) =>

@@ -12,9 +12,8 @@ import type { CallbackResult, SegmentEndReason } from '../vocabulary';
 import { gitlabWorkhorseHeader, userAgent } from '../version';
 import { JwtSigner } from '../shared/jwt';
 import { passedOnDenialHeaders } from './http-headers';
-import { networkErrorText } from './network-errors';
 import { DENIAL_BODY_LIMIT, PREAUTH_CONTENT_TYPE, forwardedHeaders, preauthSchema, websocketPreauthSchema, type PreauthAnswer } from './preauth';
-import { OwnerCall } from './owner-call';
+import { OwnerCall, type CallEnd, type OwnerCallOptions } from './owner-call';
 import { relayResult, type RelayResult } from './relay-call';
 import { checkRelayPath } from './relay-path';
 import { Semaphore } from '../shared/semaphore';
@@ -138,16 +137,9 @@ export class OwnerClient {
     signal?: AbortSignal,
     route: 'execute' | 'websocket' = 'execute',
   ): Promise<PreauthResult> {
-    const unreachable = (why: string, cause?: Error): GatewayError => new GatewayError('OWNER_UNAVAILABLE', `owner service ${why}`, { cause });
-    const jwt = this.jwt.current() ?? (await this.jwt.get());
-    if (signal?.aborted) throw unreachable('unreachable');
-    const call = new OwnerCall({
-      signal,
-      timeoutMs: this.options.preauthTimeoutMs,
-      bodyLimit: (status) => (status === 200 ? PREAUTH_ANSWER_LIMIT : DENIAL_BODY_LIMIT),
-    });
-    this.pool.dispatch(
-      {
+    const end = await this.call(
+      { signal, timeoutMs: this.options.preauthTimeoutMs, bodyLimit: (status) => (status === 200 ? PREAUTH_ANSWER_LIMIT : DENIAL_BODY_LIMIT) },
+      (jwt) => ({
         method: method as Dispatcher.HttpMethod,
         path: this.basePath + originalUrl,
         headers: {
@@ -158,14 +150,11 @@ export class OwnerClient {
         },
         headersTimeout: this.options.preauthTimeoutMs,
         bodyTimeout: this.options.preauthTimeoutMs,
-      },
-      call,
+      }),
     );
-    const end = await call.ended;
     if (end.kind !== 'answer') {
-      const cause = end.kind === 'network' ? end.error : undefined;
-      if (end.answered) throw unreachable('answer was cut off', cause);
-      throw unreachable(end.kind === 'timeout' ? 'timed out' : 'unreachable', cause);
+      const why = end.answered ? 'answer was cut off' : end.kind === 'timeout' ? 'timed out' : 'unreachable';
+      throw new GatewayError('OWNER_UNAVAILABLE', `owner service ${why}`, { cause: end.kind === 'network' ? end.error : undefined });
     }
     const answerHeaders = util.parseHeaders(end.rawHeaders) as IncomingHttpHeaders;
     if (end.statusCode !== 200) {
@@ -203,19 +192,12 @@ export class OwnerClient {
     }
     const checked = checkRelayPath(req.path);
     if (!checked.ok) return Promise.resolve({ ok: false, type: 'refused_path', error: `invalid path: ${checked.reason}` });
-    if (req.signal.aborted) return Promise.resolve({ ok: false, type: 'aborted', error: 'request aborted' });
-    const token = this.jwt.current();
-    // The signed token is cached (JwtSigner): waited for only when it is being (re)signed.
-    if (token !== undefined) return this.dispatchRelay(req, method, checked.path, token);
-    return this.jwt.get().then(
-      (signed) => this.dispatchRelay(req, method, checked.path, signed),
-      (err: unknown): RelayResult => ({ ok: false, type: 'network', error: networkErrorText(err, this.options.ownerUrl.host) }),
-    );
+    return this.call({ signal: req.signal, timeoutMs: req.timeout ? this.options.relayTimeoutMs : undefined, bodyLimit: () => RELAY_BODY_LIMIT }, (jwt) =>
+      this.relayRequest(req, method, checked.path, jwt),
+    ).then((end) => relayResult(end, RELAY_BODY_LIMIT, this.options.ownerUrl.host));
   }
 
-  private dispatchRelay(req: RelayRequest, method: string, path: string, jwt: string): Promise<RelayResult> {
-    if (req.signal.aborted) return Promise.resolve({ ok: false, type: 'aborted', error: 'request aborted' });
-    const call = new OwnerCall({ signal: req.signal, timeoutMs: req.timeout ? this.options.relayTimeoutMs : undefined, bodyLimit: () => RELAY_BODY_LIMIT });
+  private relayRequest(req: RelayRequest, method: string, path: string, jwt: string): Dispatcher.DispatchOptions {
     const headers = [
       'authorization',
       `Bearer ${req.token}`,
@@ -232,16 +214,34 @@ export class OwnerClient {
     ];
     if (req.forwardedFor) headers.push('x-forwarded-for', req.forwardedFor);
     headers.push('user-agent', userAgent);
-    this.pool.dispatch(
-      {
-        method: method as Dispatcher.HttpMethod,
-        path: this.basePath + path,
-        headers,
-        body: req.body === undefined || req.body === '' ? undefined : req.body,
-      },
-      call,
+    return {
+      method: method as Dispatcher.HttpMethod,
+      path: this.basePath + path,
+      headers,
+      body: req.body === undefined || req.body === '' ? undefined : req.body,
+    };
+  }
+
+  /**
+   * One call to the owner: the request `build` makes with the signed JWT, dispatched with
+   * an OwnerCall. Never rejects: a JWT that cannot be signed is a network failure (nothing
+   * was sent), a signal already aborted an abort. The signed token is cached (JwtSigner):
+   * waited for only while it is being (re)signed.
+   */
+  private call(options: OwnerCallOptions, build: (jwt: string) => Dispatcher.DispatchOptions): Promise<CallEnd> {
+    const jwt = this.jwt.current();
+    if (jwt !== undefined) return this.dispatch(options, build(jwt));
+    return this.jwt.get().then(
+      (signed) => this.dispatch(options, build(signed)),
+      (err: unknown): CallEnd => ({ kind: 'network', error: err instanceof Error ? err : new Error(String(err)), answered: false }),
     );
-    return call.ended.then((end) => relayResult(end, RELAY_BODY_LIMIT, this.options.ownerUrl.host));
+  }
+
+  private dispatch(options: OwnerCallOptions, request: Dispatcher.DispatchOptions): Promise<CallEnd> {
+    if (options.signal?.aborted) return Promise.resolve({ kind: 'aborted', answered: false });
+    const call = new OwnerCall(options);
+    this.pool.dispatch(request, call);
+    return call.ended;
   }
 
   /**
@@ -269,26 +269,20 @@ export class OwnerClient {
     const timeoutMs = this.options.callbackTimeoutMs;
     for (let attempt = 1; attempt <= attempts && !signal.aborted; attempt++) {
       let retryable = true;
-      const jwt = this.jwt.current() ?? (await this.jwt.get());
-      const call = new OwnerCall({ signal, bodyLimit: () => SEGMENT_END_ANSWER_LIMIT });
-      this.pool.dispatch(
-        {
-          method: 'POST',
-          path,
-          headers: {
-            'content-type': 'application/json',
-            'gitlab-workhorse': gitlabWorkhorseHeader,
-            'gitlab-workhorse-api-request': jwt,
-            'x-request-id': requestId,
-            'user-agent': userAgent,
-          },
-          body: JSON.stringify(body),
-          headersTimeout: timeoutMs,
-          bodyTimeout: timeoutMs,
+      const end = await this.call({ signal, bodyLimit: () => SEGMENT_END_ANSWER_LIMIT }, (jwt) => ({
+        method: 'POST',
+        path,
+        headers: {
+          'content-type': 'application/json',
+          'gitlab-workhorse': gitlabWorkhorseHeader,
+          'gitlab-workhorse-api-request': jwt,
+          'x-request-id': requestId,
+          'user-agent': userAgent,
         },
-        call,
-      );
-      const end = await call.ended;
+        body: JSON.stringify(body),
+        headersTimeout: timeoutMs,
+        bodyTimeout: timeoutMs,
+      }));
       if (end.kind === 'answer') {
         if (end.statusCode < 300) return attempt === 1 ? 'ok' : 'retried_ok';
         retryable = end.statusCode >= 500 || end.statusCode === 429;
