@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { z } from 'zod';
-import { LOCK_LOST, RUN_LIMIT, SERVER_SHUTDOWN, STOP_REASON_TOKEN, type InfraStop } from './vocabulary';
+import { SERVER_SHUTDOWN, STOP_REASON_TOKEN, publicInfraStopReasons } from './vocabulary';
 import { redisKeySchemes, type RedisKeyScheme } from './coordination/keys';
 import { RedisUrlError, parseRedisUrl, type RedisTarget } from './coordination/redis-url';
 import { maskUrl } from './log';
@@ -99,11 +99,11 @@ export interface Config {
   redisCommandTimeoutMs: number;
   redisConnectTimeoutMs: number;
   /**
-   * What longrun sends as StopWorkflowRequest.reason for its own stops (docs/spec.md §4): the
-   * workflow service must hold them in its infrastructure allowlist for the workflow to
-   * stay resumable.
+   * LONGRUN_WORKFLOW_INFRA_STOP_REASONS: the stop words the workflow service treats as
+   * infrastructure stops (it keeps the workflow `running`); longrun's own stops use the
+   * most specific of them (docs/spec.md §4). Always holds WORKHORSE_SERVER_SHUTDOWN.
    */
-  infraStopReasons: Record<InfraStop, string>;
+  workflowInfraStopReasons: readonly string[];
   /** Streams per gRPC connection before another connection to the same target is opened. */
   grpcStreamsPerConnection: number;
   /** gRPC keepalive ping interval; a ping unanswered for grpcKeepaliveTimeoutMs ends every call on its connection (docs/spec.md §4). */
@@ -145,7 +145,21 @@ type Env = Record<string, string | undefined>;
 const durationMs = z.coerce.number().int().min(1).max(2 ** 31 - 1);
 const nonNegativeMs = z.coerce.number().int().min(0).max(2 ** 31 - 1);
 const count = z.coerce.number().int().min(0);
-const stopReasonToken = z.string().regex(STOP_REASON_TOKEN);
+/** LONGRUN_WORKFLOW_INFRA_STOP_REASONS: every workflow service allowlists the shutdown word, and the drain relies on it. */
+const stopWordList = z
+  .string()
+  .transform((text) => [...new Set(text.split(',').map((s) => s.trim()).filter(Boolean))])
+  .pipe(z.array(z.string().regex(STOP_REASON_TOKEN)).refine((words) => words.includes(SERVER_SHUTDOWN)));
+
+/**
+ * Variables that once existed and now say something the configuration says another way:
+ * one left set must not be silently ignored (the operator meant something by it).
+ */
+const removedVariables: Readonly<Record<string, string>> = {
+  LONGRUN_STOP_REASON_RUN_LIMIT: 'list the stop words your workflow service allowlists in LONGRUN_WORKFLOW_INFRA_STOP_REASONS instead (the run limit sends WORKHORSE_RUN_LIMIT when it is listed, else WORKHORSE_SERVER_SHUTDOWN)',
+  LONGRUN_STOP_REASON_LOCK_LOST: 'list the stop words your workflow service allowlists in LONGRUN_WORKFLOW_INFRA_STOP_REASONS instead (a lost lease sends WORKHORSE_LOCK_LOST when it is listed, else WORKHORSE_SERVER_SHUTDOWN)',
+  LONGRUN_STOP_REASON_DRAIN: 'a drain always sends WORKHORSE_SERVER_SHUTDOWN, the one word every workflow service acknowledges as a shutdown',
+};
 
 function read<T>(env: Env, name: string, schema: z.ZodType<T>, expected: string, fallback: T): T {
   const raw = env[name];
@@ -258,6 +272,9 @@ const logLevels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']
 
 /** Parses the environment into a Config. Throws ConfigError on the first invalid variable. */
 export function loadConfig(env: Env = process.env): EnvConfig {
+  for (const [name, instead] of Object.entries(removedVariables)) {
+    if (env[name] !== undefined && env[name] !== '') throw new ConfigError(name, 'it unset', env[name], `no longer read: ${instead}`);
+  }
   const ownerUrl = parseOwnerUrl(env);
   const secretFile = env['LONGRUN_SECRET_FILE'];
   let secret: Buffer | undefined;
@@ -329,14 +346,14 @@ export function loadConfig(env: Env = process.env): EnvConfig {
     // 503 at once rather than hang when Redis is away.
     redisCommandTimeoutMs: read(env, 'LONGRUN_REDIS_COMMAND_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 2_000),
     redisConnectTimeoutMs: read(env, 'LONGRUN_REDIS_CONNECT_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 2_000),
+    workflowInfraStopReasons: read(
+      env,
+      'LONGRUN_WORKFLOW_INFRA_STOP_REASONS',
+      stopWordList,
+      `a comma-separated list of stop words [A-Z][A-Z0-9_]{0,63} that holds ${SERVER_SHUTDOWN}`,
+      [...publicInfraStopReasons],
+    ),
     // 100 is the usual per-connection stream cap of gRPC servers.
-    // Until a workflow service allowlists WORKHORSE_RUN_LIMIT and WORKHORSE_LOCK_LOST, an
-    // operator can send a reason it does allow (WORKHORSE_SERVER_SHUTDOWN) for them.
-    infraStopReasons: {
-      drain: read(env, 'LONGRUN_STOP_REASON_DRAIN', stopReasonToken, 'a reason token [A-Z][A-Z0-9_]{0,63}', SERVER_SHUTDOWN),
-      run_limit: read(env, 'LONGRUN_STOP_REASON_RUN_LIMIT', stopReasonToken, 'a reason token [A-Z][A-Z0-9_]{0,63}', RUN_LIMIT),
-      lock_lost: read(env, 'LONGRUN_STOP_REASON_LOCK_LOST', stopReasonToken, 'a reason token [A-Z][A-Z0-9_]{0,63}', LOCK_LOST),
-    },
     grpcStreamsPerConnection: read(env, 'LONGRUN_GRPC_STREAMS_PER_CONNECTION', z.coerce.number().int().min(1).max(10_000), 'an integer from 1 to 10000', 100),
     // 20 s and 20 s: Workhorse's keepalive (and gRPC-Go's default timeout). The real service
     // accepts pings 10 s apart (min_ping_interval_without_data_ms), so 20 s is never a strike.

@@ -287,7 +287,9 @@ export class Gateway {
       // Node's default of 10 is the design, not a leak, and would be warned about on every
       // drain. Past this bound the warning still means what it says.
       setMaxListeners(config.callbackConcurrency + 1, callbackBudget.signal);
-      const stopReasons = new StopReasons(config.infraStopReasons);
+      const stopReasons = new StopReasons(config.workflowInfraStopReasons);
+      // Said once: an operator reading why a run limit sent WORKHORSE_SERVER_SHUTDOWN finds it here.
+      logger.info({ service_allowlist: config.workflowInfraStopReasons, ...stopReasons.infraWords }, 'stop words in force (LONGRUN_WORKFLOW_INFRA_STOP_REASONS)');
       const runLimits = own('run limits', new RunLimits(config.runLimitMs), (l) => l.close());
       const isDraining = (): boolean => gateway?.state !== 'serving';
       const launcher = new Launcher({

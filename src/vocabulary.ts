@@ -65,23 +65,46 @@ export function segmentEndReason(reason: EndReason): SegmentEndReason {
 export const acceptedOn = ['first_action', 'accept_wait_elapsed'] as const;
 export type AcceptedOn = (typeof acceptedOn)[number];
 
-/** How a stop handshake ended (docs/spec.md §4). */
-export const stopOutcomes = ['ack', 'user_stop', 'already_ended', 'timeout', 'error'] as const;
+/**
+ * How a stop handshake ended (docs/spec.md §4): `ack`, the call ended with the status the
+ * service acknowledges that word with (UNAVAILABLE for WORKHORSE_SERVER_SHUTDOWN, OK for
+ * every other); `error`, any other status; `timeout`, cancelled after the ack timeout;
+ * `already_ended`, the call had ended before the stop could be written.
+ */
+export const stopOutcomes = ['ack', 'already_ended', 'timeout', 'error'] as const;
 export type StopOutcome = (typeof stopOutcomes)[number];
 
-/** StopWorkflowRequest.reason values longrun sends for its own stops (docs/spec.md §4). */
+/**
+ * StopWorkflowRequest.reason values longrun sends for its own stops (docs/spec.md §4).
+ * WORKHORSE_SERVER_SHUTDOWN is on every workflow service's infrastructure allowlist and is
+ * the one word the service acknowledges with UNAVAILABLE ("retry on another pod");
+ * WORKHORSE_RUN_LIMIT and WORKHORSE_LOCK_LOST are sent only to a service that allowlists
+ * them (LONGRUN_WORKFLOW_INFRA_STOP_REASONS), else a run limit or a lost lease would mark
+ * the workflow stopped.
+ */
 export const SERVER_SHUTDOWN = 'WORKHORSE_SERVER_SHUTDOWN';
 export const RUN_LIMIT = 'WORKHORSE_RUN_LIMIT';
 export const LOCK_LOST = 'WORKHORSE_LOCK_LOST';
 /** The user reason when the owner's stop names none (or an unusable one). */
 export const USER_STOP = 'USER_STOP';
-/** What Workhorse sends when a WebSocket client goes away (the public service lists both as infrastructure stops). */
+/**
+ * What Workhorse sends when a WebSocket client goes away. The public service allowlists
+ * PING_FAILED only: a PONG_TIMEOUT is a user stop there, for Workhorse as for longrun.
+ */
 export const WEBSOCKET_PONG_TIMEOUT = 'WORKHORSE_WEBSOCKET_PONG_TIMEOUT';
 export const WEBSOCKET_PING_FAILED = 'WORKHORSE_WEBSOCKET_PING_FAILED';
 /** A client's close frame: WORKHORSE_WEBSOCKET_CLOSE_<code>. */
 export const WEBSOCKET_CLOSE_PREFIX = 'WORKHORSE_WEBSOCKET_CLOSE_';
-export const infraStopReasons = [SERVER_SHUTDOWN, RUN_LIMIT, LOCK_LOST, WEBSOCKET_PONG_TIMEOUT, WEBSOCKET_PING_FAILED] as const;
-/** The stops longrun makes itself, each sent with its (configurable) infrastructure reason. */
+/**
+ * The public workflow service's infrastructure allowlist (ai-gateway
+ * `duo_workflow_service/workflows/type_definitions.py` INFRA_STOP_REASONS): a stop with
+ * one of these leaves the workflow `running`; any other word marks it stopped. The
+ * default of LONGRUN_WORKFLOW_INFRA_STOP_REASONS.
+ */
+export const publicInfraStopReasons = [SERVER_SHUTDOWN, WEBSOCKET_PING_FAILED] as const;
+/** Every word Workhorse or longrun stops with for an infrastructure cause: never the owner's reason. */
+export const workhorseStopWords = [SERVER_SHUTDOWN, RUN_LIMIT, LOCK_LOST, WEBSOCKET_PONG_TIMEOUT, WEBSOCKET_PING_FAILED] as const;
+/** The stops longrun makes itself, each sent with the most specific word the service allowlists. */
 export type InfraStop = Extract<EndReason, 'drain' | 'run_limit' | 'lock_lost'>;
 
 /**

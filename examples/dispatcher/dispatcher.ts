@@ -181,11 +181,14 @@ export class Dispatcher {
       return;
     }
     const metadata = { ...turn.request.metadata, ...(after ? { resume: { after_run_id: after, reason: job.reason, in_flight: job.inFlight ?? [] } } : {}) };
+    // A later segment resumes from the latest checkpoint and carries no new input: an empty
+    // goal, what the workflow service reads as a resume (a goal would be a new prompt).
+    const goal = after ? '' : turn.request.goal;
     let result: ExecuteResult;
     try {
       result = await this.options.client.execute(
         workflowId,
-        { ...(turn.request.goal === undefined ? {} : { goal: turn.request.goal }), workflowMetadata: metadata },
+        { ...(goal === undefined ? {} : { goal }), workflowMetadata: metadata },
         { requestId: `${safe(workflowId)}-s${turn.segments}-a${attemptsMade}`.slice(-64) },
       );
     } catch (err) {

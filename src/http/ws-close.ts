@@ -29,7 +29,7 @@ export const LOCK_HELD: Close = Object.freeze({ code: 1013, reason: 'Failed to a
  */
 export const SERVICE_RESTART: Close = Object.freeze({ code: 1012, reason: 'service restart' });
 export const RUN_UNREACHABLE: Close = Object.freeze({ code: 1012, reason: 'the run is unreachable from this replica: reconnect' });
-/** The run lost its lock (Redis lost it, or its lease was not renewed in time): stopped with WORKHORSE_LOCK_LOST, resumable — the client reconnects. */
+/** The run lost its lock (Redis lost it, or its lease was not renewed in time): stopped with a word the service allowlists (docs/spec.md §4), resumable — the client reconnects. */
 export const LOCK_LOST: Close = Object.freeze({ code: 1012, reason: 'the run lost its lock: reconnect to resume' });
 /** Policy violations of longrun's own (Workhorse bounds neither): no start in time, a heartbeat flood. */
 export const NO_START: Close = Object.freeze({ code: 1008, reason: 'no startRequest within the start timeout' });

@@ -18,6 +18,8 @@ const RUN_ENDED = Object.freeze(new Error('run ended'));
 export interface Responder {
   /** Writes an answer to the service; false when the call can no longer take it. */
   respond(response: ActionResponse): boolean;
+  /** A stop has been written: what follows it on the wire is not read by the service. */
+  readonly stopSent: boolean;
 }
 
 export class RunActions {
@@ -63,9 +65,15 @@ export class RunActions {
     this.abort.abort(RUN_ENDED);
   }
 
-  /** Writes an answer; the action stays in flight unless the answer reached the stream. */
+  /**
+   * Writes an answer; the action stays in flight unless the answer reached the stream
+   * ahead of any stop. One written behind the stop is still sent (the service may use
+   * it), but the service reads its stream in order and ends at the stop: whether it ever
+   * read the answer is unknown, so the owner is told the action is in flight.
+   */
   private answer(response: ActionResponse): void {
-    if (this.responder.respond(response)) this.snapshot.answered(response.requestID ?? '');
+    const aheadOfStop = !this.responder.stopSent;
+    if (this.responder.respond(response) && aheadOfStop) this.snapshot.answered(response.requestID ?? '');
   }
 }
 

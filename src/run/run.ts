@@ -36,6 +36,7 @@ import { decideEnd, type Ending } from './end-decision';
 import type { RegisteredRun, RunInfo, RunRegistry } from './registry';
 import { RunActions } from './run-actions';
 import { recordRunEnd } from './run-end';
+import { withMcpTools } from './start-request';
 import type { LimitedRun, RunLimitEntry, RunLimits } from './run-limits';
 import type { StopCause, StopReasons } from './stop-reasons';
 
@@ -191,8 +192,8 @@ export class Run implements RegisteredRun, LimitedRun {
   }
 
   /** What a stop or cancel starts: its reason, and whether the run had been accepted. */
-  private ending(by: 'stop' | 'cancel', reason: EndReason): Phase {
-    return { state: 'stopping', ending: { by, reason }, accepted: this.phase.state === 'running' };
+  private ending(ending: NonNullable<Ending>): Phase {
+    return { state: 'stopping', ending, accepted: this.phase.state === 'running' };
   }
 
   /**
@@ -259,7 +260,7 @@ export class Run implements RegisteredRun, LimitedRun {
     switch (reason.kind) {
       case 'client_gone':
       case 'workflow_unavailable':
-        this.transition(['starting', 'running'], this.ending('cancel', reason.kind));
+        this.transition(['starting', 'running'], this.ending({ by: 'cancel', reason: reason.kind }));
         this.stream.cancel();
         return this.done;
       case 'stop_requested':
@@ -287,9 +288,9 @@ export class Run implements RegisteredRun, LimitedRun {
 
   /** The stop handshake (workflow-stream.ts), sending `cause.reason`, for a run still starting or running. */
   private handshake(cause: StopCause, ackTimeoutMs: number): Promise<RunResult> {
-    if (this.transition(['starting', 'running'], this.ending('stop', cause.end))) {
+    if (this.transition(['starting', 'running'], this.ending({ by: 'stop', reason: cause.end, ack: cause.ack }))) {
       this.stopStartedAt = performance.now();
-      this.stopping = this.stream.stop(cause.reason, ackTimeoutMs);
+      this.stopping = this.stream.stop(cause.reason, cause.ack, ackTimeoutMs);
     }
     return this.done;
   }
@@ -422,6 +423,8 @@ export class Run implements RegisteredRun, LimitedRun {
    * a heartbeat or its own stopWorkflow, passed on as it is. False once the call cannot take it.
    */
   fromClient(event: ClientEvent): boolean {
+    // Every start carries the owner's MCP tools, a client's later one as its first (Workhorse re-appends them).
+    if ('startRequest' in event) return this.stream.send({ startRequest: withMcpTools(event.startRequest, this.spec.mcp) });
     return this.stream.send(event);
   }
 

@@ -1,8 +1,10 @@
 /**
  * The simulated workflow service: a real grpc-js server on a loopback port that plays
  * the scenario named in each StartWorkflowRequest (see scenario.ts), answers
- * stopWorkflow as the real service does (infra allowlist → UNAVAILABLE, other reasons →
- * OK) and records every call for assertions. It also serves TrackSelfHostedExecuteWorkflow,
+ * stopWorkflow as the real service does (ai-gateway `server.py`: UNAVAILABLE for
+ * WORKHORSE_SERVER_SHUTDOWN, OK for every other word; a word off its infrastructure
+ * allowlist marks the workflow stopped, and a later resume of it is refused) and records
+ * every call for assertions. It also serves TrackSelfHostedExecuteWorkflow,
  * the self-hosted billing stream (a Workhorse with CloudServiceForSelfHosted opens one per
  * connection and sends one event per trackLlmCallForSelfHosted action): every event is
  * recorded and acknowledged, or the stream fails or hangs on demand (`billing`). Used by
@@ -30,14 +32,20 @@ import { decodeProtoJson, fieldJsonName, ProtoJsonError } from '../workflow/prot
 import { everyActionPayload } from './every-action';
 import { parseScenario, type GrpcCodeName, type Step } from './scenario';
 
-export const defaultInfraStopReasons = [
-  'WORKHORSE_SERVER_SHUTDOWN',
-  'WORKHORSE_RUN_LIMIT',
-  'WORKHORSE_LOCK_LOST',
-  // On the public service's allowlist: a WebSocket client that went away keeps its workflow resumable.
-  'WORKHORSE_WEBSOCKET_PING_FAILED',
-  'WORKHORSE_WEBSOCKET_PONG_TIMEOUT',
-] as const;
+/**
+ * The public service's infrastructure allowlist (ai-gateway
+ * `duo_workflow_service/workflows/type_definitions.py` INFRA_STOP_REASONS): a stop with
+ * one of these leaves the workflow `running`; every other word is a user stop, persisted
+ * as `stopped`. Written here, not imported from the gateway: the simulator stands for
+ * the service, whatever the gateway believes of it.
+ */
+export const defaultInfraStopReasons = ['WORKHORSE_SERVER_SHUTDOWN', 'WORKHORSE_WEBSOCKET_PING_FAILED'] as const;
+
+/** The one word the service answers with UNAVAILABLE ("retry on another pod"); every other stop ends the call OK. */
+const SHUTDOWN_WORD = 'WORKHORSE_SERVER_SHUTDOWN';
+
+/** At most this many stopped workflows are remembered (the oldest forgotten first): a sandbox left running stays bounded. */
+const STOPPED_WORKFLOWS_KEPT = 100_000;
 
 export interface CallEnd {
   how: 'ok' | 'status' | 'cancelled';
@@ -64,6 +72,8 @@ export interface CallRecord {
   startedAt: number;
   actionsSent: number;
   actionResponses: Array<{ kind: string; requestID: string; response: ActionResponse }>;
+  /** startRequests after the first: the real service reads and ignores them (a WebSocket client may send one). */
+  laterStarts: StartWorkflowRequest[];
   /** The start request's approval decision, when it approves (approval_source, policy_ref and all). */
   approval?: Approved;
   /**
@@ -76,6 +86,12 @@ export interface CallRecord {
   protocolErrors: string[];
   stopReasons: string[];
   stopReceivedAt: number[];
+  /**
+   * Answers that arrived after a stop the service acted on, while it was ending the call
+   * (`stopEndDelayMs`): the real service has cancelled the workflow by then, so they are
+   * never read; their actions' outcomes are unknown to it.
+   */
+  answersAfterStop: string[];
   /**
    * Stops that arrived, with `endsCrossingStops`, as if just after the call had ended by
    * itself: the call ended OK and the stop was never acted on (not in stopReasons).
@@ -145,7 +161,12 @@ interface TrackSelfHostedAction {
 export interface WorkflowSimulatorOptions {
   host?: string;
   port?: number;
-  /** Stop reasons treated as "client went away" (ended with UNAVAILABLE). */
+  /**
+   * The infrastructure allowlist: a stop with one of these words leaves the workflow
+   * resumable; any other marks it stopped (default: the public service's,
+   * defaultInfraStopReasons). Pass more words to model a service that allowlists
+   * WORKHORSE_RUN_LIMIT or WORKHORSE_LOCK_LOST.
+   */
   infraStopReasons?: readonly string[];
   /** Ignore stopWorkflow entirely (to test the stop-ack timeout). */
   ignoreStops?: boolean;
@@ -155,6 +176,12 @@ export interface WorkflowSimulatorOptions {
    * way when the stop was written). Deterministic, where the real crossing is a race.
    */
   endsCrossingStops?: boolean;
+  /**
+   * How long the service takes to end a call after acting on a stop (the real one waits
+   * up to 10 s for the workflow task to cancel); default 0. The scenario stops at once;
+   * answers that arrive meanwhile go to `answersAfterStop`, unread.
+   */
+  stopEndDelayMs?: number;
   /** grpc.max_concurrent_streams for the server's HTTP/2 connections. */
   maxConcurrentStreams?: number;
   /** Serve TLS with this PEM key and certificate chain (for Service.Secure). */
@@ -203,8 +230,15 @@ export class WorkflowServiceSimulator {
   /** How the billing stream behaves now (see BillingBehaviour). */
   billing: BillingBehaviour;
   infraStopReasons: Set<string>;
+  /**
+   * Workflows a user stop (a word off the allowlist) marked stopped, as the real service
+   * persists `stopped` for them: a resume start of one (empty goal, no approval) is
+   * refused with INVALID_ARGUMENT; a start with input runs and clears the mark.
+   */
+  readonly stoppedWorkflows = new Set<string>();
   ignoreStops: boolean;
   endsCrossingStops: boolean;
+  stopEndDelayMs: number;
   /** Progress of `turn` steps, by `<workflow id>/<turn id>` (see WorkflowSimulatorOptions.progress). */
   readonly progress: Map<string, number>;
   private readonly events = new EventEmitter();
@@ -224,6 +258,7 @@ export class WorkflowServiceSimulator {
     this.infraStopReasons = new Set(options.infraStopReasons ?? defaultInfraStopReasons);
     this.ignoreStops = options.ignoreStops ?? false;
     this.endsCrossingStops = options.endsCrossingStops ?? false;
+    this.stopEndDelayMs = options.stopEndDelayMs ?? 0;
     this.progress = options.progress ?? new Map();
     this.billing = options.billing ?? { mode: 'answer' };
     this.events.setMaxListeners(0);
@@ -370,9 +405,31 @@ export class WorkflowServiceSimulator {
     clearGrace = followClientEnd(call, finish, () => ended);
   }
 
+  /** A user stop: the service persists `stopped` for the workflow. */
+  private markStopped(workflowId: string): void {
+    this.stoppedWorkflows.delete(workflowId);
+    this.stoppedWorkflows.add(workflowId);
+    if (this.stoppedWorkflows.size > STOPPED_WORKFLOWS_KEPT) this.stoppedWorkflows.delete(this.stoppedWorkflows.values().next().value as string);
+  }
+
+  /**
+   * Whether a start is a resume of a stopped workflow, which the real service will not run.
+   * A start with input (a goal, an approval) is a new turn: it runs, and the workflow is no
+   * longer stopped.
+   */
+  private refusesResume(start: StartWorkflowRequest): boolean {
+    const workflowId = start.workflowID ?? '';
+    if (!this.stoppedWorkflows.has(workflowId)) return false;
+    if (!start.goal && !start.approval) return true;
+    this.stoppedWorkflows.delete(workflowId);
+    return false;
+  }
+
   private handle(call: grpc.ServerDuplexStream<DecodedClientEvent, Action>): void {
     let record: CallRecord | undefined;
     let ended = false;
+    /** A stop was acted on; the call ends after stopEndDelayMs. */
+    let stopping = false;
     let nextRequestId = 1;
     let clearGrace = (): void => undefined;
     const waiting = new Map<string, (response: ActionResponse) => void>();
@@ -394,7 +451,7 @@ export class WorkflowServiceSimulator {
     // Like a real server awaiting its writes: while the client reads nothing, HTTP/2 flow
     // control fills the stream and the scenario waits here instead of buffering.
     const send = async (action: Action): Promise<void> => {
-      if (ended) throw CALL_ENDED;
+      if (ended || stopping) throw CALL_ENDED;
       if (record) record.actionsSent += 1;
       const room = call.write(action);
       this.changed();
@@ -673,7 +730,9 @@ export class WorkflowServiceSimulator {
           actionsSent: 0,
           actionResponses: [],
           ...(event.startRequest.approval?.approval ? { approval: event.startRequest.approval.approval } : {}),
+          laterStarts: [],
           protocolErrors: [],
+          answersAfterStop: [],
           stopReasons: [],
           stopReceivedAt: [],
           crossedStops: [],
@@ -684,6 +743,10 @@ export class WorkflowServiceSimulator {
         };
         this.calls.push(record);
         this.changed();
+        if (this.refusesResume(event.startRequest)) {
+          finish('status', 'INVALID_ARGUMENT', `workflow ${record.workflowId} is stopped: it cannot be resumed`);
+          return;
+        }
         let steps: Step[];
         try {
           steps = parseScenario(event.startRequest.workflowMetadata);
@@ -692,6 +755,11 @@ export class WorkflowServiceSimulator {
           return;
         }
         void play(steps);
+        return;
+      }
+      if (stopping) {
+        if (event.actionResponse) record.answersAfterStop.push(event.actionResponse.requestID ?? '');
+        this.changed();
         return;
       }
       if (event.actionResponse) {
@@ -718,10 +786,21 @@ export class WorkflowServiceSimulator {
         record.stopReceivedAt.push(Date.now());
         this.changed();
         if (this.ignoreStops) return;
-        if (this.infraStopReasons.has(reason)) finish('status', 'UNAVAILABLE', `workflow interrupted: ${reason}`);
-        else finish('ok');
+        if (!this.infraStopReasons.has(reason)) this.markStopped(record.workflowId);
+        const end = (): void => {
+          if (reason === SHUTDOWN_WORD) finish('status', 'UNAVAILABLE', 'workflow execution interrupted: running');
+          else finish('ok');
+        };
+        if (this.stopEndDelayMs <= 0) return end();
+        // The workflow is cancelled now; the call ends once that is done.
+        stopping = true;
+        abort.abort(CALL_ENDED);
+        setTimeout(end, this.stopEndDelayMs).unref();
       } else if (event.heartbeat) {
         record.heartbeats += 1;
+        this.changed();
+      } else if (event.startRequest) {
+        record.laterStarts.push(event.startRequest);
         this.changed();
       }
     });

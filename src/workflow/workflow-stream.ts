@@ -1,7 +1,8 @@
 /**
  * One ExecuteWorkflow call seen from the client side: sends events, hands each Action to
  * the run, and performs the stop handshake (docs/spec.md §4): send stopWorkflow, wait until the
- * call ends — UNAVAILABLE (ack) or OK (user stop) — or the ack timeout, then cancel.
+ * call ends — UNAVAILABLE (the shutdown's ack) or OK (every other stop's) — or the ack
+ * timeout, then cancel.
  *
  * Reading can be paused (a slow blocking caller): grpc-js then stops asking the HTTP/2
  * stream for messages and flow control slows the service. Because grpc-js reports an OK
@@ -128,6 +129,15 @@ export class WorkflowStream {
   }
 
   /**
+   * True once a stopWorkflow has been handed to the call: whatever is written after it
+   * reaches the service behind the stop, and a service that reads its stream in order
+   * stops there without reading it.
+   */
+  get stopSent(): boolean {
+    return this.stopDelivery !== 'none';
+  }
+
+  /**
    * True when a stopWorkflow was on the wire before the service's end was read, so the
    * service may have ended because of it; false when the end came first (the stop was
    * still queued, its write failed, or it was never written because the end was in).
@@ -137,11 +147,14 @@ export class WorkflowStream {
   }
 
   /**
-   * The stop handshake. Resolves with how it ended; the call is ended in every case
-   * (cancelled after `ackTimeoutMs` without an answer). A call whose final status is
-   * already in is not sent the stop: the service ended before it could see one.
+   * The stop handshake: sends `reason`, then waits for the call's end. Resolves with how it
+   * ended — `ack` when the status is `ack` (the one the service acknowledges that word
+   * with: UNAVAILABLE for WORKHORSE_SERVER_SHUTDOWN, OK for every other), `error` for any
+   * other; the call is ended in every case (cancelled after `ackTimeoutMs` without an
+   * answer). A call whose final status is already in is not sent the stop: the service
+   * ended before it could see one.
    */
-  async stop(reason: string, ackTimeoutMs: number): Promise<StopOutcome> {
+  async stop(reason: string, ack: grpc.status, ackTimeoutMs: number): Promise<StopOutcome> {
     if (this.state === 'ended' || this.status) return 'already_ended';
     if (this.state === 'stopping') {
       await this.ended;
@@ -161,9 +174,7 @@ export class WorkflowStream {
       this.cancel();
       return 'timeout';
     }
-    if (result.code === grpc.status.UNAVAILABLE) return 'ack';
-    if (result.code === grpc.status.OK) return 'user_stop';
-    return 'error';
+    return result.code === ack ? 'ack' : 'error';
   }
 
   /**

@@ -12,7 +12,7 @@ import { Redis } from 'ioredis';
 import { request } from 'undici';
 import { LongrunClient } from '../../src/client';
 import type { Step } from '../../src/sandbox/scenario';
-import type { CallRecord } from '../../src/sandbox/workflow-sim';
+import type { CallRecord, WorkflowSimulatorOptions } from '../../src/sandbox/workflow-sim';
 import { Dispatcher, type DispatcherEvent } from '../../examples/dispatcher/dispatcher';
 import type { Turn } from '../../examples/dispatcher/owner-state';
 import { segmentEndRoute } from '../../examples/dispatcher/segment-end-route';
@@ -38,12 +38,16 @@ const newWorkflow = (): string => String(nextWorkflow++);
 /** Workflows the owner's records say are over (what `workflowFinished` answers). */
 const finishedOnService = new Set<string>();
 
-beforeAll(async () => {
-  redis = await startRedis();
-  redisClient = new Redis(redis.url);
-  stack = await startStack({ preauth: { detached: true }, redisUrl: redis.url, env: { LONGRUN_RUN_LIMIT_MS: String(RUN_LIMIT_MS), LONGRUN_LEASE_TTL_MS: '1500' } });
-  client = new LongrunClient({ url: stack.url, secret: testSecret });
-  dispatcher = new Dispatcher({ client, redisUrl: redis.url, prefix: PREFIX, runLimitMs: RUN_LIMIT_MS, graceMs: 500, lostConfirmMs: 500, onEvent: (e) => events.push(e), workflowFinished: async (id) => finishedOnService.has(id) });
+/** A gateway on the shared Redis with the reference dispatcher in front of it, its owner's callback routes recording as above. */
+async function startFleet(prefix: string, options: { env?: Record<string, string>; workflow?: WorkflowSimulatorOptions } = {}) {
+  const stack = await startStack({
+    preauth: { detached: true },
+    redisUrl: redis.url,
+    env: { LONGRUN_RUN_LIMIT_MS: String(RUN_LIMIT_MS), LONGRUN_LEASE_TTL_MS: '1500', ...options.env },
+    ...(options.workflow ? { workflow: options.workflow } : {}),
+  });
+  const client = new LongrunClient({ url: stack.url, secret: testSecret });
+  const dispatcher = new Dispatcher({ client, redisUrl: redis.url, prefix, runLimitMs: RUN_LIMIT_MS, graceMs: 500, lostConfirmMs: 500, onEvent: (e) => events.push(e), workflowFinished: async (id) => finishedOnService.has(id) });
   const lossy = express.Router();
   lossy.post('/api/v4/internal/ai/duo_workflows/workflows/:workflow_id/segment_end', (req, res, next) => {
     const id = req.params['workflow_id'] as string;
@@ -56,27 +60,40 @@ beforeAll(async () => {
   stack.owner.use(lossy);
   stack.owner.use(segmentEndRoute(dispatcher, testSecret));
   await dispatcher.ready();
+  const close = async (): Promise<void> => {
+    await dispatcher.close();
+    await client.close();
+    await stack.close();
+  };
+  return { stack, client, dispatcher, close };
+}
+
+let fleet: Awaited<ReturnType<typeof startFleet>>;
+
+beforeAll(async () => {
+  redis = await startRedis();
+  redisClient = new Redis(redis.url);
+  // The workflow simulator with the public service's allowlist: the run limit must cost a resume, never a stopped workflow.
+  fleet = await startFleet(PREFIX);
+  ({ stack, client, dispatcher } = fleet);
 });
 
 afterAll(async () => {
-  await dispatcher.close();
-  await client.close();
-  await stack.close();
+  await fleet.close();
   redisClient.disconnect();
   await redis.stop();
 });
 
 afterEach(() => {
   events.length = 0;
-  stack.workflow.endsCrossingStops = false;
 });
 
-async function ended(id: string, timeoutMs = 20_000): Promise<Turn> {
+async function ended(id: string, timeoutMs = 20_000, by: Dispatcher = dispatcher): Promise<Turn> {
   let turn: Turn | null = null;
   await expect
     .poll(
       async () => {
-        turn = await dispatcher.turn(id);
+        turn = await by.turn(id);
         return turn?.status;
       },
       { timeout: timeoutMs, interval: 100 },
@@ -110,7 +127,11 @@ describe('the reference dispatcher', () => {
     // Each segment continues after the last checkpoint of the one before; together they cover every step once.
     for (let i = 1; i < calls.length; i++) expect(calls[i]?.turn?.from).toBe(calls[i - 1]?.turn?.to);
     expect(calls.at(-1)?.turn?.to).toBe(12);
-    expect(calls.slice(0, -1).every((c) => c.stopReasons[0] === 'WORKHORSE_RUN_LIMIT')).toBe(true);
+    // The public service's allowlist: each run limit sent WORKHORSE_SERVER_SHUTDOWN and the workflow was never stopped.
+    expect(calls.slice(0, -1).every((c) => c.stopReasons[0] === 'WORKHORSE_SERVER_SHUTDOWN' && c.ended?.code === 'UNAVAILABLE')).toBe(true);
+    expect(stack.workflow.stoppedWorkflows.has(id)).toBe(false);
+    // Each later segment is a resume: no new input.
+    expect(calls.slice(1).every((c) => c.startRequest.goal === '')).toBe(true);
     expect(metadataOf(calls[1]).resume).toMatchObject({ reason: 'run_limit', in_flight: [] });
     expectNoOverlap(calls);
   });
@@ -175,7 +196,7 @@ describe('the reference dispatcher', () => {
     const turn = await ended(id);
     expect(turn.status).toBe('finished');
     const calls = stack.workflow.callsFor(id);
-    const cut = calls.findIndex((c) => c.stopReasons[0] === 'WORKHORSE_RUN_LIMIT' && c.actionResponses.length < c.actionsSent - (c.turn ? c.turn.to - c.turn.from : 0));
+    const cut = calls.findIndex((c) => c.stopReasons[0] === 'WORKHORSE_SERVER_SHUTDOWN' && c.actionResponses.length < c.actionsSent - (c.turn ? c.turn.to - c.turn.from : 0));
     expect(cut).toBeGreaterThanOrEqual(0);
     const cutRun = events.find((e) => e.type === 'segment_ended' && e.workflowId === id && e.inFlight.length > 0);
     expect(cutRun).toMatchObject({ reason: 'run_limit', inFlight: [{ kind: 'http', method: 'PATCH' }] });
@@ -197,25 +218,32 @@ describe('the reference dispatcher', () => {
   });
 
   it('a callback flagged ended_while_stopping: the workflow is checked first — over, the turn ends; not over, it resumes once', async () => {
-    // The run limit's stop crosses the service's OK end, after a checkpoint that did not end the turn.
-    stack.workflow.endsCrossingStops = true;
-    const over = newWorkflow();
-    const notOver = newWorkflow();
-    finishedOnService.add(over);
-    const scenario: Step[] = [{ op: 'checkpoint', text: 'working', status: 'RUNNING' }, { op: 'hang' }];
-    for (const id of [over, notOver]) await dispatcher.startTurn(id, { metadata: { scenario } });
-    const finished = await ended(over);
-    expect(finished).toMatchObject({ status: 'finished', endedReason: 'finished', resumes: 0, segments: 1 });
-    expect(JSON.parse(callbacks.get(over)?.[0]?.body ?? '{}')).toMatchObject({ reason: 'run_limit', ended_while_stopping: true });
-    expect(events).toContainEqual(expect.objectContaining({ type: 'segment_ended', workflowId: over, reason: 'finished', checked: true }));
-    // Not over: resumed, once per such segment; let it end with the next segment.
-    await expect.poll(() => stack.workflow.callsFor(notOver).length, { timeout: 10_000 }).toBeGreaterThanOrEqual(2);
-    finishedOnService.add(notOver);
-    const resumed = await ended(notOver);
-    expect(resumed).toMatchObject({ status: 'finished', endedReason: 'finished' });
-    expect(resumed.resumes).toBeGreaterThanOrEqual(1);
-    expect(resumed.segments).toBe(resumed.resumes + 1);
-    expect(metadataOf(stack.workflow.callsFor(notOver)[1]).resume).toMatchObject({ reason: 'run_limit' });
-    expect(callbacks.get(over)).toHaveLength(1);
+    // Only a stop word the service answers OK can cross an OK end unnoticed: a service that
+    // allowlists WORKHORSE_RUN_LIMIT, and a gateway told so. The run limit's stop crosses
+    // the service's OK end, after a checkpoint that did not end the turn.
+    const allowlist = ['WORKHORSE_SERVER_SHUTDOWN', 'WORKHORSE_RUN_LIMIT'];
+    const wider = await startFleet(`${PREFIX}-allowlisted`, { env: { LONGRUN_WORKFLOW_INFRA_STOP_REASONS: allowlist.join(',') }, workflow: { infraStopReasons: allowlist, endsCrossingStops: true } });
+    try {
+      const over = newWorkflow();
+      const notOver = newWorkflow();
+      finishedOnService.add(over);
+      const scenario: Step[] = [{ op: 'checkpoint', text: 'working', status: 'RUNNING' }, { op: 'hang' }];
+      for (const id of [over, notOver]) await wider.dispatcher.startTurn(id, { metadata: { scenario } });
+      const finished = await ended(over, 20_000, wider.dispatcher);
+      expect(finished).toMatchObject({ status: 'finished', endedReason: 'finished', resumes: 0, segments: 1 });
+      expect(JSON.parse(callbacks.get(over)?.[0]?.body ?? '{}')).toMatchObject({ reason: 'run_limit', ended_while_stopping: true });
+      expect(events).toContainEqual(expect.objectContaining({ type: 'segment_ended', workflowId: over, reason: 'finished', checked: true }));
+      // Not over: resumed, once per such segment; let it end with the next segment.
+      await expect.poll(() => wider.stack.workflow.callsFor(notOver).length, { timeout: 10_000 }).toBeGreaterThanOrEqual(2);
+      finishedOnService.add(notOver);
+      const resumed = await ended(notOver, 20_000, wider.dispatcher);
+      expect(resumed).toMatchObject({ status: 'finished', endedReason: 'finished' });
+      expect(resumed.resumes).toBeGreaterThanOrEqual(1);
+      expect(resumed.segments).toBe(resumed.resumes + 1);
+      expect(metadataOf(wider.stack.workflow.callsFor(notOver)[1]).resume).toMatchObject({ reason: 'run_limit' });
+      expect(callbacks.get(over)).toHaveLength(1);
+    } finally {
+      await wider.close();
+    }
   });
 });

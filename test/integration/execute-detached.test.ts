@@ -142,14 +142,15 @@ describe('the lock is always taken for detached runs', () => {
 describe('the run limit and the stop handshake', () => {
   const hang: Step[] = [{ op: 'checkpoint', text: 'working' }, { op: 'hang' }];
 
-  it('a service that acks (UNAVAILABLE): WORKHORSE_RUN_LIMIT recorded, lock released, run_limit callback', async () => {
+  it('the public service (default allowlist): WORKHORSE_SERVER_SHUTDOWN sent, acked UNAVAILABLE, lock released, run_limit callback, the workflow still resumable', async () => {
     stack = await startStack({ redis: true, preauth: detached, env: { LONGRUN_RUN_LIMIT_MS: '500' } });
     const res = await stack.executeText('120', { steps: hang });
     expect(res.status).toBe(202);
     await stack.owner.waitFor(() => stack!.owner.segmentEnds.length === 1, 5_000, 'segment end');
     const call = stack.workflow.callsFor('120')[0];
-    expect(call?.stopReasons).toEqual(['WORKHORSE_RUN_LIMIT']);
+    expect(call?.stopReasons).toEqual(['WORKHORSE_SERVER_SHUTDOWN']);
     expect(call?.ended).toMatchObject({ how: 'status', code: 'UNAVAILABLE' });
+    expect(stack.workflow.stoppedWorkflows.has('120')).toBe(false);
     expect(stack.owner.segmentEnds[0]?.reason).toBe('run_limit');
     expect(await stack.client!.exists(lockKey('120'))).toBe(0);
     const metrics = await stack.metrics();
@@ -157,15 +158,22 @@ describe('the run limit and the stop handshake', () => {
     expect(metricValue(metrics, 'longrun_teardowns_total', { transport: 'detached', reason: 'run_limit' })).toBe(1);
   });
 
-  it('a service not yet updated ends the call OK (it took a user stop): still released', async () => {
-    stack = await startStack({ redis: true, preauth: detached, env: { LONGRUN_RUN_LIMIT_MS: '500' } });
-    stack.workflow.infraStopReasons = new Set(['WORKHORSE_SERVER_SHUTDOWN']);
+  it('a service that allowlists WORKHORSE_RUN_LIMIT, configured so: that word sent, acked OK, still released', async () => {
+    const allowlist = ['WORKHORSE_SERVER_SHUTDOWN', 'WORKHORSE_WEBSOCKET_PING_FAILED', 'WORKHORSE_RUN_LIMIT'];
+    stack = await startStack({
+      redis: true,
+      preauth: detached,
+      workflow: { infraStopReasons: allowlist },
+      env: { LONGRUN_RUN_LIMIT_MS: '500', LONGRUN_WORKFLOW_INFRA_STOP_REASONS: allowlist.join(',') },
+    });
     expect((await stack.executeText('121', { steps: hang })).status).toBe(202);
     await stack.owner.waitFor(() => stack!.owner.segmentEnds.length === 1, 5_000, 'segment end');
     expect(stack.workflow.callsFor('121')[0]?.ended?.how).toBe('ok');
     expect(stack.workflow.callsFor('121')[0]?.stopReasons).toEqual(['WORKHORSE_RUN_LIMIT']);
+    expect(stack.workflow.stoppedWorkflows.has('121')).toBe(false);
+    expect(stack.owner.segmentEnds[0]?.reason).toBe('run_limit');
     expect(await stack.client!.exists(lockKey('121'))).toBe(0);
-    expect(metricValue(await stack.metrics(), 'longrun_stop_acks_total', { outcome: 'user_stop' })).toBe(1);
+    expect(metricValue(await stack.metrics(), 'longrun_stop_acks_total', { outcome: 'ack' })).toBe(1);
   });
 
   it('a service that ignores stops: cancelled after the ack timeout, still released', async () => {
@@ -176,7 +184,7 @@ describe('the run limit and the stop handshake', () => {
     await stack.owner.waitFor(() => stack!.owner.segmentEnds.length === 1, 5_000, 'segment end');
     const elapsed = performance.now() - started;
     expect(elapsed).toBeGreaterThanOrEqual(780);
-    expect(stack.workflow.callsFor('122')[0]?.stopReasons).toEqual(['WORKHORSE_RUN_LIMIT']);
+    expect(stack.workflow.callsFor('122')[0]?.stopReasons).toEqual(['WORKHORSE_SERVER_SHUTDOWN']);
     expect(stack.workflow.callsFor('122')[0]?.ended?.how).toBe('cancelled');
     expect(await stack.client!.exists(lockKey('122'))).toBe(0);
     expect(metricValue(await stack.metrics(), 'longrun_stop_acks_total', { outcome: 'timeout' })).toBe(1);

@@ -4,9 +4,13 @@
  *
  * The workflow simulator's `endsCrossingStops` makes the crossing deterministic: a
  * stopWorkflow arriving ends the call OK without being acted on, as a client sees it when
- * the service's own end was already on its way. A turn whose last checkpoint ended it is
- * then called back `finished` (no stop outcome counted, nothing left in Redis); one whose
- * last checkpoint did not carries the stop's reason with `ended_while_stopping: true`.
+ * the service's own end was already on its way. After WORKHORSE_SERVER_SHUTDOWN (the word
+ * of a drain, and of a run limit on the public service) an OK end can only be the turn's
+ * own: the real service answers that stop UNAVAILABLE. So is a turn whose last checkpoint
+ * ended it: called back `finished` (no stop outcome counted, nothing left in Redis). After
+ * a word the service answers OK (WORKHORSE_RUN_LIMIT on a service that allowlists it), a
+ * turn whose last checkpoint did not end it carries the stop's reason with
+ * `ended_while_stopping: true`: the OK is that word's ack and a finish alike.
  * Then the race itself, undriven: turns whose last step lands on the run limit, a few
  * milliseconds either side — whichever way each falls, a call that never received a stop
  * is never called back as stopped.
@@ -60,7 +64,7 @@ function runEnded(s: Stack, id: string): Record<string, unknown> {
 
 async function stopAcks(s: Stack): Promise<number> {
   const text = await s.metrics();
-  return ['ack', 'user_stop', 'already_ended', 'timeout', 'error'].reduce((n, outcome) => n + (metricValue(text, 'longrun_stop_acks_total', { outcome }) ?? 0), 0);
+  return ['ack', 'already_ended', 'timeout', 'error'].reduce((n, outcome) => n + (metricValue(text, 'longrun_stop_acks_total', { outcome }) ?? 0), 0);
 }
 
 describe('a stop crossing the end of a finished turn is reported finished', () => {
@@ -71,7 +75,7 @@ describe('a stop crossing the end of a finished turn is reported finished', () =
     expect(end).toMatchObject({ workflow_id: '1901', reason: 'finished', actions: 1, in_flight: [] });
     expect(end).not.toHaveProperty('ended_while_stopping');
     // The gateway did send the stop; the service never acted on it.
-    expect(stack.workflow.callsFor('1901')[0]).toMatchObject({ crossedStops: ['WORKHORSE_RUN_LIMIT'], stopReasons: [], ended: { how: 'ok' } });
+    expect(stack.workflow.callsFor('1901')[0]).toMatchObject({ crossedStops: ['WORKHORSE_SERVER_SHUTDOWN'], stopReasons: [], ended: { how: 'ok' } });
     expect(runEnded(stack, '1901')).toMatchObject({ reason: 'finished', grpc_code: 0 });
     expect(runEnded(stack, '1901')).not.toHaveProperty('stop_outcome');
     const metrics = await stack.metrics();
@@ -82,28 +86,39 @@ describe('a stop crossing the end of a finished turn is reported finished', () =
     expect(await stack.client?.keys('workhorse:duoworkflow:*')).toEqual([]);
   });
 
-  it('the run limit after a checkpoint that did not end the turn: run_limit, flagged ended_while_stopping, counted', async () => {
+  it('the run limit (WORKHORSE_SERVER_SHUTDOWN) after a checkpoint that did not end the turn: an OK end is the turn’s own, finished', async () => {
     stack = await crossingStack({ LONGRUN_RUN_LIMIT_MS: '300' });
     await accept(stack, '1902', lastThenHang('RUNNING'));
-    expect(await segmentEnd(stack, '1902')).toMatchObject({ reason: 'run_limit', ended_while_stopping: true });
-    expect(runEnded(stack, '1902')).toMatchObject({ reason: 'run_limit', stop_outcome: 'user_stop', ended_while_stopping: true });
+    const end = await segmentEnd(stack, '1902');
+    expect(end).toMatchObject({ reason: 'finished' });
+    expect(end).not.toHaveProperty('ended_while_stopping');
+    expect(stack.workflow.callsFor('1902')[0]?.crossedStops).toEqual(['WORKHORSE_SERVER_SHUTDOWN']);
+    expect(await stopAcks(stack)).toBe(0);
+  });
+
+  it('the run limit sent as WORKHORSE_RUN_LIMIT (allowlisted) after a checkpoint that did not end the turn: run_limit, flagged ended_while_stopping, counted', async () => {
+    stack = await crossingStack({ LONGRUN_RUN_LIMIT_MS: '300', LONGRUN_WORKFLOW_INFRA_STOP_REASONS: 'WORKHORSE_SERVER_SHUTDOWN,WORKHORSE_RUN_LIMIT' });
+    await accept(stack, '1906', lastThenHang('RUNNING'));
+    expect(await segmentEnd(stack, '1906')).toMatchObject({ reason: 'run_limit', ended_while_stopping: true });
+    expect(stack.workflow.callsFor('1906')[0]?.crossedStops).toEqual(['WORKHORSE_RUN_LIMIT']);
+    expect(runEnded(stack, '1906')).toMatchObject({ reason: 'run_limit', stop_outcome: 'ack', ended_while_stopping: true });
     const metrics = await stack.metrics();
     expect(metricValue(metrics, 'longrun_ends_while_stopping_total', { transport: 'detached' })).toBe(1);
-    expect(metricValue(metrics, 'longrun_stop_acks_total', { outcome: 'user_stop' })).toBe(1);
+    expect(metricValue(metrics, 'longrun_stop_acks_total', { outcome: 'ack' })).toBe(1);
     expect(await stack.client?.keys('workhorse:duoworkflow:*')).toEqual([]);
   });
 
-  it('the drain: a turn that finished is called back finished, one that did not is the drain, flagged', async () => {
+  it('the drain: a stop with WORKHORSE_SERVER_SHUTDOWN that an OK end crossed is finished, whatever the last checkpoint said', async () => {
     stack = await crossingStack();
     await accept(stack, '1903', lastThenHang('FINISHED'));
     await accept(stack, '1904', lastThenHang('RUNNING'));
     await stack.gateway.drain();
     expect(await segmentEnd(stack, '1903')).toMatchObject({ reason: 'finished' });
-    expect(await segmentEnd(stack, '1904')).toMatchObject({ reason: 'drain', ended_while_stopping: true });
+    expect(await segmentEnd(stack, '1904')).toMatchObject({ reason: 'finished' });
     for (const id of ['1903', '1904']) expect(stack.workflow.callsFor(id)[0]?.crossedStops, id).toEqual(['WORKHORSE_SERVER_SHUTDOWN']);
     const metrics = await stack.gateway.metrics.registry.metrics();
-    expect(metricValue(metrics, 'longrun_teardowns_total', { transport: 'detached', reason: 'finished' })).toBe(1);
-    expect(metricValue(metrics, 'longrun_teardowns_total', { transport: 'detached', reason: 'drain' })).toBe(1);
+    expect(metricValue(metrics, 'longrun_teardowns_total', { transport: 'detached', reason: 'finished' })).toBe(2);
+    expect(metricValue(metrics, 'longrun_teardowns_total', { transport: 'detached', reason: 'drain' })).toBe(0);
     expect(await stack.client?.keys('workhorse:duoworkflow:*')).toEqual([]);
   });
 

@@ -250,7 +250,7 @@ describe('a reconnect on another replica is bridged to the run parked on its hol
     await expect.poll(async () => metricValue(await b.metrics(), 'longrun_bridges_open', { side: 'socket' }), { timeout: 5_000 }).toBe(0);
   });
 
-  it('a Redis restart under a bridge: the client is closed 1012 and the run, its lock gone with Redis, stopped WORKHORSE_LOCK_LOST at once; the resume starts it anew', async () => {
+  it('a Redis restart under a bridge: the client is closed 1012 and the run, its lock gone with Redis, stopped at once (WORKHORSE_SERVER_SHUTDOWN: a lost lease on the public service’s allowlist); the resume starts it anew', async () => {
     const { s, b } = await twoReplicas();
     const id = '7012';
     await parkOn(s, id, twoReads);
@@ -261,7 +261,7 @@ describe('a reconnect on another replica is bridged to the run parked on its hol
     // The bridge breaks (a message lost or refused) or the run's lock is found gone first: 1012 either way.
     expect((await bridged.closed).code).toBe(1012);
     await expect.poll(() => s.gateway.registry.size, { timeout: 10_000 }).toBe(0);
-    expect(s.workflow.callsFor(id)[0]?.stopReasons).toEqual(['WORKHORSE_LOCK_LOST']);
+    expect(s.workflow.callsFor(id)[0]?.stopReasons).toEqual(['WORKHORSE_SERVER_SHUTDOWN']);
     // One resume: the reconnect starts the workflow again from its checkpoint.
     const again = await open(b);
     again.send(resume(id));

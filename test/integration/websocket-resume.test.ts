@@ -241,7 +241,7 @@ describe('the edges of a re-attach', () => {
     // Redis lost the lock (a restart without persistence, a failover): the next renewal finds it gone.
     await s.client?.del(lockKey(id));
     expect(await client.closed).toEqual({ code: 1012, reason: 'the run lost its lock: reconnect to resume' });
-    expect(s.workflow.callsFor(id)[0]?.stopReasons).toEqual(['WORKHORSE_LOCK_LOST']);
+    expect(s.workflow.callsFor(id)[0]?.stopReasons).toEqual(['WORKHORSE_SERVER_SHUTDOWN']);
   });
 
   it('Redis restarted empty: every lease is renewed as soon as it is back, so a run learns its lock is gone at once, not a renewal interval later', async () => {
@@ -255,7 +255,7 @@ describe('the edges of a re-attach', () => {
     const backAt = Date.now();
     expect(await client.closed).toEqual({ code: 1012, reason: 'the run lost its lock: reconnect to resume' });
     expect(Date.now() - backAt).toBeLessThan(10_000);
-    expect(s.workflow.callsFor(id)[0]?.stopReasons).toEqual(['WORKHORSE_LOCK_LOST']);
+    expect(s.workflow.callsFor(id)[0]?.stopReasons).toEqual(['WORKHORSE_SERVER_SHUTDOWN']);
   });
 });
 
@@ -268,7 +268,9 @@ describe('what ends a parked run: WORKHORSE_WEBSOCKET_PING_FAILED, the workflow 
     client.ws.terminate();
     const call = await callOf(s, '6004');
     await s.workflow.waitFor(() => call.ended !== undefined, 5_000, 'ended');
-    expect(call).toMatchObject({ stopReasons: ['WORKHORSE_WEBSOCKET_PING_FAILED'], ended: { how: 'status', code: 'UNAVAILABLE' } });
+    // On the public service's allowlist: acknowledged OK, the workflow stays resumable.
+    expect(call).toMatchObject({ stopReasons: ['WORKHORSE_WEBSOCKET_PING_FAILED'], ended: { how: 'ok' } });
+    expect(s.workflow.stoppedWorkflows.has('6004')).toBe(false);
     await expect.poll(() => s.gateway.registry.size, { timeout: 5_000 }).toBe(0);
     expect(await s.client?.exists(lockKey('6004'))).toBe(0);
     expect(metricValue(await s.metrics(), 'longrun_websocket_park_ends_total', { why: 'expired' })).toBe(1);

@@ -231,6 +231,23 @@ describe('a session', () => {
     await expect.poll(() => mcp.endpoint.openSessions, { timeout: 5_000 }).toBe(0);
   });
 
+  it("a later startRequest (no lock) carries the owner's MCP tools after the client's, as the first did (Workhorse re-appends them to every start)", async () => {
+    const mcp = await McpServerSimulator.start();
+    mcpSims.push(mcp);
+    const s = await wsStack({ env: { LONGRUN_MCP_ALLOW_PRIVATE: 'true' }, preauth: { lockConcurrentFlow: false, mcpServers: { sim: { URL: mcp.url, Tools: ['echo'], PreApprovedTools: ['echo'] } } } });
+    const session = await open(s);
+    session.send(start('5052', [{ op: 'checkpoint', text: 'first turn' }, { op: 'hang' }], { mcpTools: [{ name: 'local_tool' }], preapproved_tools: ['local_tool'] }));
+    await session.next('newCheckpoint');
+    session.send(start('5052', [], { goal: 'and then', mcpTools: [{ name: 'other_tool' }], preapproved_tools: [] }));
+    const call = await callOf(s, '5052');
+    await s.workflow.waitFor(() => call.laterStarts.length === 1, 5_000, 'the second start');
+    expect(call.laterStarts[0]?.mcpTools?.map((t) => t.name)).toEqual(['other_tool', 'sim_echo']);
+    expect(call.laterStarts[0]?.preapproved_tools).toEqual(['sim_echo']);
+    expect(call.laterStarts[0]?.workflowID).toBe('5052');
+    session.ws.close(1000);
+    await session.closed;
+  });
+
   it('Redis down: a session with LockConcurrentFlow runs without the lock (Workhorse parity)', async () => {
     stack = await startStack({ redisUrl: 'redis://127.0.0.1:1', preauth: { lockConcurrentFlow: true }, env: { ...FAST, LONGRUN_REDIS_CONNECT_TIMEOUT_MS: '200', LONGRUN_REDIS_COMMAND_TIMEOUT_MS: '200' } });
     const session = await open(stack);
@@ -298,8 +315,11 @@ describe('a session', () => {
     const call = await callOf(s, '5007');
     await s.workflow.waitFor(() => call.ended !== undefined, 5_000, 'ended');
     expect(call.stopReasons).toEqual(['WORKHORSE_WEBSOCKET_PONG_TIMEOUT']);
-    // On the public service's allowlist: acknowledged, the workflow stays resumable.
-    expect(call.ended).toMatchObject({ how: 'status', code: 'UNAVAILABLE' });
+    // Workhorse's word, and as for Workhorse a user stop on today's service (off its
+    // allowlist): the call ends OK and the workflow is stopped. With a resume window the
+    // run parks instead (websocket-resume.test.ts).
+    expect(call.ended).toMatchObject({ how: 'ok' });
+    expect(s.workflow.stoppedWorkflows.has('5007')).toBe(true);
     await nothingLeft(s, '5007');
   });
 

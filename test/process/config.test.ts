@@ -86,7 +86,7 @@ describe('config: defaults', () => {
       jwtRefreshMs: 30_000,
       redisCommandTimeoutMs: 2_000,
       redisConnectTimeoutMs: 2_000,
-      infraStopReasons: { drain: 'WORKHORSE_SERVER_SHUTDOWN', run_limit: 'WORKHORSE_RUN_LIMIT', lock_lost: 'WORKHORSE_LOCK_LOST' },
+      workflowInfraStopReasons: ['WORKHORSE_SERVER_SHUTDOWN', 'WORKHORSE_WEBSOCKET_PING_FAILED'],
       grpcStreamsPerConnection: 100,
       grpcKeepaliveTimeMs: 20_000,
       grpcKeepaliveTimeoutMs: 20_000,
@@ -153,6 +153,7 @@ describe('config: overrides', () => {
       LONGRUN_GRPC_KEEPALIVE_TIMEOUT_MS: '250',
       LONGRUN_GRPC_KEEPALIVE_WITHOUT_CALLS: 'false',
       LONGRUN_REPLICA_ID: 'pod-a.zone-1:2',
+      LONGRUN_WORKFLOW_INFRA_STOP_REASONS: ' WORKHORSE_RUN_LIMIT, WORKHORSE_SERVER_SHUTDOWN,WORKHORSE_RUN_LIMIT ',
       LONGRUN_LOG_LEVEL: 'silent',
     });
     expect(config.listen).toEqual({ host: '0.0.0.0', port: 8080 });
@@ -202,6 +203,7 @@ describe('config: overrides', () => {
       grpcKeepaliveTimeoutMs: 250,
       grpcKeepaliveWithoutCalls: false,
       replicaId: 'pod-a.zone-1:2',
+      workflowInfraStopReasons: ['WORKHORSE_RUN_LIMIT', 'WORKHORSE_SERVER_SHUTDOWN'],
       logLevel: 'silent',
     });
   });
@@ -343,9 +345,13 @@ describe('config: invalid values name the variable', () => {
     ['LONGRUN_GRPC_KEEPALIVE_TIME_MS', '0'],
     ['LONGRUN_GRPC_KEEPALIVE_TIMEOUT_MS', '20s'],
     ['LONGRUN_GRPC_KEEPALIVE_WITHOUT_CALLS', 'yes'],
-    ['LONGRUN_STOP_REASON_DRAIN', 'lower_case'],
-    ['LONGRUN_STOP_REASON_RUN_LIMIT', 'HAS SPACE'],
-    ['LONGRUN_STOP_REASON_LOCK_LOST', 'X'.repeat(65)],
+    ['LONGRUN_WORKFLOW_INFRA_STOP_REASONS', 'WORKHORSE_SERVER_SHUTDOWN,lower_case'],
+    ['LONGRUN_WORKFLOW_INFRA_STOP_REASONS', 'WORKHORSE_RUN_LIMIT'],
+    ['LONGRUN_WORKFLOW_INFRA_STOP_REASONS', `WORKHORSE_SERVER_SHUTDOWN,${'X'.repeat(65)}`],
+    // Removed: one way to say what the service allowlists (a value left set must not be ignored).
+    ['LONGRUN_STOP_REASON_DRAIN', 'WORKHORSE_SERVER_SHUTDOWN'],
+    ['LONGRUN_STOP_REASON_RUN_LIMIT', 'WORKHORSE_RUN_LIMIT'],
+    ['LONGRUN_STOP_REASON_LOCK_LOST', 'WORKHORSE_SERVER_SHUTDOWN'],
     ['LONGRUN_REPLICA_ID', 'has space'],
     ['LONGRUN_REPLICA_ID', 'x'.repeat(129)],
     ['LONGRUN_LOG_LEVEL', 'loud'],

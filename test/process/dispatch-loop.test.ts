@@ -1,5 +1,5 @@
 /**
- * The whole loop under faults (issue [12]): 50 turns of many segments each, dispatched by
+ * The whole loop under faults (issues [12], [20]): 50 turns of many segments each, dispatched by
  * the reference dispatcher (examples/dispatcher: BullMQ on a real redis-server) with
  * longrun/client through three gateway replicas (child processes, `node dist/src/main.js`)
  * sharing a real redis-server, while the test
@@ -22,6 +22,12 @@
  * no segment is dispatched after the one that finished it; no two calls of a workflow
  * overlap in time; resumes = boundaries (no extra, none lost), per turn and against the
  * simulator's calls; nothing left in Redis or the queue.
+ *
+ * The workflow simulators are as strict as the real service: their infrastructure allowlist
+ * is the public one (WORKHORSE_SERVER_SHUTDOWN, WORKHORSE_WEBSOCKET_PING_FAILED), any other
+ * stop word marks the workflow stopped, and a stopped workflow's resume (the dispatcher's
+ * later segments carry an empty goal) is refused: run limits, drains and lost leases must
+ * each cost one resume, never a stopped workflow.
  *
  * The dispatcher's queue and owner state are on a second redis-server: restarting a
  * queue's Redis empty loses its jobs whatever the gateway does (BullMQ needs a persistent
@@ -73,6 +79,7 @@ const retired: Replica[] = [];
 let client: LongrunClient;
 let dispatcher: Dispatcher;
 const events: Array<DispatcherEvent & { at: number }> = [];
+type SegmentEnded = Extract<DispatcherEvent, { type: 'segment_ended' }> & { at: number };
 
 const service = (): WorkflowServiceSimulator => services.at(-1) as WorkflowServiceSimulator;
 const allCalls = (): CallRecord[] => services.flatMap((s) => s.calls);
@@ -187,12 +194,18 @@ describe('the dispatch loop under faults', () => {
       const inFlight = (): number => new Set(service().calls.filter((c) => !c.ended && c.actionsSent > 0).map((c) => c.workflowId)).size;
       while (inFlight() < 30 && Date.now() < until) await sleep(20);
     };
+    // How the dispatcher heard a call's segment end: the first segment-end of its workflow
+    // after the call ended (the next segment is dispatched only after it). A drain and a
+    // lost lease both send WORKHORSE_SERVER_SHUTDOWN to the public service, as does a run
+    // limit: the callback's reason tells them apart, not the word.
+    const endReasonOf = (call: CallRecord): string | undefined =>
+      events.find((e): e is SegmentEnded => e.type === 'segment_ended' && e.workflowId === call.workflowId && e.at >= (call.ended?.at ?? Infinity))?.reason;
 
     // 1. A deploy: replica A drains, exits, and its replacement comes up on the same port.
     await whenInFlight();
     const a = slots[0] as (typeof slots)[number];
     const drained = a.replica as Replica;
-    faults.push({ name: 'drain (SIGTERM replica A)', at: Date.now(), hit: (c) => c.stopReasons.includes('WORKHORSE_SERVER_SHUTDOWN') });
+    faults.push({ name: 'drain (SIGTERM replica A)', at: Date.now(), hit: (c) => c.stopReasons.includes('WORKHORSE_SERVER_SHUTDOWN') && endReasonOf(c) === 'drain' });
     drained.child.process.kill('SIGTERM');
     expect(await drained.child.exited(10_000)).toBe(0);
     retired.push(drained);
@@ -219,7 +232,7 @@ describe('the dispatch loop under faults', () => {
 
     // 4. The gateways' Redis restarts empty: every lock and run record is gone.
     await whenInFlight();
-    faults.push({ name: 'Redis restart (empty)', at: Date.now(), hit: (c) => c.stopReasons.includes('WORKHORSE_LOCK_LOST') });
+    faults.push({ name: 'Redis restart (empty)', at: Date.now(), hit: (c) => c.stopReasons.includes('WORKHORSE_SERVER_SHUTDOWN') && endReasonOf(c) === 'lock_lost' });
     await faultRedis();
 
     // Everything seen, for looking into a failure (test-results/ is not committed).
@@ -294,6 +307,10 @@ describe('the dispatch loop under faults', () => {
       // Generous: the kill waits out the lease and the watchdog (run limit + grace + confirmation).
       expect(Math.max(...recoveries), fault.name).toBeLessThan(fault.name.startsWith('SIGKILL') ? 15_000 : 10_000);
     }
+
+    // The simulators hold the public service's allowlist: a run limit, a drain or a lost
+    // lease that had marked a workflow stopped would have failed its turn's resume.
+    expect(services.flatMap((svc) => [...svc.stoppedWorkflows])).toEqual([]);
 
     // Nothing left behind: no lock, run record or stop key; no segment job pending or failed.
     expect(await redisClient.keys('workhorse:duoworkflow:*')).toEqual([]);

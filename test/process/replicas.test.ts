@@ -198,13 +198,13 @@ describe('leases', () => {
     for (const id of ids) expect((await b.execute(id, hang)).status).toBe(202);
   });
 
-  it('a lease taken over by another token stops the first run with WORKHORSE_LOCK_LOST', async () => {
+  it('a lease taken over by another token stops the first run (lock_lost, sent as WORKHORSE_SERVER_SHUTDOWN to the public service)', async () => {
     const [a] = (await replicas.start(1)) as [Replica];
     const id = newWorkflow();
     expect((await a.execute(id, hang)).status).toBe(202);
     await client.set(lockKey(id), 'intruder-token', 'PX', 60_000);
     await workflow.waitFor(() => (workflow.callsFor(id)[0]?.stopReasons.length ?? 0) > 0, LEASE_TTL_MS + 2_000, 'lock-lost stop');
-    expect(workflow.callsFor(id)[0]?.stopReasons).toEqual(['WORKHORSE_LOCK_LOST']);
+    expect(workflow.callsFor(id)[0]?.stopReasons).toEqual(['WORKHORSE_SERVER_SHUTDOWN']);
     await owner.waitFor(() => owner.segmentEnds.some((e) => e.workflow_id === id), 5_000, 'segment end');
     expect(owner.segmentEnds.find((e) => e.workflow_id === id)?.reason).toBe('lock_lost');
     // The intruder's lock is not touched by the release.
@@ -227,7 +227,7 @@ describe('leases', () => {
     expect(await client.exists(lockKey(id))).toBe(1);
   });
 
-  it('Redis paused past the lease: the run stops with WORKHORSE_LOCK_LOST before the lease expires, never beside a second holder', async () => {
+  it('Redis paused past the lease: the run stops (lock_lost) before the lease expires, never beside a second holder', async () => {
     const [a, b] = (await replicas.start(2)) as [Replica, Replica];
     const id = newWorkflow();
     expect((await a.execute(id, hang)).status).toBe(202);
@@ -239,7 +239,7 @@ describe('leases', () => {
       process.kill(redis.pid as number, 'SIGCONT');
     }
     const first = workflow.callsFor(id)[0];
-    expect(first?.stopReasons).toEqual(['WORKHORSE_LOCK_LOST']);
+    expect(first?.stopReasons).toEqual(['WORKHORSE_SERVER_SHUTDOWN']);
     // Ended before its lock could have expired (acquired before acceptedAt).
     expect((first?.ended?.at as number) - acceptedAt).toBeLessThan(LEASE_TTL_MS);
     await expect.poll(() => client.exists(lockKey(id)), { timeout: LEASE_TTL_MS + 2_000 }).toBe(0);
@@ -248,13 +248,13 @@ describe('leases', () => {
     expect(second?.startedAt).toBeGreaterThan(first?.ended?.at as number);
   });
 
-  it('Redis restarted empty mid-run: the renewal finds the token gone and the run stops with WORKHORSE_LOCK_LOST', async () => {
+  it('Redis restarted empty mid-run: the renewal finds the token gone and the run stops (lock_lost)', async () => {
     const [a] = (await replicas.start(1)) as [Replica];
     const id = newWorkflow();
     expect((await a.execute(id, hang)).status).toBe(202);
     await redis.restart();
     await workflow.waitFor(() => workflow.callsFor(id)[0]?.ended !== undefined, LEASE_TTL_MS * 3, 'run end');
-    expect(workflow.callsFor(id)[0]?.stopReasons).toEqual(['WORKHORSE_LOCK_LOST']);
+    expect(workflow.callsFor(id)[0]?.stopReasons).toEqual(['WORKHORSE_SERVER_SHUTDOWN']);
   });
 });
 

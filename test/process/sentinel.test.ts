@@ -6,8 +6,8 @@
  * workflows all along, so a lock lost to a failover would show as a second run.
  *
  * What must hold: no workflow ever has two calls open at once (from the workflow
- * simulator's records), every held run either goes on or stops with
- * WORKHORSE_LOCK_LOST, and new executes are accepted once the new primary is up.
+ * simulator's records), every held run either goes on or stops as lock_lost (sent as
+ * WORKHORSE_SERVER_SHUTDOWN, on the public service's allowlist), and new executes are accepted once the new primary is up.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { execFileSync } from 'node:child_process';
@@ -205,7 +205,7 @@ async function holdThrough(
     const overlapping = overlaps(ours);
     expect(overlapping.map(([a, b]) => `${a.workflowId}: [${a.startedAt}, ${a.ended?.at ?? 'open'}] and [${b.startedAt}, …]`)).toEqual([]);
 
-    // Each held run went on (still open, never stopped) or stopped with WORKHORSE_LOCK_LOST.
+    // Each held run went on (still open, never stopped) or stopped as lock_lost.
     // Which of the two is the failover's timing (a lease renewed on the new primary in time,
     // or not), so the held workflows are parted by what the workflow service saw of their
     // first call, and every workflow of each part is checked for what that part must show.
@@ -222,7 +222,7 @@ async function holdThrough(
       expect(await newPrimary.exists(lockKey(id)), id).toBe(1);
     }
     for (const id of lockLost) {
-      expect(firstCall(id)?.stopReasons, id).toEqual(['WORKHORSE_LOCK_LOST']);
+      expect(firstCall(id)?.stopReasons, id).toEqual(['WORKHORSE_SERVER_SHUTDOWN']);
       await owner.waitFor(() => owner.segmentEnds.some((e) => e.workflow_id === id), 5_000, `segment end of ${id}`);
       expect(owner.segmentEnds.find((e) => e.workflow_id === id)?.reason, id).toBe('lock_lost');
     }
@@ -258,7 +258,7 @@ async function holdThrough(
 }
 
 describe('Redis behind Sentinel', () => {
-  it('SENTINEL FAILOVER while runs are held: no workflow ever has two runs; runs go on or stop with WORKHORSE_LOCK_LOST; executes succeed on the new primary', async () => {
+  it('SENTINEL FAILOVER while runs are held: no workflow ever has two runs; runs go on or stop as lock_lost; executes succeed on the new primary', async () => {
     topology = await startSentinelTopology({ password: DATA_PASSWORD, sentinelPassword: SENTINEL_PASSWORD });
     const topo = topology;
     // Allowed to configure keyspace notifications: they must follow the primary too.

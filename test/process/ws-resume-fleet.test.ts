@@ -11,7 +11,7 @@
  *   - BRIDGED only: replica C, which never starts a run (first connections go to A and B),
  *     holds only bridged sockets and drains (SIGTERM): its clients get 1012, no resume,
  *   - holder A drains (SIGTERM): its runs stop with WORKHORSE_SERVER_SHUTDOWN, one resume each,
- *   - the Redis restarts empty: every lock is gone, runs stop with WORKHORSE_LOCK_LOST, one
+ *   - the Redis restarts empty: every lock is gone, runs stop (lock_lost), one
  *     resume each,
  *   - holder B is SIGKILLed: its runs' calls are cut, one resume each once the lease expired;
  *
@@ -52,7 +52,7 @@ import { removeSecretFile, testSecret, writeSecretFile } from '../helpers/secret
 const BRIDGED = true;
 /**
  * What the gateway does today when the Redis restart makes a run lose its lock: the run
- * stops with WORKHORSE_LOCK_LOST and the session is closed 1000 (closeForRunEnd's default),
+ * stops (lock_lost) and the session is closed 1000 (closeForRunEnd's default),
  * which a client reads as "the flow ended" — LongrunSession does not reconnect. Until a
  * lock-lost WebSocket run closes with a code a client reconnects on, the test's client does
  * what its user would: it starts the session again with the resume start (counted). Set to
@@ -94,7 +94,7 @@ const DROP_ANY_TIME = true;
  * Once the Redis is back empty, a resume start finds no run record and no lock and may start
  * a second run of the workflow beside the one still alive — parked on another replica, or
  * on the same one but still attached to a bridge that broke with the restart — until that
- * run's renewal finds its lock gone (WORKHORSE_LOCK_LOST). Every lease is now renewed as
+ * run's renewal finds its lock gone (lock_lost). Every lease is now renewed as
  * soon as Redis is back (LeaseKeeper.renewAll), so that is the renewal's round trip, not
  * a renewal interval (LONGRUN_LEASE_TTL_MS / 3): with this switch off, 1 run in 3 here saw
  * two calls of a workflow overlap by 9 ms. No lock can close it without fencing at the
@@ -128,7 +128,8 @@ const RESUME_WINDOW_MS = 20_000;
 const ACTOR = 'user-1';
 
 const SHUTDOWN = 'WORKHORSE_SERVER_SHUTDOWN';
-const LOCK_LOST = 'WORKHORSE_LOCK_LOST';
+/** What a lost lease sends to the public service (its allowlist has no WORKHORSE_LOCK_LOST): told apart from a drain by when it ended. */
+const LOCK_LOST = SHUTDOWN;
 
 interface Slot {
   name: string;
@@ -505,13 +506,20 @@ describe('WebSocket sessions across a fleet, under faults', () => {
       // 2. A holder drains: its runs stop with WORKHORSE_SERVER_SHUTDOWN (one resume each), its clients get 1001.
       const heldByA = await heldBy(a);
       const drainedAt = Date.now();
-      faults.push({ name: 'holder drain (SIGTERM replica A)', at: drainedAt, held: heldByA, ended: (call) => call.stopReasons.includes(SHUTDOWN) && (call.ended?.at ?? 0) >= drainedAt });
+      // Before the Redis restart: a lost lease sends the same word (LOCK_LOST).
+      let restartedAt = Infinity;
+      faults.push({
+        name: 'holder drain (SIGTERM replica A)',
+        at: drainedAt,
+        held: heldByA,
+        ended: (call) => call.stopReasons.includes(SHUTDOWN) && (call.ended?.at ?? 0) >= drainedAt && (call.ended?.at ?? 0) < restartedAt,
+      });
       await drain(a);
       await sleep(FAULT_GAP_MS);
 
       // 3. The Redis restarts empty: every lock and run record is gone at once.
       if (REDIS_RESTART_FORGETS_RUNS) blackout = { until: Infinity, port: await freePort() };
-      const restartedAt = Date.now();
+      restartedAt = Date.now();
       faults.push({ name: 'Redis restart (empty)', at: restartedAt, held: 'all', ended: (call) => call.stopReasons.includes(LOCK_LOST) && (call.ended?.at ?? 0) >= restartedAt });
       try {
         await redis.restart();

@@ -726,31 +726,57 @@ describe('workflow simulator: stop handshake', () => {
     await sim.close();
   });
 
-  it.each(['WORKHORSE_RUN_LIMIT', 'WORKHORSE_SERVER_SHUTDOWN', 'WORKHORSE_LOCK_LOST'])(
-    'acknowledges the infra reason %s by ending the call UNAVAILABLE',
+  it('acknowledges WORKHORSE_SERVER_SHUTDOWN by ending the call UNAVAILABLE; the workflow stays resumable', async () => {
+    const { call, workflowId } = start(client, [{ op: 'checkpoint' }, { op: 'hang' }]);
+    await call.action(0);
+    call.send({ stopWorkflow: { reason: 'WORKHORSE_SERVER_SHUTDOWN' } });
+    const status = await call.status;
+    expect(status.codeName).toBe('UNAVAILABLE');
+    expect(status.details).toContain('workflow execution interrupted');
+    const record = await ended(sim, workflowId);
+    expect(record.stopReasons).toEqual(['WORKHORSE_SERVER_SHUTDOWN']);
+    expect(record.stopReceivedAt).toHaveLength(1);
+    expect(record.ended).toMatchObject({ how: 'status', code: 'UNAVAILABLE' });
+    expect(sim.stoppedWorkflows.has(workflowId)).toBe(false);
+  });
+
+  it('ends the call OK for WORKHORSE_WEBSOCKET_PING_FAILED, the other word on the public allowlist: the workflow stays resumable', async () => {
+    const { call, workflowId } = start(client, [{ op: 'checkpoint' }, { op: 'hang' }]);
+    await call.action(0);
+    call.send({ stopWorkflow: { reason: 'WORKHORSE_WEBSOCKET_PING_FAILED' } });
+    expect((await call.status).codeName).toBe('OK');
+    expect((await ended(sim, workflowId)).ended?.how).toBe('ok');
+    expect(sim.stoppedWorkflows.has(workflowId)).toBe(false);
+    const resumed = client.open();
+    resumed.send({ startRequest: { workflowID: workflowId, goal: '', workflowMetadata: scenarioMetadata([{ op: 'end' }]) } });
+    expect((await resumed.status).codeName).toBe('OK');
+  });
+
+  it.each(['WORKHORSE_RUN_LIMIT', 'WORKHORSE_LOCK_LOST', 'WORKHORSE_WEBSOCKET_PONG_TIMEOUT', 'USER_STOP', 'cancelled by the user'])(
+    'treats %j (off the public allowlist) as a user stop: the call ends OK, the workflow is stopped, a resume of it is refused INVALID_ARGUMENT and a start with a goal runs',
     async (reason) => {
       const { call, workflowId } = start(client, [{ op: 'checkpoint' }, { op: 'hang' }]);
       await call.action(0);
       call.send({ stopWorkflow: { reason } });
-      const status = await call.status;
-      expect(status.codeName).toBe('UNAVAILABLE');
-      expect(status.details).toContain(reason);
+      expect((await call.status).codeName).toBe('OK');
       const record = await ended(sim, workflowId);
       expect(record.stopReasons).toEqual([reason]);
-      expect(record.stopReceivedAt).toHaveLength(1);
-      expect(record.ended).toMatchObject({ how: 'status', code: 'UNAVAILABLE' });
+      expect(record.ended?.how).toBe('ok');
+      expect(sim.stoppedWorkflows.has(workflowId)).toBe(true);
+
+      for (const resume of [{ goal: '' }, {}]) {
+        const refused = client.open();
+        refused.send({ startRequest: { workflowID: workflowId, ...resume, workflowMetadata: scenarioMetadata([{ op: 'checkpoint' }, { op: 'end' }]) } });
+        const status = await refused.status;
+        expect(status).toMatchObject({ codeName: 'INVALID_ARGUMENT', details: `workflow ${workflowId} is stopped: it cannot be resumed` });
+        expect(refused.actions).toEqual([]);
+      }
+      const renewed = client.open();
+      renewed.send({ startRequest: { workflowID: workflowId, goal: 'a new prompt', workflowMetadata: scenarioMetadata([{ op: 'checkpoint' }, { op: 'end' }]) } });
+      expect((await renewed.status).codeName).toBe('OK');
+      expect(sim.stoppedWorkflows.has(workflowId)).toBe(false);
     },
   );
-
-  it.each(['USER_STOP', 'cancelled by the user'])('treats %j as a user stop and ends the call OK', async (reason) => {
-    const { call, workflowId } = start(client, [{ op: 'checkpoint' }, { op: 'hang' }]);
-    await call.action(0);
-    call.send({ stopWorkflow: { reason } });
-    expect((await call.status).codeName).toBe('OK');
-    const record = await ended(sim, workflowId);
-    expect(record.stopReasons).toEqual([reason]);
-    expect(record.ended?.how).toBe('ok');
-  });
 
   it('serves a stop during a wait step', async () => {
     const { call, workflowId } = start(client, [{ op: 'checkpoint' }, { op: 'wait', ms: 60_000 }, { op: 'checkpoint' }]);
@@ -773,10 +799,10 @@ describe('workflow simulator: stop handshake', () => {
 
   it('serves a stop sent right after the startRequest, before any action', async () => {
     const { call, workflowId } = start(client, [{ op: 'wait', ms: 60_000 }]);
-    call.send({ stopWorkflow: { reason: 'WORKHORSE_RUN_LIMIT' } });
+    call.send({ stopWorkflow: { reason: 'WORKHORSE_SERVER_SHUTDOWN' } });
     expect((await call.status).codeName).toBe('UNAVAILABLE');
     expect(call.actions).toEqual([]);
-    expect((await ended(sim, workflowId)).stopReasons).toEqual(['WORKHORSE_RUN_LIMIT']);
+    expect((await ended(sim, workflowId)).stopReasons).toEqual(['WORKHORSE_SERVER_SHUTDOWN']);
   });
 });
 
@@ -829,18 +855,20 @@ describe('workflow simulator: configurable stop behaviour', () => {
     expect((await ended(sim, workflowId)).stopReasons).toEqual(['USER_STOP', 'USER_STOP']);
   });
 
-  it('a service whose allowlist lacks WORKHORSE_LOCK_LOST treats it as a user stop (OK)', async () => {
+  it('a service that allowlists WORKHORSE_RUN_LIMIT ends its call OK and keeps the workflow resumable; WORKHORSE_LOCK_LOST, off its list, still stops the workflow', async () => {
     const { sim, client } = await simulator({ infraStopReasons: ['WORKHORSE_SERVER_SHUTDOWN', 'WORKHORSE_RUN_LIMIT'] });
+    const limit = start(client, [{ op: 'checkpoint' }, { op: 'hang' }]);
+    await limit.call.action(0);
+    limit.call.send({ stopWorkflow: { reason: 'WORKHORSE_RUN_LIMIT' } });
+    expect((await limit.call.status).codeName).toBe('OK');
+    expect(sim.stoppedWorkflows.has(limit.workflowId)).toBe(false);
+
     const lost = start(client, [{ op: 'checkpoint' }, { op: 'hang' }]);
     await lost.call.action(0);
     lost.call.send({ stopWorkflow: { reason: 'WORKHORSE_LOCK_LOST' } });
     expect((await lost.call.status).codeName).toBe('OK');
     expect((await ended(sim, lost.workflowId)).ended).toMatchObject({ how: 'ok' });
-
-    const limit = start(client, [{ op: 'checkpoint' }, { op: 'hang' }]);
-    await limit.call.action(0);
-    limit.call.send({ stopWorkflow: { reason: 'WORKHORSE_RUN_LIMIT' } });
-    expect((await limit.call.status).codeName).toBe('UNAVAILABLE');
+    expect(sim.stoppedWorkflows.has(lost.workflowId)).toBe(true);
   });
 
   it('close() ends open calls promptly', async () => {

@@ -1,6 +1,6 @@
 /**
  * WorkflowStream on its own (docs/spec.md §4 stop handshake), driven by a fake gRPC call: how a
- * handshake ends (ack, user stop, error, timeout, already ended), that the call is ended
+ * handshake ends (ack, error, timeout, already ended), that the call is ended
  * in every case, and that nothing is written to a call that has ended.
  */
 import * as grpc from '@grpc/grpc-js';
@@ -17,14 +17,18 @@ function open(): { call: FakeCall; stream: WorkflowStream; actions: Action[] } {
 }
 
 describe('WorkflowStream: the stop handshake', () => {
+  // The real service: UNAVAILABLE acknowledges WORKHORSE_SERVER_SHUTDOWN, OK every other word.
   it.each([
-    ['ack', grpc.status.UNAVAILABLE],
-    ['user_stop', grpc.status.OK],
-    ['error', grpc.status.INTERNAL],
-  ] as const)('ends as %s when the service ends the call with that code', async (outcome, code) => {
+    ['ack', 'WORKHORSE_SERVER_SHUTDOWN', grpc.status.UNAVAILABLE, grpc.status.UNAVAILABLE],
+    ['ack', 'USER_STOP', grpc.status.OK, grpc.status.OK],
+    ['ack', 'WORKHORSE_RUN_LIMIT', grpc.status.OK, grpc.status.OK],
+    ['error', 'WORKHORSE_SERVER_SHUTDOWN', grpc.status.UNAVAILABLE, grpc.status.OK],
+    ['error', 'USER_STOP', grpc.status.OK, grpc.status.UNAVAILABLE],
+    ['error', 'WORKHORSE_SERVER_SHUTDOWN', grpc.status.UNAVAILABLE, grpc.status.INTERNAL],
+  ] as const)('ends as %s when %s (acknowledged with %i) ends with code %i', async (outcome, word, ack, code) => {
     const { call, stream } = open();
-    const stopping = stream.stop('WORKHORSE_RUN_LIMIT', 5_000);
-    expect(call.written).toEqual([{ stopWorkflow: { reason: 'WORKHORSE_RUN_LIMIT' } }]);
+    const stopping = stream.stop(word, ack, 5_000);
+    expect(call.written).toEqual([{ stopWorkflow: { reason: word } }]);
     call.finish(code);
     expect(await stopping).toBe(outcome);
     expect(await stream.ended).toMatchObject({ code });
@@ -34,7 +38,7 @@ describe('WorkflowStream: the stop handshake', () => {
   it('cancels the call after the ack timeout when the service never answers', async () => {
     const { call, stream } = open();
     const started = performance.now();
-    expect(await stream.stop('USER_STOP', 50)).toBe('timeout');
+    expect(await stream.stop('USER_STOP', grpc.status.OK, 50)).toBe('timeout');
     expect(performance.now() - started).toBeGreaterThanOrEqual(45);
     expect(call.cancels).toBe(1);
     expect(await stream.ended).toMatchObject({ code: grpc.status.CANCELLED });
@@ -42,12 +46,12 @@ describe('WorkflowStream: the stop handshake', () => {
 
   it('a second stop waits for the first and reports already_ended; a stop after the end writes nothing', async () => {
     const { call, stream } = open();
-    const first = stream.stop('WORKHORSE_SERVER_SHUTDOWN', 5_000);
-    const second = stream.stop('USER_STOP', 5_000);
+    const first = stream.stop('WORKHORSE_SERVER_SHUTDOWN', grpc.status.UNAVAILABLE, 5_000);
+    const second = stream.stop('USER_STOP', grpc.status.OK, 5_000);
     call.finish(grpc.status.UNAVAILABLE);
     expect(await first).toBe('ack');
     expect(await second).toBe('already_ended');
-    expect(await stream.stop('USER_STOP', 5_000)).toBe('already_ended');
+    expect(await stream.stop('USER_STOP', grpc.status.OK, 5_000)).toBe('already_ended');
     expect(call.written).toEqual([{ stopWorkflow: { reason: 'WORKHORSE_SERVER_SHUTDOWN' } }]);
   });
 });
