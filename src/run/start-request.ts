@@ -36,10 +36,10 @@ export function decodeStartRequest(body: Buffer): StartWorkflowRequest {
 
 /**
  * The client capabilities a WebSocket client may announce, and the owner's server
- * capabilities passed on, as Workhorse's websocket.go lists them (its newest lists; the
- * start carries them in these lists' order, the client's first).
+ * capabilities passed on (on every transport), as Workhorse's newest websocket.go lists
+ * them; the start carries them in these lists' order, the client's first.
  */
-export const WEBSOCKET_CLIENT_CAPABILITIES = [
+export const CLIENT_CAPABILITIES = [
   'incremental_streaming',
   'shell_command',
   'read_file_chunked',
@@ -47,11 +47,8 @@ export const WEBSOCKET_CLIENT_CAPABILITIES = [
   'web_search',
   'tool_call_streaming',
   'schedule_notification',
-  'grep_fixed_strings',
-  'read_file_image',
-  'auto_mode',
 ] as const;
-export const WEBSOCKET_SERVER_CAPABILITIES = [
+export const SERVER_CAPABILITIES = [
   'advanced_search',
   'tool_call_approval',
   'tool_call_pattern_approval',
@@ -69,7 +66,8 @@ function allowed(allowlist: readonly string[], asked: readonly string[] | null |
  * Applies the owner's authorization; throws INVALID_REQUEST on a workflowID mismatch.
  * An execute's own capabilities and MCP tools are dropped (the owner's replace them); a
  * WebSocket client keeps the capabilities Workhorse allows and its own MCP tools, which
- * the owner's are appended to (`withMcpTools`, once discovered).
+ * the owner's are appended to (`withMcpTools`, once discovered). The owner's server
+ * capabilities pass Workhorse's allowlist on both transports.
  */
 export function authorizeStartRequest(request: StartWorkflowRequest, auth: DuoWorkflowAuth, transport: Transport): StartWorkflowRequest {
   if (request.workflowID && request.workflowID !== auth.WorkflowID) {
@@ -79,7 +77,7 @@ export function authorizeStartRequest(request: StartWorkflowRequest, auth: DuoWo
     return {
       ...request,
       workflowID: auth.WorkflowID,
-      clientCapabilities: [...allowed(WEBSOCKET_CLIENT_CAPABILITIES, request.clientCapabilities), ...allowed(WEBSOCKET_SERVER_CAPABILITIES, auth.ServerCapabilities)],
+      clientCapabilities: [...allowed(CLIENT_CAPABILITIES, request.clientCapabilities), ...allowed(SERVER_CAPABILITIES, auth.ServerCapabilities)],
       mcpTools: [...(request.mcpTools ?? [])],
       preapproved_tools: [...(request.preapproved_tools ?? [])],
     };
@@ -87,7 +85,7 @@ export function authorizeStartRequest(request: StartWorkflowRequest, auth: DuoWo
   return {
     ...request,
     workflowID: auth.WorkflowID,
-    clientCapabilities: [...(auth.ServerCapabilities ?? [])],
+    clientCapabilities: allowed(SERVER_CAPABILITIES, auth.ServerCapabilities),
     mcpTools: [],
     preapproved_tools: [],
   };

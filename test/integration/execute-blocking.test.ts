@@ -27,7 +27,7 @@ const blocking = { detached: false, lockConcurrentFlow: true };
 
 describe('a full blocking turn', () => {
   it('streams checkpoints as ndjson, relays HTTP actions to the owner and refuses other actions', async () => {
-    stack = await startStack({ preauth: { ...blocking, serverCapabilities: ['cap_a', 'cap_b'], mcpServers: { gitlab: { Tools: ['echo'], PreApprovedTools: ['echo'], Trusted: true } } } });
+    stack = await startStack({ preauth: { ...blocking, serverCapabilities: ['job_trace_pagination', 'not_allowed', 'advanced_search'], mcpServers: { gitlab: { Tools: ['echo'], PreApprovedTools: ['echo'], Trusted: true } } } });
     const steps: Step[] = [
       { op: 'checkpoint', text: 'first' },
       { op: 'http', method: 'POST', path: '/api/v4/echo?x=1', body: '{"hello":"world"}' },
@@ -60,10 +60,11 @@ describe('a full blocking turn', () => {
 
     const [call] = stack.workflow.callsFor('11');
     expect(call?.ended?.how).toBe('ok');
-    // What the workflow service received: the authorized request, the owner's MCP tools (as
-    // its gitlab server lists them) in place of the caller's.
+    // What the workflow service received: the authorized request, the owner's server
+    // capabilities through Workhorse's allowlist (in its order) and its MCP tools (as its
+    // gitlab server lists them) in place of the caller's.
     expect(call?.startRequest.workflowID).toBe('11');
-    expect(call?.startRequest.clientCapabilities).toEqual(['cap_a', 'cap_b']);
+    expect(call?.startRequest.clientCapabilities).toEqual(['advanced_search', 'job_trace_pagination']);
     expect(call?.startRequest.mcpTools).toMatchObject([{ name: 'gitlab_echo', trusted: true }]);
     expect(call?.startRequest.mcpTools).toHaveLength(1);
     expect(call?.startRequest.preapproved_tools).toEqual(['gitlab_echo']);

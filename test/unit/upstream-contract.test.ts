@@ -28,7 +28,7 @@ const executeErrorCodes = new Set(['INVALID_REQUEST', 'WORKFLOW_SERVICE_UNAVAILA
 const owner = {
   detached: false,
   lockConcurrentFlow: false,
-  serverCapabilities: ['owner_cap'],
+  serverCapabilities: ['tool_call_approval', 'owner_cap'],
   mcpServers: { tools: { URL: 'http://127.0.0.1:1/mcp', Tools: ['owner_tool'], PreApprovedTools: ['owner_tool'], Trusted: true } },
 };
 
@@ -64,7 +64,7 @@ describe('a StartWorkflowRequest with every field set crosses the gateway', () =
         const untouched: Record<string, unknown> = { ...request };
         delete untouched['mcpTools'];
         delete untouched['preapproved_tools'];
-        expect(plainOf(messageTypes.StartWorkflowRequest, call?.startRequest)).toEqual({ ...untouched, clientCapabilities: ['owner_cap'] });
+        expect(plainOf(messageTypes.StartWorkflowRequest, call?.startRequest)).toEqual({ ...untouched, clientCapabilities: ['tool_call_approval'] });
       }),
       { numRuns: 15 },
     );
