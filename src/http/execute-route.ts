@@ -141,6 +141,9 @@ async function streamBlocking(deps: ExecuteRouteDeps, res: ServerResponse, start
   const result = await streaming.done;
   if (!out.committed && result.reason !== 'finished' && result.reason !== 'client_gone') {
     out.stop();
+    // A drain before the first line is the gateway going away, not the service failing:
+    // the caller retries elsewhere (Workhorse answers an empty 200, which reads as a finished turn).
+    if (result.reason === 'drain') throw new GatewayError('DRAINING', 'the gateway is shutting down: retry on another replica', { runId: streaming.runId });
     throw streamEndToError(result.end, streaming.runId);
   }
   out.end();

@@ -251,6 +251,21 @@ describe('the status table, each row from its real cause', () => {
     await draining;
   });
 
+  it('a drain before the first line: 503 DRAINING with Retry-After (the turn did not finish), the stop sent, the lock released', async () => {
+    stack = await startStack({ preauth: blocking });
+    const s = stack;
+    const pending = s.executeText('36', { steps: [{ op: 'wait', ms: 10_000 }, { op: 'end' }] });
+    await s.workflow.waitFor(() => s.workflow.callsFor('36').length === 1, 5_000, 'the call');
+    const draining = s.gateway.drain();
+    const res = await pending;
+    expect(res.status).toBe(503);
+    expect(res.headers['retry-after']).toBe('1');
+    expect(JSON.parse(res.text).error).toMatchObject({ code: 'DRAINING', retryable: true });
+    await draining;
+    expect(s.workflow.callsFor('36')[0]?.stopReasons).toEqual(['WORKHORSE_SERVER_SHUTDOWN']);
+    expect((s.gateway.backend as MemoryBackend).holder('36')).toBeUndefined();
+  });
+
   it('unknown routes are a JSON 404 with a request id', async () => {
     stack = await startStack({ preauth: blocking });
     const res = await stack.executeText('x', { query: '/../../nope' });
