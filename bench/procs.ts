@@ -3,6 +3,7 @@
  * memory read from /proc, polling with a deadline, and the redis-server every scenario
  * runs against (spawned here, nothing persisted, killed at the end).
  */
+import { markNewStore } from '../src/coordination/store-marker';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import net from 'node:net';
@@ -196,6 +197,8 @@ export async function startRedis(): Promise<RedisServer> {
   const client = new Redis(url, { retryStrategy: () => 50, maxRetriesPerRequest: null });
   client.on('error', () => undefined);
   await withTimeout(Promise.race([client.ping(), failed]), 10_000, () => `redis-server to answer: ${output()}`);
+  // Just made, so known to be new: the gateways' first locks need not wait out the store fence.
+  await markNewStore(client);
   let ownInput = 0;
   let ownOutput = 0;
   return {
@@ -204,6 +207,8 @@ export async function startRedis(): Promise<RedisServer> {
     client,
     flush: async () => {
       await client.flushall();
+      // Still the same server: marked again, as it was, or the next scenario's locks wait out the store fence.
+      await markNewStore(client);
     },
     count: async (pattern) => {
       let cursor = '0';

@@ -157,13 +157,19 @@ export type CapKind = (typeof capKinds)[number];
 /** Lock operations and their results; only the pairs in `lockOutcomes` happen. */
 export const lockOps = ['acquire', 'renew', 'release'] as const;
 export type LockOp = (typeof lockOps)[number];
-export const lockResults = ['ok', 'taken', 'lost', 'error'] as const;
+/**
+ * `fenced`: refused, the store having lost its data moments ago (store-fence.lua);
+ * `reasserted`: a lock the store had lost re-created by its holder's renewal.
+ */
+export const lockResults = ['ok', 'taken', 'lost', 'error', 'fenced', 'reasserted'] as const;
 export type LockResult = (typeof lockResults)[number];
 export const lockOutcomes: ReadonlyArray<readonly [LockOp, LockResult]> = [
   ['acquire', 'ok'],
   ['acquire', 'taken'],
+  ['acquire', 'fenced'],
   ['acquire', 'error'],
   ['renew', 'ok'],
+  ['renew', 'reasserted'],
   ['renew', 'lost'],
   ['renew', 'error'],
   ['release', 'ok'],

@@ -9,6 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
+import { markNewStore } from '../../src/coordination/store-marker';
 
 export interface LocalRedis {
   url: string;
@@ -61,6 +62,8 @@ export async function startLocalRedis(): Promise<LocalRedis> {
     }
     await sleep(50);
   }
+  // Just made, so known to be new: marked, or the gateway's first locks wait out the store fence.
+  await markNewStore(probe);
   probe.disconnect();
   return { url, stop };
 }

@@ -121,8 +121,9 @@ export class SocketLink {
   }
 
   /**
-   * This replica drains: the run goes back to its holder, parked, and the socket is closed
-   * 1012 so its client reconnects elsewhere — no resume. Resolves once the holder was told.
+   * This replica drains: the run goes back to its holder, parked (its socket closed 1012 by
+   * the session first, so its client reconnects elsewhere — no resume, and nothing it sent
+   * before lost). Resolves once the holder was told.
    */
   async handBack(): Promise<void> {
     if (this.state !== 'attached') return;

@@ -1,12 +1,21 @@
 -- Takes a workflow's lock for a new run (docs/spec.md §5) and clears a stale stop key, in one
--- round trip.
+-- round trip; refused while the store fence is up (store-fence.lua, loaded before this).
 -- KEYS[1]  lock key  workhorse:duoworkflow:lock:<workflow_id>
 -- KEYS[2]  stop key  workhorse:duoworkflow:stop:<workflow_id>
 -- ARGV[1]  the run's lock token
 -- ARGV[2]  lease TTL in milliseconds
+-- ARGV[3]  the store marker of this primary (keys.ts `storeMarker`)
 -- Returns  1 when the lock was free and is now the token's (the stop key, which then
 --          addressed no run in flight, is deleted), 0 when another token holds it
---          (nothing is changed).
+--          (nothing is changed), -N when it is free but the store fence is up: no lock
+--          is granted for N more milliseconds (nothing is changed).
+local fenced = fenceRemainingMs(ARGV[3], ARGV[2])
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return 0
+end
+if fenced > 0 then
+  return -fenced
+end
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   redis.call('DEL', KEYS[2])
   return 1

@@ -14,9 +14,28 @@ export class CoordinationError extends Error {
   }
 }
 
+/**
+ * The store lost its data moments ago (a restart without persistence, a failover to a
+ * replica that had not received the last writes): it grants no new lock for `retryAfterMs`,
+ * until every lease that could still be alive has expired or been re-asserted by its
+ * holder (store-fence.lua). Not a CoordinationError: the store answered, and a run that
+ * goes on without the lock now could run beside a live one.
+ */
+export class LockStoreFenced extends Error {
+  constructor(readonly retryAfterMs: number) {
+    super(`the lock store lost its data: no new lock for ${retryAfterMs} ms`);
+    this.name = 'LockStoreFenced';
+  }
+}
+
 /** One atomic observation made by a renewal: "I still own it" and "I should stop". */
 export interface RenewResult {
   owned: boolean;
+  /**
+   * The lock was missing under the store fence and is the token's again (owned too): the
+   * run record went with the store's data and must be written again.
+   */
+  reasserted?: boolean;
   /** The stop key's value when the owner asked this workflow's run to stop, else null. */
   stop: string | null;
 }
@@ -85,7 +104,8 @@ export interface CoordinationBackend {
   readonly kind: 'redis' | 'memory';
   /**
    * SET NX PX: takes the lock for ttlMs when free, deleting a stale stop key with it (the
-   * lock was free, so the key addressed no run in flight); false when another token holds it.
+   * lock was free, so the key addressed no run in flight); false when another token holds
+   * it. Throws LockStoreFenced while the store grants no lock (it lost its data moments ago).
    */
   acquire(workflowId: string, token: string, ttlMs: number): Promise<boolean>;
   /**

@@ -38,3 +38,27 @@ export function hashSlot(key: string): number {
   }
   return crc16(bytes, 0, bytes.length) % HASH_SLOTS;
 }
+
+let tagsBySlot: string[] | undefined;
+
+/**
+ * A short hash tag for each slot (`{<tag>}` in a key puts it in that slot): the first
+ * names `s<n>` that land on each slot, found once (about 150 000 CRCs, a few ms). Lets a key
+ * be placed on the primary serving a given slot (the store marker of each primary).
+ */
+export function tagOfSlot(slot: number): string {
+  if (!tagsBySlot) {
+    const tags: string[] = new Array(HASH_SLOTS);
+    let found = 0;
+    for (let n = 0; found < HASH_SLOTS; n++) {
+      const tag = `s${n}`;
+      const at = hashSlot(tag);
+      if (tags[at] === undefined) {
+        tags[at] = tag;
+        found += 1;
+      }
+    }
+    tagsBySlot = tags;
+  }
+  return tagsBySlot[slot] as string;
+}

@@ -10,7 +10,12 @@
  *   slot of a Redis Cluster. An actor's run slots are one sorted set per actor
  *   (`longrun:{actor:<actor>}:runs`), spread over the slots like the workflows: no key is
  *   shared by every run.
+ *
+ * Besides, one hash per primary, the store marker (`longrun:store`; on a Cluster
+ * `longrun:{<tag>}:store` in each primary's lowest slot): which server answered last, for
+ * the store fence (store-fence.lua).
  */
+import { tagOfSlot } from './hash-slot';
 
 export const redisKeySchemes = ['workhorse', 'cluster'] as const;
 export type RedisKeyScheme = (typeof redisKeySchemes)[number];
@@ -29,6 +34,12 @@ export interface RedisKeys {
    */
   readonly parts: { readonly lock: KeyParts; readonly stop: KeyParts; readonly run: KeyParts };
   actor(actorId: string): string;
+  /**
+   * The store marker (store-fence.lua) of the primary serving `slot`: one hash per primary
+   * that says which server wrote it and until when new locks are refused. One key for a
+   * single primary; on a Cluster, a key in the primary's lowest slot.
+   */
+  storeMarker(slot: number): string;
   /** A glob matching every stop key (for keyspace notifications). */
   readonly stopKeyPattern: string;
   /** The workflow id a stop key names, or undefined when `key` is not a stop key. */
@@ -51,6 +62,7 @@ export const workhorseKeys: RedisKeys = {
   scheme: 'workhorse',
   ...perWorkflow({ lock: ['workhorse:duoworkflow:lock:', ''], stop: [WORKHORSE_STOP_PREFIX, ''], run: ['workhorse:duoworkflow:run:', ''] }),
   actor: (actorId) => `longrun:actor:${actorId}`,
+  storeMarker: () => 'longrun:store',
   stopKeyPattern: `${WORKHORSE_STOP_PREFIX}*`,
   workflowOfStopKey: (key) => (key.startsWith(WORKHORSE_STOP_PREFIX) ? key.slice(WORKHORSE_STOP_PREFIX.length) : undefined),
 };
@@ -68,6 +80,7 @@ export const clusterKeys: RedisKeys = {
   scheme: 'cluster',
   ...perWorkflow({ lock: [CLUSTER_PREFIX, '}:lock'], stop: [CLUSTER_PREFIX, CLUSTER_STOP_SUFFIX], run: [CLUSTER_PREFIX, '}:run'] }),
   actor: (actorId) => `longrun:{actor:${actorId}}:runs`,
+  storeMarker: (slot) => `longrun:{${tagOfSlot(slot)}}:store`,
   stopKeyPattern: `${CLUSTER_PREFIX}*${CLUSTER_STOP_SUFFIX}`,
   workflowOfStopKey: (key) =>
     key.startsWith(CLUSTER_PREFIX) && key.endsWith(CLUSTER_STOP_SUFFIX) && key.length > CLUSTER_PREFIX.length + CLUSTER_STOP_SUFFIX.length

@@ -13,7 +13,8 @@
  *   TTL/3 after the renewal that last confirmed it, at most one tick early, never late
  *   while the event loop keeps time.
  *
- * Per lease the answer means: token gone → onLost('taken'); stop flag → onStop(value); an
+ * Per lease the answer means: token gone → onLost('taken'); stop flag → onStop(value); the
+ * lock re-created under the store fence → onReasserted(); an
  * error → onRenew('error') and a retry a tenth of the TTL later. The
  * lock is known to live TTL from when the confirming renewal was *sent*, so `remainingMs`
  * never overstates it. A lease added or released while a batch is in flight is simply in
@@ -100,16 +101,28 @@ export class LeaseKeeper implements LeaseOwner {
   }
 
   /**
-   * Redis is back after an outage: every lease not being renewed now is renewed at once, so
-   * a run whose lock Redis lost (a restart without persistence, a failover to a replica
-   * that had not caught up) learns it now — not up to a renewal interval later, while a new
-   * start could take the workflow beside it.
+   * Redis is back after an outage: every lease not being renewed now is renewed at once. A
+   * store that lost its data (a restart without persistence, a failover to a replica that
+   * had not caught up) is fenced by the first lock or lease script that sees it, and a
+   * lease renewed under the fence re-creates its lost lock (renew-leases.lua): sent now,
+   * the holders have their locks back within a round trip, not a renewal interval later.
+   * A lease this process can no longer vouch for (it may have expired) is never sent: it
+   * is lost here, so only a lock that cannot have expired is ever re-created.
    */
   renewAll(): void {
     if (this.closed) return;
     const now = Date.now();
-    const due = [...this.leases].filter((lease) => lease.sentAt === 0);
+    const due: Lease[] = [];
+    for (const lease of this.leases) {
+      if (this.expired(lease, now)) this.lose(lease, 'expired');
+      else if (lease.sentAt === 0) due.push(lease);
+    }
     if (due.length > 0) void this.renew(due, now);
+  }
+
+  /** Whether a lease may have expired by `now` (its last confirmation more than a TTL less the margin ago). */
+  private expired(lease: Lease, now: number): boolean {
+    return now >= lease.confirmedAt + this.ttlMs - this.marginMs;
   }
 
   /** Stops renewing (the process is leaving); releases still go out. Idempotent. */
@@ -132,7 +145,7 @@ export class LeaseKeeper implements LeaseOwner {
     const now = Date.now();
     const due: Lease[] = [];
     for (const lease of this.leases) {
-      if (now >= lease.confirmedAt + this.ttlMs - this.marginMs) {
+      if (this.expired(lease, now)) {
         this.lose(lease, 'expired');
         continue;
       }
@@ -177,6 +190,7 @@ export class LeaseKeeper implements LeaseOwner {
       if (answeredAt > lease.confirmedAt + this.intervalMs + this.tickMs) this.options.onLate?.();
       lease.renewed(sentAt);
       lease.hooks.onRenew?.('ok');
+      if (outcome.reasserted) lease.hooks.onReasserted?.();
       if (outcome.stop !== null) lease.hooks.onStop(outcome.stop);
     });
   }
@@ -186,7 +200,7 @@ export class LeaseKeeper implements LeaseOwner {
     // An answer to the attempt given up, should it still come, is ignored.
     lease.renewalFailed(now + this.marginMs);
     lease.hooks.onRenew?.('error');
-    if (now >= lease.confirmedAt + this.ttlMs - this.marginMs) this.lose(lease, 'expired');
+    if (this.expired(lease, now)) this.lose(lease, 'expired');
   }
 
   private lose(lease: Lease, why: 'taken' | 'expired'): void {

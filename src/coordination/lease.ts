@@ -4,7 +4,9 @@
  * each renewal is one atomic observation of "I still own it" and "I should stop"
  * (renew-leases.lua), and the lease tells its hooks (the run's coordination) what it saw:
  *
- * - token gone or taken over → onLost('taken') (the run stops with WORKHORSE_LOCK_LOST);
+ * - token gone or taken over → onLost('taken') (the run stops: lock_lost);
+ * - the lock missing because the store lost its data (under the store fence) → re-created
+ *   for the token, onReasserted(): the run goes on;
  * - stop flag set → onStop(value);
  * - renewal erroring or unanswered → retried until the lease would expire, then
  *   onLost('expired'), a tenth of the TTL before it can: a run never goes on past an
@@ -32,6 +34,8 @@ export interface LeaseHooks {
   onLost(why: 'taken' | 'expired'): void;
   onStop(value: string): void;
   onRenew?(result: 'ok' | 'error'): void;
+  /** A renewal re-created the lock the store had lost (under its fence): the run goes on; what went with the data is written again. */
+  onReasserted?(): void;
   /** What the renewal refreshes in the run record. */
   refresh(): Omit<LeaseRefresh, 'actor'>;
 }

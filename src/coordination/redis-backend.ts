@@ -30,6 +30,7 @@ import { fromRoot } from '../paths';
 import type { RedisConnection, RedisEvent } from '../vocabulary';
 import {
   CoordinationError,
+  LockStoreFenced,
   type ActorSlot,
   type CoordinationBackend,
   type LeaseRefresh,
@@ -49,7 +50,7 @@ import { StopReads } from './stop-reads';
 type Arg = string | number;
 
 interface Scripts {
-  acquireLock(lock: string, stop: string, token: string, ttlMs: number): Promise<number>;
+  acquireLock(lock: string, stop: string, token: string, ttlMs: number, marker: string): Promise<number>;
   renewLeases(routeKey: string, ...args: Arg[]): Promise<Array<number | string>>;
   releaseLocks(routeKey: string, ...args: Arg[]): Promise<number[]>;
   readStops(routeKey: string, ...keys: string[]): Promise<string[]>;
@@ -148,6 +149,10 @@ export class RedisBackend implements CoordinationBackend {
   private everConnected = false;
   private lastError: string | undefined;
   private closing: Promise<void> | undefined;
+  /** Each Cluster primary's lowest slot, where its store marker lives. */
+  private readonly lowestSlots = new Map<string, number>();
+  /** The end of the last store fence logged. */
+  private fenceLoggedUntil = 0;
 
   constructor(target: RedisTarget, options: RedisBackendOptions) {
     this.display = describeRedisTarget(target);
@@ -163,8 +168,11 @@ export class RedisBackend implements CoordinationBackend {
     redis.on('ready', () => this.onReady());
     redis.on('close', () => this.onClose());
     const batch = (name: string): string => (isCluster ? CROSS_SLOT : '') + script(name);
-    redis.defineCommand('acquireLock', { numberOfKeys: 2, lua: script('acquire-lock.lua') });
-    redis.defineCommand('renewLeases', { numberOfKeys: 1, lua: batch('renew-leases.lua') });
+    // The lock and lease scripts read the store marker (store-fence.lua), on a Cluster a key
+    // of another slot of the same primary.
+    const fenced = (name: string): string => (isCluster ? CROSS_SLOT : '') + script('store-fence.lua') + script(name);
+    redis.defineCommand('acquireLock', { numberOfKeys: 2, lua: fenced('acquire-lock.lua') });
+    redis.defineCommand('renewLeases', { numberOfKeys: 1, lua: fenced('renew-leases.lua') });
     redis.defineCommand('releaseLocks', { numberOfKeys: 1, lua: batch('release-locks.lua') });
     redis.defineCommand('readStops', { numberOfKeys: 1, lua: batch('read-stops.lua') });
     redis.defineCommand('requestStop', { numberOfKeys: 2, lua: script('request-stop.lua') });
@@ -277,6 +285,36 @@ export class RedisBackend implements CoordinationBackend {
   }
 
   /**
+   * The store marker of the primary serving `key` (store-fence.lua): the one marker of a
+   * single server; on a Cluster the marker in that primary's lowest slot (found again when
+   * the slot map moved it), or in the key's own slot while the map is unknown.
+   */
+  private markerFor(key: string): string {
+    const cluster = this.cluster;
+    if (!cluster) return this.keys.storeMarker(0);
+    const node = this.nodeOf(key);
+    if (node === '') return this.keys.storeMarker(hashSlot(key));
+    let slot = this.lowestSlots.get(node);
+    if (slot === undefined || cluster.slots[slot]?.[0] !== node) {
+      slot = cluster.slots.findIndex((nodes) => nodes?.[0] === node);
+      if (slot < 0) return this.keys.storeMarker(hashSlot(key));
+      this.lowestSlots.set(node, slot);
+    }
+    return this.keys.storeMarker(slot);
+  }
+
+  /** A fence seen (LockStoreFenced, or a lease re-asserted): logged once per fence. */
+  private fenceSeen(remainingMs: number): void {
+    const until = Date.now() + remainingMs;
+    if (until <= this.fenceLoggedUntil) return;
+    this.fenceLoggedUntil = until;
+    this.logger?.warn(
+      { redis: this.display, fence_ms: remainingMs },
+      'the lock store lost its data (a restart or a failover): no new lock until every lease that may still be alive is re-asserted or expired',
+    );
+  }
+
+  /**
    * Splits a batch into script calls: items grouped by the primary serving their lock key
    * (one group on a single server), at most BATCH_LEASES per call. Each actor slot goes with
    * its lease when the same primary serves it; the others (only on a Cluster) are returned
@@ -326,8 +364,14 @@ export class RedisBackend implements CoordinationBackend {
     return calls;
   }
 
-  acquire(workflowId: string, token: string, ttlMs: number): Promise<boolean> {
-    return this.call('acquire', async () => (await this.redis.acquireLock(this.keys.lock(workflowId), this.keys.stop(workflowId), token, ttlMs)) === 1);
+  async acquire(workflowId: string, token: string, ttlMs: number): Promise<boolean> {
+    const lock = this.keys.lock(workflowId);
+    const answer = await this.call('acquire', () => this.redis.acquireLock(lock, this.keys.stop(workflowId), token, ttlMs, this.markerFor(lock)));
+    if (answer < 0) {
+      this.fenceSeen(-answer);
+      throw new LockStoreFenced(-answer);
+    }
+    return answer === 1;
   }
 
   async renew(workflowId: string, token: string, ttlMs: number, refresh: LeaseRefresh): Promise<RenewResult> {
@@ -346,7 +390,7 @@ export class RedisBackend implements CoordinationBackend {
     );
     const send = async (call: Call): Promise<void> => {
       const { lock, stop, run } = this.keys.parts;
-      const args: Arg[] = [ttlMs, call.items.length, call.actors.length, ...lock, ...stop, ...run];
+      const args: Arg[] = [ttlMs, call.items.length, call.actors.length, ...lock, ...stop, ...run, this.markerFor(call.routeKey)];
       for (const i of call.items) {
         const { workflowId, token, refresh } = lease(i);
         const record = refresh.record;
@@ -357,9 +401,11 @@ export class RedisBackend implements CoordinationBackend {
       try {
         const answer = await this.redis.renewLeases(call.routeKey, ...args);
         call.items.forEach((i, position) => {
+          const owned = answer[2 * position];
           const stop = answer[2 * position + 1];
-          outcomes[i] = { owned: answer[2 * position] === 1, stop: stop === '' || stop === undefined ? null : String(stop) };
+          outcomes[i] = { owned: owned === 1 || owned === 2, ...(owned === 2 ? { reasserted: true } : {}), stop: stop === '' || stop === undefined ? null : String(stop) };
         });
+        if (call.items.some((_, position) => answer[2 * position] === 2)) this.fenceSeen(ttlMs);
       } catch (err) {
         const error = failure('renew', err);
         for (const i of call.items) outcomes[i] = error;

@@ -3,6 +3,12 @@
 -- with it when the record is this run's, and read the stop flag in the same atomic
 -- observation — then refreshes the actor slots of the leases that were still held.
 --
+-- While the store fence is up (store-fence.lua, loaded before this: the store lost its
+-- data moments ago and grants no new lock), a lock that is missing is re-created for the
+-- token that asks: no one else can have taken it since the loss, and the holder only
+-- renews a lease its own clock says is still alive. Its run goes on; its run record,
+-- gone with the data, is rewritten by the holder (answer 2).
+--
 -- The keys are built here from each lease's workflow id and the key scheme's names
 -- (ARGV[4…9]), so a lease costs its id, not three key names: in a Redis Cluster one call
 -- carries the leases of many slots served by one primary (keys of one workflow share a
@@ -16,6 +22,7 @@
 -- ARGV[3]  m, the number of actor slots to refresh
 -- ARGV[4…9] the key names around a workflow id (src/coordination/keys.ts `parts`):
 --          lock prefix, lock suffix, stop prefix, stop suffix, run prefix, run suffix
+-- ARGV[10] the store marker of this primary (keys.ts `storeMarker`)
 -- then n groups of 6 arguments, one per lease:
 --          workflow id, lock token, run id, run state ("" when
 --          no field changed since the record was last written: then only its TTL is
@@ -26,22 +33,28 @@
 --          that lease was still held; 0: refreshed, the caller having seen its lease held
 --          in an earlier call — on a Cluster, where the actor set lives on another primary)
 -- Returns  a flat array of 2n values: per lease, in order, owned (1 when the token held
---          the lock, which now lives ARGV[1] ms more; 0 when it is gone or another
---          token's, and nothing of that lease was changed) and the stop key's value
---          ("" when it is not set).
+--          the lock, which now lives ARGV[1] ms more; 2 when the lock was missing under
+--          the fence and is the token's again, for ARGV[1] ms; 0 when it is gone or
+--          another token's, and nothing of that lease was changed) and the stop key's
+--          value ("" when it is not set).
 local ttl = ARGV[1]
 local n = tonumber(ARGV[2])
 local m = tonumber(ARGV[3])
 local lockPrefix, lockSuffix = ARGV[4], ARGV[5]
 local stopPrefix, stopSuffix = ARGV[6], ARGV[7]
 local runPrefix, runSuffix = ARGV[8], ARGV[9]
+local fenced = fenceRemainingMs(ARGV[10], ttl) > 0
 local out = {}
-local at = 10
+local at = 11
 for i = 1, n do
   local id = ARGV[at]
   local lock, stop, run = lockPrefix .. id .. lockSuffix, stopPrefix .. id .. stopSuffix, runPrefix .. id .. runSuffix
   local owned = 0
-  if redis.call('GET', lock) == ARGV[at + 1] then
+  local holder = redis.call('GET', lock)
+  if fenced and not holder then
+    redis.call('SET', lock, ARGV[at + 1], 'PX', ttl)
+    owned = 2
+  elseif holder == ARGV[at + 1] then
     redis.call('PEXPIRE', lock, ttl)
     if redis.call('HGET', run, 'run_id') == ARGV[at + 2] then
       if ARGV[at + 3] ~= '' then
@@ -64,7 +77,7 @@ if m > 0 then
   local extended = {}
   for j = 1, m do
     local key, member, lease = ARGV[at], ARGV[at + 1], tonumber(ARGV[at + 2])
-    if lease == 0 or out[2 * lease - 1] == 1 then
+    if lease == 0 or out[2 * lease - 1] > 0 then
       redis.call('ZADD', key, expiresAt, member)
       if not extended[key] then
         redis.call('PEXPIRE', key, ttl)

@@ -189,6 +189,16 @@ export class RunCoordination implements LeaseHooks, StopListener {
     this.run?.stop({ kind: 'lock_lost', why });
   }
 
+  /**
+   * LeaseHooks: the store had lost the lock with its data, and the renewal re-created it
+   * (store-fence.lua): the run goes on. The run record went with the data: written again,
+   * so a reconnect on another replica finds where the run is.
+   */
+  onReasserted(): void {
+    this.deps.metrics.lock('renew', 'reasserted');
+    void this.writeRecord(() => undefined);
+  }
+
   /** LeaseHooks: a renewal found the owner's stop key. */
   onStop(value: string): void {
     this.stopSignalSeen(value);

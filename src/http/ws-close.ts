@@ -21,6 +21,8 @@ export const SERVER_SHUTDOWN: Close = Object.freeze({ code: 1001, reason: 'serve
 export const SERVICE_UNAVAILABLE: Close = Object.freeze({ code: 1001, reason: 'duo workflow service unavailable' });
 export const QUOTA_EXCEEDED: Close = Object.freeze({ code: 1008, reason: 'Insufficient credits: quota exceeded' });
 export const LOCK_HELD: Close = Object.freeze({ code: 1013, reason: 'Failed to acquire lock on workflow' });
+/** The lock store lost its data moments ago and grants no lock yet (its runs are taking theirs back): try again later. */
+export const LOCK_STORE_UNAVAILABLE: Close = Object.freeze({ code: 1013, reason: 'the workflow lock store is recovering: retry shortly' });
 /**
  * longrun's own 1012s (docs/spec.md §12), both telling the client to reconnect: this replica
  * drains and held only the socket (its run is parked again on its holder: no resume); the
@@ -80,6 +82,8 @@ export function closeForRefusal(code: ErrorCode, message: string): Close {
   switch (code) {
     case 'WORKFLOW_LOCKED':
       return LOCK_HELD;
+    case 'LOCK_UNAVAILABLE':
+      return LOCK_STORE_UNAVAILABLE;
     case 'DRAINING':
       return SERVER_SHUTDOWN;
     case 'WORKFLOW_SERVICE_UNAVAILABLE':

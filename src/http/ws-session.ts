@@ -31,7 +31,7 @@ import { authorizeStartRequest } from '../run/start-request';
 import { STOPS, type StopReason } from '../vocabulary';
 import { messageTypes, type ClientEvent, type DecodedClientEvent, type StartWorkflowRequest } from '../workflow/contract';
 import { MAX_JSON_DEPTH, decodeProtoJson } from '../workflow/protojson';
-import { HEARTBEAT_FLOOD, NORMAL, NO_START, RUN_UNREACHABLE, closeForRefusal, closeForRunEnd, invalidRequest, type Close } from './ws-close';
+import { HEARTBEAT_FLOOD, NORMAL, NO_START, RUN_UNREACHABLE, SERVICE_RESTART, closeForRefusal, closeForRunEnd, invalidRequest, type Close } from './ws-close';
 
 export interface SessionSettings {
   pingMs: number;
@@ -102,6 +102,8 @@ export class WebSocketSession implements Connection {
   private workflowId: string | undefined;
   /** The lock was asked for: a second startRequest cannot take it again (Workhorse: 1013). */
   private locking = false;
+  /** A drain closes this bridged session (1012): what the client sends until its close still goes to the run, which is then handed back. */
+  private handingBack = false;
 
   constructor(
     private readonly socket: WebSocket,
@@ -133,15 +135,22 @@ export class WebSocketSession implements Connection {
    * The process is draining: a session that opened no run yet is closed 1001 `server
    * shutdown`; one bridged to a run on another replica hands it back there, parked, and
    * is closed 1012 so its client reconnects elsewhere (docs/spec.md §12: no resume).
-   * Resolves once that is done (the socket closed, or the close timeout passed).
+   *
+   * The close goes first and the run back last: what the client sent before it saw the
+   * close — an answer to an action, above all — still reaches the run (a client stops
+   * sending once it has our close frame, and its own close comes after everything it
+   * sent). Handed back first, such an answer was dropped, and the action replayed on the
+   * next connection: a client that executes what it is sent ran it twice. Resolves once
+   * the run is handed back (the client's close came, or the close timeout cut it off).
    */
   async shutdownIdle(): Promise<void> {
     if (this.state === 'awaiting_start') this.close(closeForRefusal('DRAINING', ''));
-    if (!(this.client instanceof SocketLink)) return;
-    await this.client.handBack();
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([this.closed, new Promise<void>((resolve) => (timer = setTimeout(resolve, this.deps.settings.closeTimeoutMs)))]);
-    clearTimeout(timer);
+    const link = this.client;
+    if (!(link instanceof SocketLink) || this.state !== 'open') return;
+    this.handingBack = true;
+    this.close(SERVICE_RESTART);
+    await this.closed;
+    await link.handBack();
   }
 
   /** The process is closing: the socket goes at once. */
@@ -181,8 +190,9 @@ export class WebSocketSession implements Connection {
   }
 
   private onFrame(data: Buffer, isBinary: boolean): void {
-    // After our close frame (a drain's 1001 before any start, a refusal) nothing more is served.
-    if (this.state === 'closed' || this.closeSent) return;
+    // After our close frame (a drain's 1001 before any start, a refusal) nothing more is
+    // served — but for a bridged session handed back by a drain, whose client's last answers still go to its run.
+    if (this.state === 'closed' || (this.closeSent && !this.handingBack)) return;
     this.deps.metrics.websocketFrame('in', data.length);
     let decoded: DecodedClientEvent;
     try {
@@ -388,7 +398,8 @@ export class WebSocketSession implements Connection {
     this.wakeDrainWaiters();
     this.early = undefined;
     this.claiming?.abandon();
-    if (!wasOpen) return;
+    // Handed back to its holder by the drain (shutdownIdle), parked: not the client's end.
+    if (!wasOpen || this.handingBack) return;
     // A client's close frame 1000/1001 is a stop it asked for; another code ends the call.
     if (code === 1000 || code === 1001) this.stopRun({ kind: 'client_closed', code });
     // No close frame at all (1006): the connection was lost, and the run waits for its client.

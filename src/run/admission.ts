@@ -3,13 +3,15 @@
  * the process's detached slot, then the per-actor slot and the workflow's lock. Detached
  * runs always need the lock (store failing → 503 LOCK_UNAVAILABLE, never run without
  * it); blocking runs take it when the owner sets LockConcurrentFlow and run without it
- * when the store fails (Workhorse parity), logged and counted. Taking the lock clears a
- * stale stop key (it addressed no run in flight).
+ * when the store fails (Workhorse parity), logged and counted. A store that lost its data
+ * moments ago refuses every start, on every transport (503 LOCK_UNAVAILABLE with the
+ * fence's Retry-After; 1013 on a WebSocket): a run then might run beside a live one.
+ * Taking the lock clears a stale stop key (it addressed no run in flight).
  */
 import { randomUUID } from 'node:crypto';
 import { GatewayError } from '../errors';
 import type { Logger } from '../log';
-import { CoordinationError } from '../coordination/backend';
+import { CoordinationError, LockStoreFenced } from '../coordination/backend';
 import type { HeldLock } from '../coordination/lease';
 import { RunCoordination, type CoordinationDeps } from '../coordination/run-coordination';
 import { RunSnapshot } from '../coordination/run-snapshot';
@@ -34,6 +36,14 @@ export interface AdmissionRequest {
 
 function unavailable(err: unknown): GatewayError {
   return new GatewayError('LOCK_UNAVAILABLE', 'the workflow lock store is unavailable; retry shortly', { cause: err, retryAfterS: 2 });
+}
+
+/** The store lost its data moments ago: every start waits (never one unlocked: a live run may hold the workflow). */
+function fenced(err: LockStoreFenced): GatewayError {
+  return new GatewayError('LOCK_UNAVAILABLE', 'the workflow lock store lost its data moments ago; runs in flight are taking their locks back: retry shortly', {
+    cause: err,
+    retryAfterS: Math.max(1, Math.ceil(err.retryAfterMs / 1_000)),
+  });
 }
 
 /**
@@ -84,6 +94,11 @@ async function takeLock(want: AdmissionRequest, mode: 'required' | 'best_effort'
     try {
       taken = await deps.backend.acquire(workflowId, token, deps.leaseTtlMs);
     } catch (err) {
+      if (err instanceof LockStoreFenced) {
+        deps.metrics.lock('acquire', 'fenced');
+        giveBackActor();
+        throw fenced(err);
+      }
       deps.metrics.lock('acquire', 'error');
       // We gave up on the command, but Redis may still run it (a stalled server answers
       // late): the workflow would then be locked for a whole lease by a run that does

@@ -10,7 +10,8 @@ import { spawn } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Cluster, Redis } from 'ioredis';
 import { freePort } from './ports';
-import { startRedis, type RedisServer } from './redis';
+import { clusterKeys } from '../../src/coordination/keys';
+import { markStore, startRedis, type RedisServer } from './redis';
 
 const HOST = '127.0.0.1';
 const READY_TIMEOUT_MS = 20_000;
@@ -112,15 +113,20 @@ export async function startRedisCluster(): Promise<RedisClusterTopology> {
     return redis;
   };
   try {
-    for (const server of await Promise.all(
-      Array.from({ length: 6 }, async () =>
-        startRedis({
-          args: ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '2000', '--cluster-port', String(await freePort(HOST)), '--repl-diskless-sync-delay', '0'],
-        }),
-      ),
-    )) {
-      nodes.push(server);
-    }
+    // The bus port is picked apart from the node's own: another process may take it before
+    // the node binds it, so a node whose bus port was taken starts again with another.
+    const startNode = async (): Promise<RedisServer> => {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return await startRedis({
+            args: ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '2000', '--cluster-port', String(await freePort(HOST)), '--repl-diskless-sync-delay', '0'],
+          });
+        } catch (err) {
+          if (attempt >= 5 || !/address already in use/i.test((err as Error).message)) throw err;
+        }
+      }
+    };
+    for (const server of await Promise.all(Array.from({ length: 6 }, startNode))) nodes.push(server);
     await run('redis-cli', ['--cluster', 'create', ...nodes.map((n) => `${HOST}:${n.port}`), '--cluster-replicas', '1', '--cluster-yes']);
     const clusterNodes = async (port = nodes[0]?.port as number): Promise<ClusterNode[]> => parseNodes(String(await node(port).call('CLUSTER', 'NODES')));
     const replicaOf = async (primaryPort: number): Promise<number> => {
@@ -188,7 +194,9 @@ export async function startRedisCluster(): Promise<RedisClusterTopology> {
       if (Date.now() > deadline) throw new Error(`the cluster was not ready within ${READY_TIMEOUT_MS} ms`);
       await sleep(100);
     }
-    const primaries = (await clusterNodes()).filter((n) => n.role === 'master');
+    const primaries = (await clusterNodes()).filter((n) => n.role === 'master' && n.slots.length > 0);
+    // Each primary marked as a store longrun knows (redis.ts markStore), in its lowest slot, where gateways look for it.
+    await Promise.all(primaries.map((p) => markStore(`redis://${HOST}:${p.port}`, clusterKeys.storeMarker(Math.min(...p.slots.map(([from]) => from))))));
     return { ...topology, url: `redis://${primaries.map((p) => `${HOST}:${p.port}`).join(',')}` };
   } catch (err) {
     await stop();

@@ -10,6 +10,8 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { markNewStore } from '../../src/coordination/store-marker';
 import { freePort } from './ports';
 
 export interface RedisServerOptions {
@@ -33,7 +35,7 @@ export interface RedisServer {
   stop(): Promise<void>;
   /** SIGKILL at once (a crashed server: nothing flushed, no goodbye to clients or peers); resolves once it has exited. */
   kill(): Promise<void>;
-  /** Stops the server and starts a fresh, empty one on the same port. */
+  /** Stops the server and starts a fresh, empty one on the same port (unmarked: see markStore). */
   restart(): Promise<void>;
 }
 
@@ -139,6 +141,10 @@ class RedisProcess implements RedisServer {
     return this.exited;
   }
 
+  /**
+   * Stops the server and starts a fresh, empty one on the same port — unmarked: a store that
+   * lost its data, which the gateways fence (store-fence.lua).
+   */
   async restart(): Promise<void> {
     await this.stop();
     // The port was ours a moment ago; a client's reconnect attempts cannot hold it, but
@@ -212,10 +218,14 @@ function ping(port: number, password?: string): Promise<boolean> {
  */
 export async function startRedis(options: RedisServerOptions = {}): Promise<RedisServer> {
   let lastError: unknown;
+  const args = options.args ?? [];
+  // A primary of its own is marked; a replica gets the mark from its primary, and a Cluster's nodes are marked once it formed.
+  const primary = !options.sentinel && !args.includes('--replicaof') && !args.includes('--cluster-enabled');
   for (let attempt = 0; attempt < PORT_ATTEMPTS; attempt++) {
     const server = new RedisProcess(await freePort(HOST), options);
     try {
       await server.spawn();
+      if (primary) await markStore(server.url);
     } catch (err) {
       await server.dispose();
       lastError = err;
@@ -234,6 +244,24 @@ export async function startRedis(options: RedisServerOptions = {}): Promise<Redi
     };
   }
   throw lastError;
+}
+
+/**
+ * Marks a new, empty server as a store longrun knows (its store marker names it): what it
+ * would be after serving a fleet once. A gateway refuses its first locks on a store it
+ * finds unmarked for one lease TTL — a new store and one that lost its data look alike
+ * (store-fence.lua) — so a test that starts a server and runs at once marks it first.
+ * A restart (empty, unmarked) is then the data loss a fleet must survive.
+ */
+export async function markStore(url: string, key?: string): Promise<void> {
+  const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1 });
+  client.on('error', () => undefined);
+  try {
+    await client.connect();
+    await markNewStore(client, key);
+  } finally {
+    client.disconnect();
+  }
 }
 
 /** Sends SIGCONT to a server a test may have paused with SIGSTOP (no-op when it is gone). */

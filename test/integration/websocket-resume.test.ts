@@ -244,18 +244,26 @@ describe('the edges of a re-attach', () => {
     expect(s.workflow.callsFor(id)[0]?.stopReasons).toEqual(['WORKHORSE_SERVER_SHUTDOWN']);
   });
 
-  it('Redis restarted empty: every lease is renewed as soon as it is back, so a run learns its lock is gone at once, not a renewal interval later', async () => {
-    // Renewals every 20 s: without the renewal on reconnect the run would go on unlocked that long.
+  it('Redis restarted empty: every lease is renewed as soon as it is back and takes its lost lock back under the store fence; the session goes on; another start is refused 1013, never run beside it', async () => {
+    // Renewals every 20 s: without the renewal on reconnect the lock would stay missing that long.
     const s = await resumeStack({ LONGRUN_LEASE_TTL_MS: '60000' });
     const id = '6104';
     const client = await open(s);
-    client.send(start(id, [{ op: 'checkpoint', text: 'a' }, { op: 'hang' }]));
+    client.send(start(id, [{ op: 'checkpoint', text: 'a' }, { op: 'wait', ms: 1_500 }, { op: 'checkpoint', text: 'b', status: 'FINISHED' }, { op: 'end' }]));
     await client.next('newCheckpoint');
     await s.redis?.restart();
     const backAt = Date.now();
-    expect(await client.closed).toEqual({ code: 1012, reason: 'the run lost its lock: reconnect to resume' });
+    await expect.poll(async () => metricValue(await s.metrics(), 'longrun_lock_operations_total', { op: 'renew', result: 'reasserted' }), { timeout: 10_000 }).toBe(1);
     expect(Date.now() - backAt).toBeLessThan(10_000);
-    expect(s.workflow.callsFor(id)[0]?.stopReasons).toEqual(['WORKHORSE_SERVER_SHUTDOWN']);
+    expect(await s.client?.hget(`workhorse:duoworkflow:run:${id}`, 'run_id')).toBeTruthy();
+    // Another session for the workflow: refused, the store fenced or the lock held again.
+    const other = await open(s);
+    other.send(start(id, [{ op: 'end' }]));
+    expect((await other.closed).code).toBe(1013);
+    // The first goes on to its end, one call all along.
+    expect(await client.closed).toEqual({ code: 1000, reason: '' });
+    expect(s.workflow.callsFor(id)).toHaveLength(1);
+    expect(s.workflow.callsFor(id)[0]).toMatchObject({ stopReasons: [], ended: { how: 'ok' } });
   });
 });
 

@@ -270,14 +270,15 @@ describe('retries that honour Retry-After', () => {
     let locked: Stack;
     beforeAll(async () => {
       redis = await startRedis();
-      locked = await startStack({ preauth: { detached: true }, redisUrl: redis.url, env: { LONGRUN_REDIS_CONNECT_TIMEOUT_MS: '300' } });
+      // A short lease: the Redis restarted empty is fenced for one lease TTL (store-fence.lua), and the client waits it out.
+      locked = await startStack({ preauth: { detached: true }, redisUrl: redis.url, env: { LONGRUN_REDIS_CONNECT_TIMEOUT_MS: '300', LONGRUN_LEASE_TTL_MS: '1500' } });
     });
     afterAll(async () => {
       await locked.close();
       await redis.stop();
     });
 
-    it('503 LOCK_UNAVAILABLE while Redis is down (Retry-After 2), accepted once it is back', async () => {
+    it('503 LOCK_UNAVAILABLE while Redis is down (Retry-After 2), and while the store it came back as is fenced, accepted once it is back', async () => {
       await redis.stop();
       const id = newWorkflow();
       const { clock, waits } = fakeClock(async (_ms, n) => {

@@ -3,7 +3,7 @@
  * ever, stops that reach the run wherever it is, leases that expire with a dead replica,
  * Redis outages, lease takeover, and the per-actor cap — with three gateway processes.
  */
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, onTestFinished } from 'vitest';
 import { Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { lockKey, workhorseKeys } from '../../src/coordination/keys';
@@ -248,15 +248,58 @@ describe('leases', () => {
     expect(second?.startedAt).toBeGreaterThan(first?.ended?.at as number);
   });
 
-  it('Redis restarted empty mid-run: the renewal finds the token gone and the run stops (lock_lost)', async () => {
-    const [a] = (await replicas.start(1)) as [Replica];
+  it('Redis restarted empty mid-run: the holder takes its lost lock back under the store fence and its run goes on; starts elsewhere are refused meanwhile, never run beside it', async () => {
+    onTestFinished(waitOutFence);
+    const [a, b] = (await replicas.start(2)) as [Replica, Replica];
     const id = newWorkflow();
     expect((await a.execute(id, hang)).status).toBe(202);
     await redis.restart();
-    await workflow.waitFor(() => workflow.callsFor(id)[0]?.ended !== undefined, LEASE_TTL_MS * 3, 'run end');
-    expect(workflow.callsFor(id)[0]?.stopReasons).toEqual(['WORKHORSE_SERVER_SHUTDOWN']);
+    // B keeps asking while A reconnects and renews: the store lost A's lock, yet B never gets it.
+    const statuses: number[] = [];
+    const until = Date.now() + 2 * LEASE_TTL_MS;
+    while (Date.now() < until) {
+      statuses.push((await b.execute(id, hang)).status);
+      await sleep(50);
+    }
+    expect(statuses.filter((status) => status !== 503 && status !== 409)).toEqual([]);
+    expect(statuses.at(-1)).toBe(409);
+    // One call, never stopped: A holds the lock again.
+    expect(workflow.callsFor(id)).toHaveLength(1);
+    expect(workflow.callsFor(id)[0]).toMatchObject({ stopReasons: [] });
+    expect(workflow.callsFor(id)[0]?.ended).toBeUndefined();
+    expect(await client.get(lockKey(id))).toBeTruthy();
+  });
+
+  it('a start that reaches the emptied store before the holder can renew (the holder paused): 503 LOCK_UNAVAILABLE with the fence’s Retry-After; once the holder is back its run goes on and the start gets 409', async () => {
+    onTestFinished(waitOutFence);
+    const [a, b] = (await replicas.start(2)) as [Replica, Replica];
+    const id = newWorkflow();
+    expect((await a.execute(id, hang)).status).toBe(202);
+    const holder = a.child.process.pid as number;
+    process.kill(holder, 'SIGSTOP');
+    let refused: Awaited<ReturnType<Replica['execute']>>;
+    try {
+      await redis.restart();
+      refused = await b.execute(id, hang);
+    } finally {
+      process.kill(holder, 'SIGCONT');
+    }
+    expect(refused.status).toBe(503);
+    expect(refused.body).toMatchObject({ error: { code: 'LOCK_UNAVAILABLE', retryable: true } });
+    expect(Number(refused.headers['retry-after'])).toBe(Math.ceil(LEASE_TTL_MS / 1_000));
+    // The holder, paused well inside its lease, renews as soon as it runs again and takes its lock back.
+    await expect.poll(() => client.get(lockKey(id)), { timeout: LEASE_TTL_MS * 2, interval: 50 }).toBeTruthy();
+    expect((await b.execute(id, hang)).status).toBe(409);
+    expect(workflow.callsFor(id)).toHaveLength(1);
+    expect(workflow.callsFor(id)[0]).toMatchObject({ stopReasons: [] });
+    expect(workflow.callsFor(id)[0]?.ended).toBeUndefined();
   });
 });
+
+/** The store fence a restart set (one lease TTL) is over: the next test's first start is not refused. */
+async function waitOutFence(): Promise<void> {
+  await expect.poll(async () => Number((await client.hget('longrun:store', 'fenced_until')) ?? 0) <= Date.now(), { timeout: LEASE_TTL_MS * 3, interval: 100 }).toBe(true);
+}
 
 describe('the per-actor cap across replicas', () => {
   it('a replica that dies does not leak its actor slots: they expire with its leases', async () => {

@@ -294,6 +294,41 @@ describe('Redis behind Sentinel', () => {
     expect(await topo.node(outcome.newPort).config('GET', 'notify-keyspace-events')).toEqual(['notify-keyspace-events', '']);
   }, 60_000);
 
+  it('a failover that loses the last writes (the lock never reached the replica): the holder takes its lock back on the new primary under the store fence, and a start elsewhere is refused, never run beside it', async () => {
+    topology = await startSentinelTopology({ password: DATA_PASSWORD, sentinelPassword: SENTINEL_PASSWORD });
+    const topo = topology;
+    const ttl = KILL_LEASE_TTL_MS;
+    const [a, b] = await Promise.all([startGateway('gw-a', topo.url, ttl), startGateway('gw-b', topo.url, ttl)]);
+    const id = '8500';
+    expect((await a.execute(id, hold)).status).toBe(202);
+    const oldPort = (await topo.primaryPort()) as number;
+    const replica = topo.nodes.find((n) => n.port !== oldPort) as (typeof topo.nodes)[number];
+    // The write the failover loses: the replica is made to forget the lock (and the run
+    // record), as if they had been written on the primary just before the switch and never sent.
+    const onReplica = topo.node(replica.port);
+    await onReplica.config('SET', 'replica-read-only', 'no');
+    await onReplica.del(lockKey(id), `workhorse:duoworkflow:run:${id}`);
+    expect(await topo.node(oldPort).exists(lockKey(id))).toBe(1);
+    await topo.failover();
+    // B tries the workflow all through the switch: the old primary still has the lock, the new one is fenced, then the lock is back.
+    const statuses: number[] = [];
+    const until = Date.now() + 2 * ttl;
+    while (Date.now() < until) {
+      statuses.push((await b.execute(id, hold).catch(() => ({ status: 0 }))).status);
+      await sleep(100);
+    }
+    const newPort = await topo.waitForNewPrimary(oldPort, RECOVERY_DEADLINE_MS);
+    expect(newPort).toBe(replica.port);
+    expect(statuses.filter((status) => ![409, 503, 0].includes(status))).toEqual([]);
+    // One call, never stopped; its lock on the new primary again, the holder's.
+    expect(workflow.callsFor(id)).toHaveLength(1);
+    expect(workflow.callsFor(id)[0]).toMatchObject({ stopReasons: [] });
+    expect(workflow.callsFor(id)[0]?.ended).toBeUndefined();
+    expect(await topo.node(newPort).exists(lockKey(id))).toBe(1);
+    expect(await topo.node(newPort).hget(`workhorse:duoworkflow:run:${id}`, 'replica')).toBe('gw-a');
+    expect(a.child.stdout()).toContain('the lock store lost its data');
+  }, 60_000);
+
   it('a closed backend leaves no connection open, the failover detector’s Sentinel connections included', async () => {
     topology = await startSentinelTopology({ password: DATA_PASSWORD, sentinelPassword: SENTINEL_PASSWORD });
     const sockets = (): number => process.getActiveResourcesInfo().filter((r) => r === 'TCPSocketWrap').length;
