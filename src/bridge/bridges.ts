@@ -21,6 +21,7 @@ import type { ClientRun, ParkedRuns } from '../http/ws-client-run';
 import type { Logger } from '../log';
 import type { Metrics } from '../metrics';
 import { HolderLink } from './holder-link';
+import { LinkSender } from './link-sender';
 import type { BreakWhy, BridgeHeader, BridgeMessage, BridgeTransport, LinkEnv } from './protocol';
 import { SocketLink, type BridgedSocket } from './socket-link';
 
@@ -62,11 +63,14 @@ export class Bridges {
 
   constructor(private readonly deps: BridgeDeps) {
     const { transport, metrics } = deps;
+    const send = (replica: string, header: BridgeHeader, data?: Buffer): Promise<void> => {
+      metrics.bridgeMessages.inc({ kind: header.t });
+      return transport.send(replica, header, data);
+    };
     this.env = {
-      send: (replica, header, data) => {
-        metrics.bridgeMessages.inc({ kind: header.t });
-        return transport.send(replica, header, data);
-      },
+      send,
+      // A send Redis refused goes again every beat; one refused as long as a peer may stay silent gives its bridge up.
+      sender: (replica, onGiveUp) => new LinkSender((header, data) => send(replica, header, data), deps.settings.beatMs, deps.settings.deadAfterMs, onGiveUp),
       done: (link) => this.forget(link.id),
       broke: (why: BreakWhy) => metrics.bridgeBreaks.inc({ why }),
     };

@@ -14,6 +14,7 @@ import type { ClientRun, Connection } from '../http/ws-client-run';
 import { closeForRunEnd } from '../http/ws-close';
 import { STOPS } from '../vocabulary';
 import type { ClientEvent } from '../workflow/contract';
+import type { LinkSender } from './link-sender';
 import type { BreakWhy, BridgeBody, BridgeHeader, LinkEnv } from './protocol';
 
 /** Bytes sent and not yet acknowledged past which the run pauses (as a local socket's buffer). */
@@ -21,6 +22,7 @@ export const HIGH_WATER_BYTES = 1024 * 1024;
 
 export class HolderLink implements Connection {
   private sent = 0;
+  private readonly sender: LinkSender;
   /** The last sequence number heard from the socket side (the claim was 1). */
   private heard = 1;
   private unacked = 0;
@@ -34,7 +36,9 @@ export class HolderLink implements Connection {
     private readonly client: ClientRun,
     readonly stallMs: number,
     private readonly env: LinkEnv,
-  ) {}
+  ) {
+    this.sender = env.sender(peer, () => this.lost('send_failed'));
+  }
 
   /** Answers the claim and hands the parked run to this link: replayed frames follow the answer. */
   attach(): void {
@@ -50,9 +54,9 @@ export class HolderLink implements Connection {
     });
   }
 
-  /** The last sequence number sent on this bridge, and the last heard on it. */
+  /** The last sequence number sent on this bridge (in order: none still waiting for Redis), and the last heard on it. */
   get sentSeq(): number {
-    return this.sent;
+    return this.sender.reportedSeq;
   }
 
   get heardSeq(): number {
@@ -76,6 +80,8 @@ export class HolderLink implements Connection {
   /** A message of this bridge from the socket side; one out of sequence gives the bridge up. */
   receive(header: BridgeHeader, data: Buffer | undefined): void {
     if (this.gone || !('s' in header)) return;
+    // Sent again after a send that failed but reached Redis after all: read once.
+    if (header.s <= this.heard) return;
     if (header.s !== this.heard + 1) {
       this.lost('gap');
       return;
@@ -114,9 +120,10 @@ export class HolderLink implements Connection {
     if (served && !this.client.park()) this.client.stop(STOPS.client_gone);
   }
 
+  /** Sends one message of this bridge, in order through a Redis outage (link-sender.ts). */
   private post(body: BridgeBody, data?: Buffer): void {
     this.sent += 1;
-    this.env.send(this.peer, { ...body, b: this.id, s: this.sent } as BridgeHeader, data).catch(() => this.lost('send_failed'));
+    void this.sender.post({ ...body, b: this.id, s: this.sent } as BridgeHeader, data);
   }
 
   private finish(): void {

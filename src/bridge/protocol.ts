@@ -18,8 +18,12 @@
  *   receiver, and the last sequence number it sent on each. A bridge the other side no
  *   longer lists is gone there; one whose last message was not heard lost it (a gap at
  *   the tail, which no later message would reveal).
+ *
+ * A send Redis refused is sent again, in order, once Redis is back (link-sender.ts); a
+ * message that arrives twice (sent again after all) is read once.
  */
 import type { StopReason } from '../vocabulary';
+import type { LinkSender } from './link-sender';
 
 /** How a claim was answered. attached: the run is the socket's; released: the parked run was stopped (start anew); none: nothing parked here. */
 export type ClaimOutcome = 'attached' | 'released' | 'none';
@@ -59,6 +63,8 @@ export type BridgeBody = BridgeHeader extends infer H ? (H extends OfBridge ? Om
 export interface LinkEnv {
   /** Sends through the process's transport (counted). */
   send(replica: string, header: BridgeHeader, data?: Buffer): Promise<void>;
+  /** A link's ordered sender to `replica` (link-sender.ts), whose giving up is told to `onGiveUp`. */
+  sender(replica: string, onGiveUp: () => void): LinkSender;
   /** Told once, when the link is done (it is forgotten). */
   done(link: { readonly id: string }): void;
   /** Told when the link gives its bridge up. */

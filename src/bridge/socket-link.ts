@@ -14,6 +14,7 @@
 import { RUN_UNREACHABLE, SERVICE_RESTART, type Close } from '../http/ws-close';
 import type { StopReason } from '../vocabulary';
 import type { ClientEvent } from '../workflow/contract';
+import type { LinkSender } from './link-sender';
 import type { BreakWhy, BridgeBody, BridgeHeader, ClaimOutcome, LinkEnv } from './protocol';
 
 /** Bytes written to the client before the holder is told (and at every beat, whatever is left). */
@@ -35,6 +36,7 @@ type State = 'claiming' | 'attached' | 'done';
 export class SocketLink {
   private state: State = 'claiming';
   private sent = 0;
+  private readonly sender: LinkSender;
   private heard = 0;
   private unreported = 0;
   /** The socket closed before the claim was answered: an attach is handed straight back. */
@@ -53,7 +55,9 @@ export class SocketLink {
     readonly holder: string,
     private readonly socket: BridgedSocket,
     private readonly env: LinkEnv,
-  ) {}
+  ) {
+    this.sender = env.sender(holder, () => this.broken('send_failed'));
+  }
 
   /** Whether the holder attached the run to this link and it is not done. */
   get attached(): boolean {
@@ -69,9 +73,9 @@ export class SocketLink {
     return this.state !== 'done';
   }
 
-  /** The last sequence number sent on this bridge, and the last heard on it. */
+  /** The last sequence number sent on this bridge (in order: none still waiting for Redis), and the last heard on it. */
   get sentSeq(): number {
-    return this.sent;
+    return this.sender.reportedSeq;
   }
 
   get heardSeq(): number {
@@ -136,6 +140,8 @@ export class SocketLink {
   /** A message of this bridge from the holder. */
   receive(header: BridgeHeader, data: Buffer | undefined): void {
     if (this.state === 'done' || !('s' in header)) return;
+    // Sent again after a send that failed but reached Redis after all: read once.
+    if (header.s <= this.heard) return;
     if (header.s !== this.heard + 1) {
       this.broken('gap');
       return;
@@ -193,13 +199,10 @@ export class SocketLink {
     if (this.unreported >= ACK_EVERY_BYTES) this.flushAck();
   }
 
-  /** Sends one message of this bridge; resolves whether it was sent (a failure breaks the bridge). */
+  /** Sends one message of this bridge, in order through a Redis outage (link-sender.ts); resolves whether it was sent. */
   private post(body: BridgeBody, data?: Buffer): Promise<boolean> {
     this.sent += 1;
-    return this.env.send(this.holder, { ...body, b: this.id, s: this.sent } as BridgeHeader, data).then(
-      () => true,
-      () => (this.broken('send_failed'), false),
-    );
+    return this.sender.post({ ...body, b: this.id, s: this.sent } as BridgeHeader, data);
   }
 
   private finish(): void {

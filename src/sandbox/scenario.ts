@@ -60,7 +60,9 @@
  *                                                         the write, each step sends this Action for the client to
  *                                                         execute and checks its answer as a `client` step does, with
  *                                                         every "{step}" in the strings of action and expect replaced
- *                                                         by the step's number (one distinct action per step)
+ *                                                         by the step's number (one distinct action per step), and
+ *                                                         every "{call}" by the call's number among the workflow's
+ *                                                         calls (1, 2, …: a step a later call does again is another action)
  *
  * Every step that awaits answers (http, mcp, unsupported, action, every_action, client,
  * track_llm_call, paginate, turn) takes "answerWithinMs":N: an action still unanswered N ms

@@ -430,6 +430,8 @@ export class WorkflowServiceSimulator {
     let ended = false;
     /** A stop was acted on; the call ends after stopEndDelayMs. */
     let stopping = false;
+    /** This call's number among its workflow's calls (`{call}` in a turn's client action). */
+    let callNumber = 0;
     let nextRequestId = 1;
     let clearGrace = (): void => undefined;
     const waiting = new Map<string, (response: ActionResponse) => void>();
@@ -651,10 +653,10 @@ export class WorkflowServiceSimulator {
           );
         }
         if (step.client) {
-          const { action, kind } = scenarioAction(forStep(step.client.action, i), "a turn's client action");
+          const { action, kind } = scenarioAction(forStep(step.client.action, i, callNumber), "a turn's client action");
           if (kind === 'newCheckpoint') throw new BadScenario("a turn's client action needs an action that is answered, not a newCheckpoint");
           const { requestID, response } = await request(action, kind, step.answerWithinMs);
-          check(kind, requestID, response, step.client.expect && forStep(step.client.expect, i), step.client.exact);
+          check(kind, requestID, response, step.client.expect && forStep(step.client.expect, i, callNumber), step.client.exact);
         }
         // A checkpoint written is a checkpoint kept, even if the call ends before the client reads it.
         if (ended) throw CALL_ENDED;
@@ -742,6 +744,7 @@ export class WorkflowServiceSimulator {
           llmCalls: [],
         };
         this.calls.push(record);
+        callNumber = this.callsFor(record.workflowId).length;
         this.changed();
         if (this.refusesResume(event.startRequest)) {
           finish('status', 'INVALID_ARGUMENT', `workflow ${record.workflowId} is stopped: it cannot be resumed`);
@@ -808,10 +811,14 @@ export class WorkflowServiceSimulator {
   }
 }
 
-/** `json` with every "{step}" in its strings (at any depth) replaced by `step`: a turn's action for one step. */
-function forStep(json: Record<string, unknown>, step: number): Record<string, unknown> {
+/**
+ * `json` with every "{step}" in its strings (at any depth) replaced by `step`, and every
+ * "{call}" by the call's number among its workflow's calls (1, 2, …): a turn's action for
+ * one step of one call.
+ */
+function forStep(json: Record<string, unknown>, step: number, call: number): Record<string, unknown> {
   const replace = (value: unknown): unknown => {
-    if (typeof value === 'string') return value.replaceAll('{step}', String(step));
+    if (typeof value === 'string') return value.replaceAll('{step}', String(step)).replaceAll('{call}', String(call));
     if (Array.isArray(value)) return value.map(replace);
     if (typeof value === 'object' && value !== null) return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, replace(v)]));
     return value;

@@ -11,18 +11,22 @@
  *   - BRIDGED only: replica C, which never starts a run (first connections go to A and B),
  *     holds only bridged sockets and drains (SIGTERM): its clients get 1012, no resume,
  *   - holder A drains (SIGTERM): its runs stop with WORKHORSE_SERVER_SHUTDOWN, one resume each,
- *   - the Redis restarts empty: every lock is gone, runs stop (lock_lost), one
- *     resume each,
+ *   - the Redis restarts empty: every lock and run record is gone; the store fence refuses
+ *     new starts for a lease TTL while every holder takes its lock back: no resume (issue [24]),
  *   - holder B is SIGKILLed: its runs' calls are cut, one resume each once the lease expired;
  *
- * each replica drained or killed comes back on the same port. Asserted, as the workflow
- * simulator saw it: every action for the client answered exactly once per call (the simulator
- * fails a call on a second answer or a wrong one); per workflow, one startRequest plus one
- * per fault that cut its call (each extra call explained by a drain or death of its holder,
- * or the Redis restart); no step repeated but the one a fault cut, never after a dropped
- * connection or a socket-only drain; the calls of a workflow never overlap; every turn
- * finishes; nothing left in Redis. A run's turn resumes where its last checkpoint left it
- * (the simulator's `turn`, as the real service keeps checkpoints).
+ * each replica drained or killed comes back on the same port. No fault is fenced off: the
+ * clients reconnect to any replica all through, the Redis restart included, and a client
+ * answers each action it is sent once — an action the gateway sent it again after its answer
+ * reached a replica is a failure, not answered again. Asserted, as the workflow simulator saw
+ * it: every action for the client answered exactly once per call (the simulator fails a call
+ * on a second answer or a wrong one); per workflow, one startRequest plus one per fault that
+ * cut its call (each extra call explained by a drain or death of its holder); no step
+ * repeated but the one a fault cut, never after a dropped connection, a socket-only drain or
+ * a Redis restart; no action sent to a client again once answered; the calls of a workflow
+ * never overlap; every turn finishes; nothing left in Redis but the store marker. A run's turn
+ * resumes where its last checkpoint left it (the simulator's `turn`, as the real service keeps
+ * checkpoints).
  *
  * Everything seen is written to test-results/ws-resume-fleet.json (or WS_RESUME_FLEET_DUMP),
  * replica logs included, for looking into a failure.
@@ -51,26 +55,6 @@ import { removeSecretFile, testSecret, writeSecretFile } from '../helpers/secret
  */
 const BRIDGED = true;
 /**
- * What the gateway does today when the Redis restart makes a run lose its lock: the run
- * stops (lock_lost) and the session is closed 1000 (closeForRunEnd's default),
- * which a client reads as "the flow ended" — LongrunSession does not reconnect. Until a
- * lock-lost WebSocket run closes with a code a client reconnects on, the test's client does
- * what its user would: it starts the session again with the resume start (counted). Set to
- * false once the gateway closes it so; then a session that ends before its turn fails.
- */
-const LOCK_LOST_ENDS_SESSION = false;
-/**
- * Whether the client answers again every replayed action it had answered. Today an answer
- * sent on the new connection just after the resume start crosses the replay the re-attach
- * sends (the gateway replays what is unanswered *when the start arrives*): answering that
- * replay again reaches the service twice (INVALID_ARGUMENT "names no pending action",
- * close 4400). So the test's client, as a careful one must, answers a replay again only if
- * its answer went on an earlier connection (which lost it), and counts the crossings. Set
- * to true once the gateway drops an answer to an action it has already passed an answer
- * for, making docs/owner-integration.md's "an action you answered is never sent again" hold.
- */
-const ANSWER_EVERY_REPLAY = true;
-/**
  * Whether a client drops a connection before it has heard anything on it. Today a
  * connection lost while its run is being started (the lock taken, the stream not yet
  * open: the session is still `starting`) is not parked: Launcher.send sees the aborted
@@ -91,18 +75,6 @@ const DROP_WHILE_STARTING = true;
  */
 const DROP_ANY_TIME = true;
 /**
- * Once the Redis is back empty, a resume start finds no run record and no lock and may start
- * a second run of the workflow beside the one still alive — parked on another replica, or
- * on the same one but still attached to a bridge that broke with the restart — until that
- * run's renewal finds its lock gone (lock_lost). Every lease is now renewed as
- * soon as Redis is back (LeaseKeeper.renewAll), so that is the renewal's round trip, not
- * a renewal interval (LONGRUN_LEASE_TTL_MS / 3): with this switch off, 1 run in 3 here saw
- * two calls of a workflow overlap by 9 ms. No lock can close it without fencing at the
- * service. So from the restart until a lease TTL after it the clients' reconnects are
- * refused (they go to a port nobody listens on).
- */
-const REDIS_RESTART_FORGETS_RUNS = true;
-/**
  * How long a replica is out of the clients' rotation before its SIGTERM (a load balancer's
  * deregistration delay). Today a connection that reaches a replica just as it drains is
  * closed 1001 `server shutdown` (it had no run yet) while its startRequest is on the way;
@@ -113,6 +85,8 @@ const REDIS_RESTART_FORGETS_RUNS = true;
  */
 const UNROUTE_BEFORE_DRAIN_MS = 0;
 
+/** How long after handing an answer to its socket a client waits before dropping that socket. */
+const ANSWER_FLUSH_MS = 20;
 const SESSIONS = 32;
 const STEPS = 80;
 const STEP_MS = 250;
@@ -159,11 +133,18 @@ interface Client {
   drops: number;
   /** Actions handed over again (same requestID and file) after a reconnect. */
   replays: number;
-  /** Replays of an action whose answer had been sent (or could not be): answered again, not executed again. */
-  reanswers: number;
+  /**
+   * Actions sent again after their answer had reached a replica (sent on an earlier
+   * connection, flushed before that connection was dropped): never answered again, and a
+   * failure — the gateway lost an answer it had, and a client that executes what it is sent
+   * would run the action twice.
+   */
+  resent: number;
+  /** When the client last handed an answer to its socket (a drop waits until it is surely flushed). */
+  lastSentAt: number;
   /** Files read, in order (a read is executed again only when a new call asks for it again). */
   executed: string[];
-  /** Per action (requestID and file): being read, or answered on this connection (undefined: could not be sent). */
+  /** Per action (requestID and file, which names its call): being read, or answered on this connection (undefined: could not be sent). */
   actions: Map<string, { state: 'executing' } | { state: 'answered'; on: WebSocket | undefined }>;
   /** Replays of an action already answered on the connection they came on: the answer and the replay crossed. */
   crossed: number;
@@ -171,8 +152,6 @@ interface Client {
   checkpoints: number[];
   events: Array<SessionEvent & { at: number }>;
   closes: Array<SessionClose & { at: number }>;
-  /** Sessions started again after the gateway closed 1000 before the turn finished (LOCK_LOST_ENDS_SESSION). */
-  restarts: number;
   session: LongrunSession | undefined;
   /** The last connection a frame came on. */
   heardOn: WebSocket | undefined;
@@ -229,9 +208,6 @@ async function startSlot(slot: Slot): Promise<void> {
 
 const wsUrl = (slot: Slot): string => `ws://127.0.0.1:${slot.port}/api/v4/ai/duo_workflows/ws`;
 const pick = <T>(items: T[]): T => items[Math.floor(Math.random() * items.length)] as T;
-/** While the Redis restarts and a lease TTL after (REDIS_RESTART_FORGETS_RUNS): reconnects go to this port, where nothing listens. */
-let blackout: { until: number; port: number } | undefined;
-const inBlackout = (): boolean => blackout !== undefined && Date.now() < blackout.until;
 const upSlots = (): Slot[] => {
   const up = slots.filter((s) => s.up);
   return up.length > 0 ? up : slots;
@@ -246,7 +222,8 @@ function scenario(id: string): Step[] {
       checkpoints: STEPS,
       intervalMs: STEP_MS,
       write: { method: 'POST', path: `/api/v4/echo?workflow=${id}` },
-      client: { action: { runReadFile: { filepath: `${id}/step-{step}.txt` } }, expect: { plainTextResponse: { response: `read ${id}/step-{step}.txt` } } },
+      // {call}: a step a later call asks for again is another action than the one it cut.
+      client: { action: { runReadFile: { filepath: `${id}/call-{call}/step-{step}.txt` } }, expect: { plainTextResponse: { response: `read ${id}/call-{call}/step-{step}.txt` } } },
     },
     { op: 'end' },
   ];
@@ -269,14 +246,14 @@ function newClient(i: number): Client {
     targets: {},
     drops: 0,
     replays: 0,
-    reanswers: 0,
+    resent: 0,
+    lastSentAt: 0,
     crossed: 0,
     executed: [],
     actions: new Map(),
     checkpoints: [],
     events: [],
     closes: [],
-    restarts: 0,
     session: undefined,
     heardOn: undefined,
     trace: [],
@@ -293,10 +270,6 @@ function newClient(i: number): Client {
 /** The URL of this connection attempt: a session's first connection goes to its holder; a reconnect to a random replica (BRIDGED) or the holder. */
 function nextUrl(c: Client, first: boolean): string {
   let slot: Slot;
-  if (blackout && inBlackout()) {
-    c.connects += 1;
-    return `ws://127.0.0.1:${blackout.port}/api/v4/ai/duo_workflows/ws`;
-  }
   if (first && c.connects === 0) slot = c.holder;
   else if (BRIDGED) slot = pick(upSlots());
   else {
@@ -323,6 +296,7 @@ function onAction(c: Client, action: SessionAction, session: LongrunSession): vo
     if (stepOf(filepath) === STEPS) c.lastAnswered = true;
     // false between connections: the gateway replays the action after the reconnect, and it is answered then.
     const sent = session.answer(requestID, { plainTextResponse: { response: `read ${filepath}` } });
+    if (sent) c.lastSentAt = Date.now();
     c.actions.set(key, { state: 'answered', on: sent ? session.socket : undefined });
     c.trace.push([Date.now(), `out ${requestID} ${sent}`]);
   };
@@ -332,13 +306,19 @@ function onAction(c: Client, action: SessionAction, session: LongrunSession): vo
   // Still being read: answered once, when done, on the connection current then.
   if (known?.state === 'executing') return;
   if (known?.state === 'answered') {
-    // Answered on this very connection: the gateway has it (one ordered socket); the replay crossed it.
-    if (!ANSWER_EVERY_REPLAY && known.on !== undefined && known.on === session.socket) {
+    // Never sent (no connection then): this replay is its first answer's chance.
+    if (known.on === undefined) {
+      answer();
+      return;
+    }
+    // Answered on this very connection, after the re-attach's replay was sent: they crossed.
+    if (known.on === session.socket) {
       c.crossed += 1;
       return;
     }
-    c.reanswers += 1;
-    answer();
+    // Answered, and the answer flushed, on an earlier connection: the gateway had it.
+    c.resent += 1;
+    c.failure ??= `${key} sent again after its answer reached the gateway`;
     return;
   }
   c.actions.set(key, { state: 'executing' });
@@ -354,6 +334,12 @@ function drop(c: Client): void {
   if (c.session?.closed !== false || c.lastAnswered) return;
   const ws = c.session.socket;
   if (ws?.readyState !== WebSocket.OPEN || !(DROP_WHILE_STARTING || ws === c.heardOn)) return;
+  // A client that drops its own socket under an answer it just sent cannot know if it left:
+  // drop once the answer is surely written (on loopback, in the gateway's socket as it is).
+  if (ws.bufferedAmount > 0 || Date.now() - c.lastSentAt < ANSWER_FLUSH_MS) {
+    setTimeout(() => drop(c), ANSWER_FLUSH_MS).unref();
+    return;
+  }
   ws.terminate();
   c.drops += 1;
   c.trace.push([Date.now(), 'drop']);
@@ -398,20 +384,6 @@ async function openSession(c: Client, resume: boolean): Promise<void> {
 function onClose(c: Client, close: SessionClose): void {
   c.closes.push({ ...close, at: Date.now() });
   clearTimeout(c.dropTimer);
-  const last = callsOf(c.id).at(-1);
-  if (close.how === 'closed' && close.code === 1000 && !turnDone(c.id) && LOCK_LOST_ENDS_SESSION && last?.stopReasons.includes(LOCK_LOST)) {
-    c.restarts += 1;
-    c.lastAnswered = false;
-    // A first connection is not retried: it waits out the blackout.
-    const until = async (): Promise<void> => {
-      while (inBlackout()) await sleep(100);
-    };
-    until().then(() => openSession(c, true)).catch((err: unknown) => {
-      c.failure ??= `restart after ${LOCK_LOST}: ${(err as Error).message}`;
-      c.finish();
-    });
-    return;
-  }
   if (!(close.how === 'closed' && close.code === 1000) || !turnDone(c.id)) c.failure ??= `ended ${JSON.stringify(close)} with the turn at ${workflow.progress.get(`${c.id}/turn`) ?? 0}/${STEPS}`;
   c.finish();
 }
@@ -517,21 +489,19 @@ describe('WebSocket sessions across a fleet, under faults', () => {
       await drain(a);
       await sleep(FAULT_GAP_MS);
 
-      // 3. The Redis restarts empty: every lock and run record is gone at once.
-      if (REDIS_RESTART_FORGETS_RUNS) blackout = { until: Infinity, port: await freePort() };
+      // 3. The Redis restarts empty: every lock, run record and inbox is gone at once. The
+      //    clients go on reconnecting anywhere; the store fence refuses new starts (1013) while
+      //    every holder takes its lock back: no call ends.
       restartedAt = Date.now();
-      faults.push({ name: 'Redis restart (empty)', at: restartedAt, held: 'all', ended: (call) => call.stopReasons.includes(LOCK_LOST) && (call.ended?.at ?? 0) >= restartedAt });
-      try {
-        await redis.restart();
-      } finally {
-        if (blackout) blackout.until = Date.now() + LEASE_TTL_MS;
-      }
+      let killedAt = Infinity;
+      faults.push({ name: 'Redis restart (empty)', at: restartedAt, held: 'all', ended: (call) => call.stopReasons.includes(LOCK_LOST) && (call.ended?.at ?? 0) >= restartedAt && (call.ended?.at ?? 0) < killedAt });
+      await redis.restart();
       await sleep(FAULT_GAP_MS);
 
       // 4. A holder dies: its calls are cut (no stop), and resume elsewhere once their leases expire.
       const stillRunning = running();
       const heldByB = await heldBy(b);
-      const killedAt = Date.now();
+      killedAt = Date.now();
       faults.push({
         name: 'holder SIGKILL (replica B)',
         at: killedAt,
@@ -598,25 +568,27 @@ describe('WebSocket sessions across a fleet, under faults', () => {
           expect(times, `${id}: writes of step ${step}`).toBeGreaterThanOrEqual(1);
           expect(times, `${id}: writes of step ${step}`).toBeLessThanOrEqual(1 + again.filter((s) => s === step).length);
         }
-        // The client read each file once, but one a new call asked for again.
-        for (const file of new Set(client.executed)) {
-          const times = client.executed.filter((f) => f === file).length;
-          expect(times, `${id}: reads of ${file}`).toBeLessThanOrEqual(1 + again.filter((s) => s === stepOf(file)).length);
+        // The client read each step's file once, but the one a new call asked for again.
+        const executedSteps = client.executed.map(stepOf);
+        for (const step of new Set(executedSteps)) {
+          const times = executedSteps.filter((s) => s === step).length;
+          expect(times, `${id}: reads of step ${step}`).toBeLessThanOrEqual(1 + again.filter((s) => s === step).length);
         }
+        // No action was sent to the client again once its answer had reached a replica.
+        expect(client.resent, `${id}: actions sent again after their answer`).toBe(0);
         // A checkpoint is never sent twice (not to a reconnect, not by a resumed call).
         expect(
           client.checkpoints.every((step, k) => k === 0 || step > (client.checkpoints[k - 1] as number)),
           `${id}: checkpoints seen ${JSON.stringify(client.checkpoints)}`,
         ).toBe(true);
-        // A session is started again only after its run lost its lock (LOCK_LOST_ENDS_SESSION).
-        expect(client.restarts, id).toBeLessThanOrEqual(LOCK_LOST_ENDS_SESSION ? calls.filter((call) => call.stopReasons.includes(LOCK_LOST)).length : 0);
       }
 
       // Each fault that holds runs hit some (a loaded machine shifts the faults, not what they hit).
       for (const fault of faults) {
         const hit = explained.get(fault) ?? [];
         report.push(`${fault.name} at ${fault.at - t0} ms: ${fault.held === 'all' ? '' : `${fault.held.size} runs held, `}${hit.length} calls ended and resumed`);
-        if (fault.name.startsWith('socket-only')) expect(hit, fault.name).toEqual([]);
+        // A socket-only drain and a Redis restart cost no resume; a holder's drain or death one per run.
+        if (fault.name.startsWith('socket-only') || fault.name.startsWith('Redis')) expect(hit, fault.name).toEqual([]);
         else expect(hit.length, fault.name).toBeGreaterThanOrEqual(3);
       }
       // The sockets did drop, every few seconds each, and the runs were re-attached (else the calls above would not add up).
@@ -627,17 +599,29 @@ describe('WebSocket sessions across a fleet, under faults', () => {
         expect(lost.filter((e) => e.code === 1012 && e.at >= socketOnly.at && e.at < (faults[1] as Fault).at).length, 'clients of the socket-only drain closed 1012').toBeGreaterThan(0);
       }
 
-      // Nothing left in Redis: no lock, run record, stop key, bridge or stream key (a killed replica's expire within a lease).
-      await expect.poll(() => redisClient.keys('*'), { timeout: 15_000, interval: 250 }).toEqual([]);
+      // Nothing left in Redis but the store marker: no lock, run record, stop key, bridge or stream key (a killed replica's expire within a lease).
+      await expect.poll(() => redisClient.keys('*'), { timeout: 15_000, interval: 250 }).toEqual(['longrun:store']);
 
       const sum = (f: (cl: Client) => number): number => clients.reduce((n, cl) => n + f(cl), 0);
+      // What the Redis restart cost: the replicas up since before it (A's replacement and C) count it; B's first life is gone with it.
+      const lockOps = async (result: string): Promise<number> => {
+        let total = 0;
+        for (const slot of slots) {
+          const text = await (await fetch(`${(slot.replica as Replica).opsUrl}/metrics`)).text();
+          for (const op of ['acquire', 'renew']) total += Number(new RegExp(`^longrun_lock_operations_total\\{op="${op}",result="${result}"\\} (\\d+)`, 'm').exec(text)?.[1] ?? 0);
+        }
+        return total;
+      };
+      const fenced = await lockOps('fenced');
+      const reasserted = await lockOps('reasserted');
       const byCode = new Map<number, number>();
       for (const e of lost) byCode.set(e.code, (byCode.get(e.code) ?? 0) + 1);
       console.log(
         [
           `ws resume fleet (${BRIDGED ? 'reconnects to a random replica' : 'reconnects to the holder'}): ${SESSIONS} sessions of ${STEPS} steps in ${Date.now() - t0} ms; ${workflow.calls.length} workflow-service calls`,
           `sockets dropped ${sum((cl) => cl.drops)}, connections ${sum((cl) => cl.connects)}, losses seen by clients by code ${[...byCode].map(([code, n]) => `${code}: ${n}`).join(', ')}`,
-          `actions replayed after a reconnect ${sum((cl) => cl.replays)} (answered again, not executed again: ${sum((cl) => cl.reanswers)}; crossing an answer sent on the same connection, not answered again: ${sum((cl) => cl.crossed)}), sessions started again after a 1000 close on a lost lock ${sum((cl) => cl.restarts)}`,
+          `actions replayed after a reconnect ${sum((cl) => cl.replays)} (crossing an answer sent on the same connection, not answered again: ${sum((cl) => cl.crossed)}; sent again after their answer reached a replica: ${sum((cl) => cl.resent)})`,
+          `starts refused while the Redis restarted empty was fenced: ${fenced}; locks taken back by their holders: ${reasserted}`,
           ...report,
         ].join('\n'),
       );
