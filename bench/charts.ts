@@ -111,7 +111,10 @@ export function acceptLadderSpec(report: BenchReport): TopLevelSpec | undefined 
   const add = (series: Row['series'], rate: unknown, p50: unknown, p99: unknown): void => {
     const r = num(rate);
     if (r === undefined) return;
-    for (const [percentile, value] of [['p50', num(p50)], ['p99', num(p99)]] as const) {
+    for (const [percentile, value] of [
+      ['p50', num(p50)],
+      ['p99', num(p99)],
+    ] as const) {
       if (value !== undefined && value > 0) rows.push({ series, percentile, rate: r, ms: value, group: `${series} ${percentile}` });
     }
   };
@@ -149,7 +152,13 @@ export function acceptLadderSpec(report: BenchReport): TopLevelSpec | undefined 
       },
       {
         mark: { type: 'point', filled: true, size: 60 },
-        encoding: { x, y, color, shape: { field: 'percentile', type: 'nominal', title: null }, tooltip: [{ field: 'series' }, { field: 'percentile' }, { field: 'rate', title: 'executes/s' }, { field: 'ms', title: 'overhead ms' }] },
+        encoding: {
+          x,
+          y,
+          color,
+          shape: { field: 'percentile', type: 'nominal', title: null },
+          tooltip: [{ field: 'series' }, { field: 'percentile' }, { field: 'rate', title: 'executes/s' }, { field: 'ms', title: 'overhead ms' }],
+        },
       },
     ],
   );
@@ -195,7 +204,10 @@ export function memoryPerRunSpec(report: BenchReport): TopLevelSpec | undefined 
     joinable(rows),
     [
       { transform: [{ filter: 'datum.joined' }], mark: { type: 'line' }, encoding: { x, y, color, strokeDash: moment, detail: { field: 'group' } } },
-      { mark: { type: 'point', filled: true, size: 70 }, encoding: { x, y, color, shape: moment, tooltip: [{ field: 'side' }, { field: 'moment' }, { field: 'runs', title: 'runs held' }, { field: 'kib', title: 'KiB per run' }] } },
+      {
+        mark: { type: 'point', filled: true, size: 70 },
+        encoding: { x, y, color, shape: moment, tooltip: [{ field: 'side' }, { field: 'moment' }, { field: 'runs', title: 'runs held' }, { field: 'kib', title: 'KiB per run' }] },
+      },
     ],
   );
 }
@@ -208,7 +220,10 @@ export function relayRoundsSpec(report: BenchReport): TopLevelSpec | undefined {
   if (!relay) return undefined;
   type Row = { side: (typeof RELAY_SIDES)[number]; round: number; perS: number };
   const rows: Row[] = [];
-  for (const [side, field] of [['longrun', 'rounds_actions_per_s'], ['direct', 'rounds_direct_actions_per_s']] as const) {
+  for (const [side, field] of [
+    ['longrun', 'rounds_actions_per_s'],
+    ['direct', 'rounds_direct_actions_per_s'],
+  ] as const) {
     const rounds = Array.isArray(relay[field]) ? (relay[field] as unknown[]) : [];
     rounds.forEach((value, i) => {
       const perS = num(value);

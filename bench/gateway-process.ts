@@ -161,7 +161,10 @@ export class GatewayProcess {
     if (extraNodeArgs.length > 0) {
       // A profiled gateway writes its profile on a clean exit: drain it instead.
       this.child.kill('SIGTERM');
-      const exited = await withTimeout(this.exited, 20_000, 'the profiled gateway to exit').then(() => true, () => false);
+      const exited = await withTimeout(this.exited, 20_000, 'the profiled gateway to exit').then(
+        () => true,
+        () => false,
+      );
       if (exited) return;
     }
     this.child.kill('SIGKILL');

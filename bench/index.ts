@@ -72,15 +72,25 @@ function parseCli(argv: string[]): { selected: Scenario[]; options: BenchOptions
     process.stdout.write(usage());
     process.exit(0);
   }
-  const names = (values.scenario ?? []).flatMap((s) => s.split(',')).map((s) => s.trim()).filter(Boolean);
-  const selected = names.length === 0 ? scenarios.filter((s) => !s.onlyWhenNamed) : names.map((name) => {
-    const found = scenarios.find((s) => s.name === name);
-    if (!found) throw new Error(`unknown scenario ${JSON.stringify(name)}\n${usage()}`);
-    return found;
-  });
+  const names = (values.scenario ?? [])
+    .flatMap((s) => s.split(','))
+    .map((s) => s.trim())
+    .filter(Boolean);
+  const selected =
+    names.length === 0
+      ? scenarios.filter((s) => !s.onlyWhenNamed)
+      : names.map((name) => {
+          const found = scenarios.find((s) => s.name === name);
+          if (!found) throw new Error(`unknown scenario ${JSON.stringify(name)}\n${usage()}`);
+          return found;
+        });
   if (values.burst && (values.rate !== undefined || values.duration !== undefined)) throw new Error(`--burst takes no --rate or --duration\n${usage()}`);
   const runs = positive('runs', values.runs);
-  const sizes = values.sizes?.split(',').map((s) => s.trim()).filter(Boolean).map((s) => Math.round(positive('sizes', s) ?? 0));
+  const sizes = values.sizes
+    ?.split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)
+    .map((s) => Math.round(positive('sizes', s) ?? 0));
   return {
     selected,
     options: {

@@ -21,10 +21,7 @@ export interface ExecuteResult {
 export class ExecuteClient {
   private readonly pool: Pool;
 
-  constructor(
-    url: string,
-    connections = 64,
-  ) {
+  constructor(url: string, connections = 64) {
     if (!/^http:\/\/127\.0\.0\.1:\d+$/.test(url)) throw new Error(`load generators only target 127.0.0.1, not ${url}`);
     // No body or headers timeout: a blocking turn holds its answer for the whole turn.
     this.pool = new Pool(url, { connections, keepAliveTimeout: 30_000, headersTimeout: 0, bodyTimeout: 0 });

@@ -90,7 +90,9 @@ export function compareMemory(log: (line: string) => void, unit: string, atRest:
     settledOutsideYoung: ratio(atRest.rssOutsideYoung, raw.settled.rssOutsideYoung),
     rampOutsideYoung: ratio(atRamp.rssOutsideYoung, raw.ramp.rssOutsideYoung),
   };
-  log(`memory per ${unit}, settled: ${formatBytes(atRest.rss)} RSS vs raw ${formatBytes(raw.settled.rss)} (${ratios.settled}x); right after the ramp: ${formatBytes(atRamp.rss)} vs ${formatBytes(raw.ramp.rss)} (${ratios.ramp}x)`);
+  log(
+    `memory per ${unit}, settled: ${formatBytes(atRest.rss)} RSS vs raw ${formatBytes(raw.settled.rss)} (${ratios.settled}x); right after the ramp: ${formatBytes(atRamp.rss)} vs ${formatBytes(raw.ramp.rss)} (${ratios.ramp}x)`,
+  );
   log(
     `memory per ${unit} outside the young generation, settled: ${formatBytes(atRest.rssOutsideYoung)} vs raw ${formatBytes(raw.settled.rssOutsideYoung)} (${ratios.settledOutsideYoung}x); ` +
       `right after the ramp: ${formatBytes(atRamp.rssOutsideYoung)} vs ${formatBytes(raw.ramp.rssOutsideYoung)} (${ratios.rampOutsideYoung}x); ` +

@@ -72,6 +72,14 @@ export class PhaseMeters {
     const netAfter = await this.redis.netBytes();
     const redisCpuMs = (await this.redis.cpuMs()) - redisCpuBefore;
     const commands = commandDelta(commandsBefore, await this.redis.commands());
-    return { cpuMs, redisCpuMs, redisCommands: commands.byName, redisBytesIn: netAfter.input - netBefore.input, redisBytesOut: netAfter.output - netBefore.output, client: clientUsed, elapsedMs };
+    return {
+      cpuMs,
+      redisCpuMs,
+      redisCommands: commands.byName,
+      redisBytesIn: netAfter.input - netBefore.input,
+      redisBytesOut: netAfter.output - netBefore.output,
+      client: clientUsed,
+      elapsedMs,
+    };
   }
 }

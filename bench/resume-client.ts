@@ -293,7 +293,13 @@ async function reattach(
         return { conn, first: event };
       }
       // Only a re-attach straight after its loss is a latency sample: one that first fell back from a missing bridge is not.
-      if (to === wanted) record.reattaches.push({ kind: reattachKind(lost.replica === plan.holder, to === plan.holder), ms: event.at - lostAt, retries, replayedUnanswered: event.requestID === unanswered });
+      if (to === wanted)
+        record.reattaches.push({
+          kind: reattachKind(lost.replica === plan.holder, to === plan.holder),
+          ms: event.at - lostAt,
+          retries,
+          replayedUnanswered: event.requestID === unanswered,
+        });
       if (event.requestID !== unanswered) record.errors.push(`re-attach on gateway ${to}: first frame #${event.requestID}, not the unanswered #${unanswered}`);
       return { conn, first: event };
     }

@@ -46,7 +46,20 @@ const NO_PENDING = 'names no pending action';
 export function countActions(records: readonly SessionRecord[], calls: readonly CallAnswers[]): Ledger {
   const byWorkflow = new Map<string, CallAnswers[]>();
   for (const call of calls) byWorkflow.set(call.workflowId, [...(byWorkflow.get(call.workflowId) ?? []), call]);
-  const ledger: Ledger = { sessions: records.length, actionsSent: 0, lost: 0, lostActions: 0, lostAnswers: 0, duplicated: 0, reordered: 0, unanswered: 0, unknown: 0, extraStarts: 0, callsNotClean: 0, examples: [] };
+  const ledger: Ledger = {
+    sessions: records.length,
+    actionsSent: 0,
+    lost: 0,
+    lostActions: 0,
+    lostAnswers: 0,
+    duplicated: 0,
+    reordered: 0,
+    unanswered: 0,
+    unknown: 0,
+    extraStarts: 0,
+    callsNotClean: 0,
+    examples: [],
+  };
   const note = (what: string): void => {
     if (ledger.examples.length < 10) ledger.examples.push(what);
   };

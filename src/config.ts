@@ -142,13 +142,28 @@ export class ConfigError extends Error {
 
 type Env = Record<string, string | undefined>;
 
-const durationMs = z.coerce.number().int().min(1).max(2 ** 31 - 1);
-const nonNegativeMs = z.coerce.number().int().min(0).max(2 ** 31 - 1);
+const durationMs = z.coerce
+  .number()
+  .int()
+  .min(1)
+  .max(2 ** 31 - 1);
+const nonNegativeMs = z.coerce
+  .number()
+  .int()
+  .min(0)
+  .max(2 ** 31 - 1);
 const count = z.coerce.number().int().min(0);
 /** LONGRUN_WORKFLOW_INFRA_STOP_REASONS: every workflow service allowlists the shutdown word, and the drain relies on it. */
 const stopWordList = z
   .string()
-  .transform((text) => [...new Set(text.split(',').map((s) => s.trim()).filter(Boolean))])
+  .transform((text) => [
+    ...new Set(
+      text
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean),
+    ),
+  ])
   .pipe(z.array(z.string().regex(STOP_REASON_TOKEN)).refine((words) => words.includes(SERVER_SHUTDOWN)));
 
 /**
@@ -156,8 +171,10 @@ const stopWordList = z
  * one left set must not be silently ignored (the operator meant something by it).
  */
 const removedVariables: Readonly<Record<string, string>> = {
-  LONGRUN_STOP_REASON_RUN_LIMIT: 'list the stop words your workflow service allowlists in LONGRUN_WORKFLOW_INFRA_STOP_REASONS instead (the run limit sends WORKHORSE_RUN_LIMIT when it is listed, else WORKHORSE_SERVER_SHUTDOWN)',
-  LONGRUN_STOP_REASON_LOCK_LOST: 'list the stop words your workflow service allowlists in LONGRUN_WORKFLOW_INFRA_STOP_REASONS instead (a lost lease sends WORKHORSE_LOCK_LOST when it is listed, else WORKHORSE_SERVER_SHUTDOWN)',
+  LONGRUN_STOP_REASON_RUN_LIMIT:
+    'list the stop words your workflow service allowlists in LONGRUN_WORKFLOW_INFRA_STOP_REASONS instead (the run limit sends WORKHORSE_RUN_LIMIT when it is listed, else WORKHORSE_SERVER_SHUTDOWN)',
+  LONGRUN_STOP_REASON_LOCK_LOST:
+    'list the stop words your workflow service allowlists in LONGRUN_WORKFLOW_INFRA_STOP_REASONS instead (a lost lease sends WORKHORSE_LOCK_LOST when it is listed, else WORKHORSE_SERVER_SHUTDOWN)',
   LONGRUN_STOP_REASON_DRAIN: 'a drain always sends WORKHORSE_SERVER_SHUTDOWN, the one word every workflow service acknowledges as a shutdown',
 };
 
@@ -210,7 +227,12 @@ function parseRedis(env: Env, keys: RedisKeyScheme): RedisTarget | undefined {
     return parseRedisUrl(raw, { cluster: keys === 'cluster' });
   } catch (err) {
     if (err instanceof RedisUrlError) {
-      throw new ConfigError('LONGRUN_REDIS_URL', keys === 'cluster' ? `with LONGRUN_REDIS_KEYS=cluster, ${clusterUrlForms}` : `a URL of the form ${redisUrlForms}`, raw, err.message);
+      throw new ConfigError(
+        'LONGRUN_REDIS_URL',
+        keys === 'cluster' ? `with LONGRUN_REDIS_KEYS=cluster, ${clusterUrlForms}` : `a URL of the form ${redisUrlForms}`,
+        raw,
+        err.message,
+      );
     }
     throw err;
   }
@@ -219,7 +241,10 @@ function parseRedis(env: Env, keys: RedisKeyScheme): RedisTarget | undefined {
 /** LONGRUN_WS_ALLOWED_ORIGINS: `scheme://host[:port]` origins, normalised as browsers send them. */
 const originList = z.string().transform((text, ctx) => {
   const origins: string[] = [];
-  for (const item of text.split(',').map((s) => s.trim()).filter(Boolean)) {
+  for (const item of text
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)) {
     let url: URL;
     try {
       url = new URL(item);
@@ -359,8 +384,20 @@ export function loadConfig(env: Env = process.env): EnvConfig {
     // accepts pings 10 s apart (min_ping_interval_without_data_ms), so 20 s is never a strike.
     grpcKeepaliveTimeMs: read(env, 'LONGRUN_GRPC_KEEPALIVE_TIME_MS', durationMs, 'a positive integer number of milliseconds', 20_000),
     grpcKeepaliveTimeoutMs: read(env, 'LONGRUN_GRPC_KEEPALIVE_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 20_000),
-    grpcKeepaliveWithoutCalls: read(env, 'LONGRUN_GRPC_KEEPALIVE_WITHOUT_CALLS', z.enum(['true', 'false']).transform((v) => v === 'true'), 'true or false', true),
-    replicaId: read(env, 'LONGRUN_REPLICA_ID', z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/), 'a name of [A-Za-z0-9_.:-], at most 128 characters', `${os.hostname()}-${process.pid}`),
+    grpcKeepaliveWithoutCalls: read(
+      env,
+      'LONGRUN_GRPC_KEEPALIVE_WITHOUT_CALLS',
+      z.enum(['true', 'false']).transform((v) => v === 'true'),
+      'true or false',
+      true,
+    ),
+    replicaId: read(
+      env,
+      'LONGRUN_REPLICA_ID',
+      z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/),
+      'a name of [A-Za-z0-9_.:-], at most 128 characters',
+      `${os.hostname()}-${process.pid}`,
+    ),
     logLevel: read(env, 'LONGRUN_LOG_LEVEL', z.enum(logLevels), logLevels.join('|'), 'info'),
   };
 }

@@ -330,7 +330,11 @@ export class Gateway {
         owner,
         metrics,
         logger,
-        settings: { pingMs: config.wsPingMs, pongTimeoutMs: config.wsPongTimeoutMs, writeTimeoutMs: config.wsWriteTimeoutMs, closeTimeoutMs: config.wsCloseTimeoutMs,
+        settings: {
+          pingMs: config.wsPingMs,
+          pongTimeoutMs: config.wsPongTimeoutMs,
+          writeTimeoutMs: config.wsWriteTimeoutMs,
+          closeTimeoutMs: config.wsCloseTimeoutMs,
           startTimeoutMs: config.wsStartTimeoutMs,
           resumeWindowMs: config.wsResumeWindowMs,
           backlogBytes: config.wsBacklogBytes,
@@ -347,9 +351,7 @@ export class Gateway {
       mainServer.requestTimeout = 0;
       mainServer.headersTimeout = 60_000;
       mainServer.keepAliveTimeout = 5_000;
-      const opsServer = own('ops listener', await listen(createOpsApp({ metrics, registry, isDraining }), config.opsListen), closeServer, (server) =>
-        server.closeAllConnections(),
-      );
+      const opsServer = own('ops listener', await listen(createOpsApp({ metrics, registry, isDraining }), config.opsListen), closeServer, (server) => server.closeAllConnections());
       // Closed first (the list closes last-in first): callbacks stop waiting, runs still in
       // flight are cancelled — a listener waits for its open blocking streams to end, and
       // a run's teardown needs the backend and the owner client, closed after.

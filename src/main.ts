@@ -53,11 +53,14 @@ async function main(): Promise<void> {
     logger.info({ signal }, 'draining');
     // The drain closes or destroys every part within its budget; should anything still
     // hold the process, it exits anyway a moment after the budget (docs/spec.md §7).
-    setTimeout(() => {
-      logger.warn({ signal }, 'drain overran its budget: exiting');
-      logger.flush();
-      process.exit(0);
-    }, config.shutdownDelayMs + config.drainTimeoutMs + EXIT_GRACE_MS).unref();
+    setTimeout(
+      () => {
+        logger.warn({ signal }, 'drain overran its budget: exiting');
+        logger.flush();
+        process.exit(0);
+      },
+      config.shutdownDelayMs + config.drainTimeoutMs + EXIT_GRACE_MS,
+    ).unref();
     void gateway
       .drain()
       .then(() => sandbox?.close())

@@ -102,11 +102,31 @@ class Tally {
 export class Metrics {
   readonly registry = new Registry();
 
-  readonly connections = new Counter({ name: 'longrun_connections_total', help: 'Execute requests that opened a workflow stream, by transport.', labelNames: ['transport'], registers: [this.registry] });
-  readonly connectionsOpen = new Gauge({ name: 'longrun_connections_open', help: 'Workflow streams open now, by transport.', labelNames: ['transport'], registers: [this.registry] });
-  readonly connectionErrors = new Counter({ name: 'longrun_connection_errors_total', help: 'Execute requests refused before a run started, by transport and error type.', labelNames: ['transport', 'error_type'], registers: [this.registry] });
+  readonly connections = new Counter({
+    name: 'longrun_connections_total',
+    help: 'Execute requests that opened a workflow stream, by transport.',
+    labelNames: ['transport'],
+    registers: [this.registry],
+  });
+  readonly connectionsOpen = new Gauge({
+    name: 'longrun_connections_open',
+    help: 'Workflow streams open now, by transport.',
+    labelNames: ['transport'],
+    registers: [this.registry],
+  });
+  readonly connectionErrors = new Counter({
+    name: 'longrun_connection_errors_total',
+    help: 'Execute requests refused before a run started, by transport and error type.',
+    labelNames: ['transport', 'error_type'],
+    registers: [this.registry],
+  });
   readonly sessions = new Counter({ name: 'longrun_sessions_total', help: 'Workflow sessions ended, by final gRPC code.', labelNames: ['code'], registers: [this.registry] });
-  readonly sessionErrors = new Counter({ name: 'longrun_session_errors_total', help: 'Workflow sessions that ended with a non-OK gRPC code.', labelNames: ['code'], registers: [this.registry] });
+  readonly sessionErrors = new Counter({
+    name: 'longrun_session_errors_total',
+    help: 'Workflow sessions that ended with a non-OK gRPC code.',
+    labelNames: ['code'],
+    registers: [this.registry],
+  });
   readonly sessionDuration = new Histogram({
     name: 'longrun_session_duration_seconds',
     help: 'Workflow session duration, by transport.',
@@ -115,16 +135,65 @@ export class Metrics {
     buckets: [0.1, 0.5, 1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 2700, 3300, 3600],
     registers: [this.registry],
   });
-  readonly teardowns = new Counter({ name: 'longrun_teardowns_total', help: 'Runs ended, by transport and reason.', labelNames: ['transport', 'reason'], registers: [this.registry] });
-  readonly websocketFrames = new Counter({ name: 'longrun_websocket_frames_total', help: 'WebSocket frames, by direction (in: from the client).', labelNames: ['direction'], registers: [this.registry] });
-  readonly websocketBytes = new Counter({ name: 'longrun_websocket_bytes_total', help: 'WebSocket payload bytes, by direction (in: from the client).', labelNames: ['direction'], registers: [this.registry] });
-  readonly websocketCloses = new Counter({ name: 'longrun_websocket_closes_total', help: 'Close frames the gateway sent, by code.', labelNames: ['code'], registers: [this.registry] });
-  readonly websocketParked = new Counter({ name: 'longrun_websocket_parked_total', help: 'WebSocket sessions whose connection was lost while their run went on (parked).', registers: [this.registry] });
-  readonly websocketReattaches = new Counter({ name: 'longrun_websocket_reattached_total', help: 'Parked WebSocket runs a new connection took over, by how (local: on this replica; bridged: from another, through Redis), counted on the replica holding the run.', labelNames: ['how'], registers: [this.registry] });
-  readonly websocketParkEnds = new Counter({ name: 'longrun_websocket_park_ends_total', help: 'Parked WebSocket runs longrun stopped, by why (expired, backlog_full, taken_over).', labelNames: ['why'], registers: [this.registry] });
-  readonly bridgesOpen = new Gauge({ name: 'longrun_bridges_open', help: 'Bridged WebSocket sessions, by this replica\'s side (holder: it holds the run; socket: the client\'s socket).', labelNames: ['side'], registers: [this.registry] });
-  readonly bridgeMessages = new Counter({ name: 'longrun_bridge_messages_total', help: 'Bridge messages sent to other replicas through Redis, by kind.', labelNames: ['kind'], registers: [this.registry] });
-  readonly bridgeBreaks = new Counter({ name: 'longrun_bridge_breaks_total', help: 'Bridges given up, by why (gap: a message lost; send_failed; peer_silent: no beat within LONGRUN_WS_PONG_TIMEOUT_MS; peer_dropped: the other side no longer lists it; unanswered: a claim not answered).', labelNames: ['why'], registers: [this.registry] });
+  readonly teardowns = new Counter({
+    name: 'longrun_teardowns_total',
+    help: 'Runs ended, by transport and reason.',
+    labelNames: ['transport', 'reason'],
+    registers: [this.registry],
+  });
+  readonly websocketFrames = new Counter({
+    name: 'longrun_websocket_frames_total',
+    help: 'WebSocket frames, by direction (in: from the client).',
+    labelNames: ['direction'],
+    registers: [this.registry],
+  });
+  readonly websocketBytes = new Counter({
+    name: 'longrun_websocket_bytes_total',
+    help: 'WebSocket payload bytes, by direction (in: from the client).',
+    labelNames: ['direction'],
+    registers: [this.registry],
+  });
+  readonly websocketCloses = new Counter({
+    name: 'longrun_websocket_closes_total',
+    help: 'Close frames the gateway sent, by code.',
+    labelNames: ['code'],
+    registers: [this.registry],
+  });
+  readonly websocketParked = new Counter({
+    name: 'longrun_websocket_parked_total',
+    help: 'WebSocket sessions whose connection was lost while their run went on (parked).',
+    registers: [this.registry],
+  });
+  readonly websocketReattaches = new Counter({
+    name: 'longrun_websocket_reattached_total',
+    help: 'Parked WebSocket runs a new connection took over, by how (local: on this replica; bridged: from another, through Redis), counted on the replica holding the run.',
+    labelNames: ['how'],
+    registers: [this.registry],
+  });
+  readonly websocketParkEnds = new Counter({
+    name: 'longrun_websocket_park_ends_total',
+    help: 'Parked WebSocket runs longrun stopped, by why (expired, backlog_full, taken_over).',
+    labelNames: ['why'],
+    registers: [this.registry],
+  });
+  readonly bridgesOpen = new Gauge({
+    name: 'longrun_bridges_open',
+    help: "Bridged WebSocket sessions, by this replica's side (holder: it holds the run; socket: the client's socket).",
+    labelNames: ['side'],
+    registers: [this.registry],
+  });
+  readonly bridgeMessages = new Counter({
+    name: 'longrun_bridge_messages_total',
+    help: 'Bridge messages sent to other replicas through Redis, by kind.',
+    labelNames: ['kind'],
+    registers: [this.registry],
+  });
+  readonly bridgeBreaks = new Counter({
+    name: 'longrun_bridge_breaks_total',
+    help: 'Bridges given up, by why (gap: a message lost; send_failed; peer_silent: no beat within LONGRUN_WS_PONG_TIMEOUT_MS; peer_dropped: the other side no longer lists it; unanswered: a claim not answered).',
+    labelNames: ['why'],
+    registers: [this.registry],
+  });
   readonly websocketBacklogBytes = new Gauge({ name: 'longrun_websocket_backlog_bytes', help: 'Bytes of frames kept for parked WebSocket runs.', registers: [this.registry] });
   readonly websocketReattachDuration = new Histogram({
     name: 'longrun_websocket_reattach_seconds',
@@ -132,7 +201,11 @@ export class Metrics {
     buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
     registers: [this.registry],
   });
-  readonly websocketSessionsOpen = new Gauge({ name: 'longrun_websocket_sessions_open', help: 'WebSocket sessions held now (LONGRUN_MAX_WS_SESSIONS caps them).', registers: [this.registry] });
+  readonly websocketSessionsOpen = new Gauge({
+    name: 'longrun_websocket_sessions_open',
+    help: 'WebSocket sessions held now (LONGRUN_MAX_WS_SESSIONS caps them).',
+    registers: [this.registry],
+  });
   readonly endsWhileStopping = new Counter({
     name: 'longrun_ends_while_stopping_total',
     help: 'Runs whose infrastructure stop crossed an OK end with no checkpoint saying the turn was over (reported with ended_while_stopping).',
@@ -173,7 +246,12 @@ export class Metrics {
   });
   /** relayDuration's one series, its observe() made once (not a closure per call). */
   private readonly observeRelayDuration = this.relayDuration.labels().observe;
-  readonly relayErrors = new Counter({ name: 'longrun_http_relay_errors_total', help: 'runHTTPRequest actions answered with an error, by type.', labelNames: ['type'], registers: [this.registry] });
+  readonly relayErrors = new Counter({
+    name: 'longrun_http_relay_errors_total',
+    help: 'runHTTPRequest actions answered with an error, by type.',
+    labelNames: ['type'],
+    registers: [this.registry],
+  });
   readonly mcpCalls = new Counter({
     name: 'longrun_mcp_calls_total',
     help: 'runMCPTool calls for a tool a configured MCP server offers, by server kind and result.',
@@ -209,7 +287,12 @@ export class Metrics {
     registers: [this.registry],
     collect: () => this.actionTally.flushInto(this.actions),
   });
-  readonly lockOperations = new Counter({ name: 'longrun_lock_operations_total', help: 'Lock operations, by op and result.', labelNames: ['op', 'result'], registers: [this.registry] });
+  readonly lockOperations = new Counter({
+    name: 'longrun_lock_operations_total',
+    help: 'Lock operations, by op and result.',
+    labelNames: ['op', 'result'],
+    registers: [this.registry],
+  });
   readonly leaseBatchDuration = new Histogram({
     name: 'longrun_lease_batch_duration_seconds',
     help: 'Batched lease work sent to the coordination store (one renewal batch per keeper tick, one release batch per turn of the event loop), sent to answered, by op.',
@@ -231,18 +314,35 @@ export class Metrics {
     help: 'Lease renewals confirmed more than one keeper tick after they were due (TTL/3 after the previous confirmation): the process or the store is falling behind.',
     registers: [this.registry],
   });
-  readonly unlockedRuns = new Counter({ name: 'longrun_unlocked_runs_total', help: 'Blocking runs started without the lock because Redis failed (Workhorse parity).', registers: [this.registry] });
+  readonly unlockedRuns = new Counter({
+    name: 'longrun_unlocked_runs_total',
+    help: 'Blocking runs started without the lock because Redis failed (Workhorse parity).',
+    registers: [this.registry],
+  });
   readonly callbacks = new Counter({ name: 'longrun_callbacks_total', help: 'Segment-end callbacks, by result.', labelNames: ['result'], registers: [this.registry] });
   readonly capRejections = new Counter({ name: 'longrun_cap_rejections_total', help: 'Executes refused by a cap, by cap.', labelNames: ['cap'], registers: [this.registry] });
-  readonly runsInFlight = new Gauge({ name: 'longrun_runs_in_flight', help: 'Runs in flight in this process, by transport.', labelNames: ['transport'], registers: [this.registry] });
+  readonly runsInFlight = new Gauge({
+    name: 'longrun_runs_in_flight',
+    help: 'Runs in flight in this process, by transport.',
+    labelNames: ['transport'],
+    registers: [this.registry],
+  });
   readonly draining = new Gauge({ name: 'longrun_draining', help: '1 while the process drains after SIGTERM.', registers: [this.registry] });
   readonly drainDeadline = new Gauge({
     name: 'longrun_drain_deadline_timestamp_seconds',
     help: 'Unix time at which the drain budget (shutdown delay + drain timeout) runs out; 0 while serving.',
     registers: [this.registry],
   });
-  readonly maxDetachedRuns = new Gauge({ name: 'longrun_max_detached_runs', help: 'LONGRUN_MAX_DETACHED_RUNS: the detached runs this process may hold.', registers: [this.registry] });
-  readonly maxWsSessions = new Gauge({ name: 'longrun_max_ws_sessions', help: 'LONGRUN_MAX_WS_SESSIONS: the WebSocket sessions this process may hold.', registers: [this.registry] });
+  readonly maxDetachedRuns = new Gauge({
+    name: 'longrun_max_detached_runs',
+    help: 'LONGRUN_MAX_DETACHED_RUNS: the detached runs this process may hold.',
+    registers: [this.registry],
+  });
+  readonly maxWsSessions = new Gauge({
+    name: 'longrun_max_ws_sessions',
+    help: 'LONGRUN_MAX_WS_SESSIONS: the WebSocket sessions this process may hold.',
+    registers: [this.registry],
+  });
   readonly redisEvents = new Counter({
     name: 'longrun_redis_connection_events_total',
     help: 'Events of the connections to the coordination store (Redis), by connection and event.',

@@ -65,10 +65,21 @@ async function measureRaw(ctx: ScenarioContext, workflowAddress: string, runs: n
     const hold = (prefix: string, count: number) =>
       holder.query(
         'hold',
-        { address: workflowAddress, prefix, count, concurrency: RAMP_CONCURRENCY, streamsPerConnection: STREAMS_PER_CONNECTION, workflowMetadata: scenarioMetadata(held), token: OWNER_OAUTH_TOKEN },
+        {
+          address: workflowAddress,
+          prefix,
+          count,
+          concurrency: RAMP_CONCURRENCY,
+          streamsPerConnection: STREAMS_PER_CONNECTION,
+          workflowMetadata: scenarioMetadata(held),
+          token: OWNER_OAUTH_TOKEN,
+        },
         300_000,
       );
-    const sample = sampler((compact) => holder.query('gc', { compact }), () => holder.rss());
+    const sample = sampler(
+      (compact) => holder.query('gc', { compact }),
+      () => holder.rss(),
+    );
     await hold('cap-raw-warm-', WARM_RUNS);
     const before = await sample(true);
     const result = await hold('cap-raw-', runs);
@@ -107,7 +118,10 @@ async function measureAt(ctx: ScenarioContext, runs: number): Promise<{ outcome:
     const raw = await measureRaw(ctx, stack.workflow.address, runs);
     await stack.workflow.query('reset', {});
 
-    const sample = sampler((compact) => stack.gateway.gc(compact), () => stack.gateway.rss());
+    const sample = sampler(
+      (compact) => stack.gateway.gc(compact),
+      () => stack.gateway.rss(),
+    );
     const warm = await rampGateway(stack, 'cap-warm-', WARM_RUNS);
     if (warm.accepted !== WARM_RUNS) throw new Error(`warm-up: ${JSON.stringify(warm.failures)} of ${WARM_RUNS} not accepted: ${stack.gateway.output()}`);
     const before = await sample(true);
@@ -116,7 +130,9 @@ async function measureAt(ctx: ScenarioContext, runs: number): Promise<{ outcome:
     const ramp = await rampGateway(stack, 'cap-', runs);
     const rampCommands = commandDelta(commandsBefore, await ctx.env.redis.commands());
     const rampLag = loopLagP99Ms(await stack.gateway.metrics());
-    ctx.log(`longrun: ${ramp.accepted} runs accepted in ${Math.round(ramp.ms)} ms (failures ${JSON.stringify(ramp.failures)}), loop lag p99 ${rampLag.toFixed(1)} ms while ramping; redis ${JSON.stringify(rampCommands.byName)}`);
+    ctx.log(
+      `longrun: ${ramp.accepted} runs accepted in ${Math.round(ramp.ms)} ms (failures ${JSON.stringify(ramp.failures)}), loop lag p99 ${rampLag.toFixed(1)} ms while ramping; redis ${JSON.stringify(rampCommands.byName)}`,
+    );
     await sleep(500);
     const ramped = await sample();
     const open = await stack.workflow.query('callCounts', { prefix: 'cap-' });

@@ -47,7 +47,11 @@ export const dispatcherHold: Scenario = {
         Promise.all(Array.from({ length: turns }, (_, i) => run('detached', i))),
         Promise.all(Array.from({ length: turns }, (_, i) => run('blocking', i))),
       ]);
-      await waitUntil(async () => (await stack.workflow.query('callCounts', { prefix: 'hold-' })).ended >= turns * 2, turnMs + turns * 2 * STAGGER_MS + 15_000, 'every turn to end');
+      await waitUntil(
+        async () => (await stack.workflow.query('callCounts', { prefix: 'hold-' })).ended >= turns * 2,
+        turnMs + turns * 2 * STAGGER_MS + 15_000,
+        'every turn to end',
+      );
       const calls = await stack.workflow.query('calls', { prefix: 'hold-detached-' });
       const turnLengths = calls.map((c) => (c.endedAt ?? Number.NaN) - c.startedAt);
       const detachedMs = median(detached);

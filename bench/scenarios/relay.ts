@@ -21,7 +21,13 @@ async function throughLongrun(stack: Stack, prefix: string, actions: number): Pr
   const steps: Step[] = [{ op: 'repeat', times: perRun, steps: [{ op: 'http', method: 'GET', path: PATH }] }, { op: 'end' }];
   const answers = await Promise.all(Array.from({ length: CONCURRENCY }, (_, i) => stack.client.execute(`${prefix}${i}`, steps)));
   const refused = answers.filter((a) => a.status !== 202);
-  if (refused.length > 0) throw new Error(`relay runs refused: ${refused.map((a) => `${a.status} ${a.body}`).join('; ').slice(0, 500)}`);
+  if (refused.length > 0)
+    throw new Error(
+      `relay runs refused: ${refused
+        .map((a) => `${a.status} ${a.body}`)
+        .join('; ')
+        .slice(0, 500)}`,
+    );
   await waitUntil(async () => (await stack.workflow.query('callCounts', { prefix })).ended >= CONCURRENCY, 300_000, 'the relay runs to end', 200);
   const calls = await stack.workflow.query('calls', { prefix });
   const first = Math.min(...calls.map((c) => c.startedAt));
@@ -64,7 +70,9 @@ export const relay: Scenario = {
         const d = await direct(perRound);
         cpuDirect.push(cpu.read(d.actions / 1_000));
         viaDirect.push(d.actions / (d.elapsedMs / 1_000));
-        ctx.log(`round ${round + 1}: longrun ${l.perS.toFixed(0)}/s (${l.ok}/${l.total} ok), direct ${(d.actions / (d.elapsedMs / 1_000)).toFixed(0)}/s (${d.ok}/${d.actions} ok); CPU ms per 1000 actions ${JSON.stringify(cpuLongrun[round])} vs ${JSON.stringify(cpuDirect[round])}`);
+        ctx.log(
+          `round ${round + 1}: longrun ${l.perS.toFixed(0)}/s (${l.ok}/${l.total} ok), direct ${(d.actions / (d.elapsedMs / 1_000)).toFixed(0)}/s (${d.ok}/${d.actions} ok); CPU ms per 1000 actions ${JSON.stringify(cpuLongrun[round])} vs ${JSON.stringify(cpuDirect[round])}`,
+        );
       }
       const perS = median(viaLongrun);
       const directPerS = median(viaDirect);

@@ -96,7 +96,9 @@ export const stopLatency: Scenario = {
       }
       const key = summary(latencies.key);
       const viaEndpoint = summary(latencies.endpoint);
-      ctx.log(`key: p50 ${key.p50} ms, p99 ${key.p99} ms over ${latencies.key.length}; endpoint: p50 ${viaEndpoint.p50} ms, p99 ${viaEndpoint.p99} ms over ${latencies.endpoint.length}; missed ${missed}`);
+      ctx.log(
+        `key: p50 ${key.p50} ms, p99 ${key.p99} ms over ${latencies.key.length}; endpoint: p50 ${viaEndpoint.p50} ms, p99 ${viaEndpoint.p99} ms over ${latencies.endpoint.length}; missed ${missed}`,
+      );
       return {
         figures: {
           samples: latencies.key.length,

@@ -93,11 +93,19 @@ interface RawFigures {
 async function measureRaw(ctx: ScenarioContext, stack: Stack, sessions: number): Promise<RawFigures> {
   const holder = await IpcChild.start<RawWsHolderQueries>('raw-ws holder', 'raw-ws-holder.js', {
     execArgv: ['--expose-gc'],
-    env: { ...DEPLOYED_ALLOCATOR_ENV, BENCH_WORKFLOW_URI: stack.workflow.address, BENCH_OAUTH_TOKEN: OWNER_OAUTH_TOKEN, BENCH_STREAMS_PER_CONNECTION: String(STREAMS_PER_CONNECTION) },
+    env: {
+      ...DEPLOYED_ALLOCATOR_ENV,
+      BENCH_WORKFLOW_URI: stack.workflow.address,
+      BENCH_OAUTH_TOKEN: OWNER_OAUTH_TOKEN,
+      BENCH_STREAMS_PER_CONNECTION: String(STREAMS_PER_CONNECTION),
+    },
   });
   const held: WebSocket[] = [];
   try {
-    const sample = sampler((compact) => holder.query('gc', { compact }), () => holder.rss());
+    const sample = sampler(
+      (compact) => holder.query('gc', { compact }),
+      () => holder.rss(),
+    );
     const meter = (): CpuMeter => new CpuMeter({ raw_ws_holder: holder.pid, workflow_sim: stack.workflow.pid, driver: process.pid }).start();
     const warm = await rampSessions(holder.address, 'wscap-raw-warm-', WARM_SESSIONS, held);
     if (warm.opened !== WARM_SESSIONS) throw new Error(`raw warm-up: ${JSON.stringify(warm.failures)} of ${WARM_SESSIONS} not opened`);
@@ -148,7 +156,10 @@ export const wsCapacity: Scenario = {
       const raw = await measureRaw(ctx, stack, sessions);
       await stack.workflow.query('reset', {});
 
-      const sample = sampler((compact) => stack.gateway.gc(compact), () => stack.gateway.rss());
+      const sample = sampler(
+        (compact) => stack.gateway.gc(compact),
+        () => stack.gateway.rss(),
+      );
       const warm = await rampSessions(stack.gateway.url, 'wscap-warm-', WARM_SESSIONS, held);
       if (warm.opened !== WARM_SESSIONS) throw new Error(`warm-up: ${JSON.stringify(warm.failures)} of ${WARM_SESSIONS} not opened: ${stack.gateway.output()}`);
       const before = await sample(true);
@@ -195,7 +206,9 @@ export const wsCapacity: Scenario = {
       }
       const parkedSample = await sample(true);
       const atParked = perRun(before, parkedSample, ramp.opened);
-      ctx.log(`longrun: ${parkedNow} sessions parked (sockets dropped): ${formatBytes(atParked.rss)} RSS, ${formatBytes(atParked.heapUsed)} heap per parked session (held: ${formatBytes(atRest.rss)})`);
+      ctx.log(
+        `longrun: ${parkedNow} sessions parked (sockets dropped): ${formatBytes(atParked.rss)} RSS, ${formatBytes(atParked.heapUsed)} heap per parked session (held: ${formatBytes(atRest.rss)})`,
+      );
 
       const atRamp = perRun(before, ramped, ramp.opened);
       const { settled: r, ramp: rampRatio, settledOutsideYoung: outsideYoung, rampOutsideYoung } = compareMemory((line) => ctx.log(line), 'session', atRest, atRamp, raw);

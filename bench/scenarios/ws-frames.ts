@@ -160,7 +160,13 @@ async function endSessions(stage: Stage, sessions: readonly FrameSession[]): Pro
 type PassReadings = Record<Phase, Reading>;
 
 /** One pass of the measured turn on `path`: a reading per phase; with `idleMs`, an idle reading first, the sessions held. */
-async function framesPass(stage: Stage, path: Path, prefix: string, framesPerSession: number, idleMs = 0): Promise<{ readings: PassReadings; idle: Reading | undefined; retries: number }> {
+async function framesPass(
+  stage: Stage,
+  path: Path,
+  prefix: string,
+  framesPerSession: number,
+  idleMs = 0,
+): Promise<{ readings: PassReadings; idle: Reading | undefined; retries: number }> {
   const { sessions, retries } = await openSessions(stage, path, prefix, SESSIONS, (i) => framesTurn(i, framesPerSession));
   const client = (): FrameCounts => clientCounts(sessions);
   try {
@@ -289,8 +295,12 @@ export const wsFrames: Scenario = {
           idle ??= pass.idle;
           retries += pass.retries;
           for (const phase of phases) sums[path][phase] = addReadings(sums[path][phase], pass.readings[phase]);
-          perPass[path].push(Object.fromEntries(phases.map((p) => [p, cpuPer(pass.readings[p], unitsOf(p, pass.readings[p]), path)])) as Record<Phase, Record<string, number | null>>);
-          ctx.log(`${path} pass ${i + 1}: ${phases.map((p) => `${p} ${Math.round(pass.readings[p].elapsedMs)} ms (gateway CPU ${pass.readings[p].cpuMs['gateway_0']} + ${pass.readings[p].cpuMs['gateway_1']} ms)`).join(', ')}`);
+          perPass[path].push(
+            Object.fromEntries(phases.map((p) => [p, cpuPer(pass.readings[p], unitsOf(p, pass.readings[p]), path)])) as Record<Phase, Record<string, number | null>>,
+          );
+          ctx.log(
+            `${path} pass ${i + 1}: ${phases.map((p) => `${p} ${Math.round(pass.readings[p].elapsedMs)} ms (gateway CPU ${pass.readings[p].cpuMs['gateway_0']} + ${pass.readings[p].cpuMs['gateway_1']} ms)`).join(', ')}`,
+          );
         }
       }
       const typical = { direct: await typicalPass(stage, 'direct'), bridged: await typicalPass(stage, 'bridged') };
@@ -358,14 +368,25 @@ export const wsFrames: Scenario = {
         bytes_per_frame: { direct: bytesOf('direct'), bridged: bytesOf('bridged') },
         redis_commands_per_frame_to_client: Object.fromEntries(paths.map((p) => [p, round(clientSent(sums[p].paced.redisCommands) / sums[p].paced.client.framesIn, 3)])),
         redis_commands_per_round_trip: Object.fromEntries(paths.map((p) => [p, round(clientSent(sums[p].round_trips.redisCommands) / sums[p].round_trips.client.framesOut, 3)])),
-        redis_commands_incl_script_calls_per_frame_to_client: Object.fromEntries(paths.map((p) => [p, round(total(sums[p].paced.redisCommands) / sums[p].paced.client.framesIn, 3)])),
-        redis_commands_incl_script_calls_per_round_trip: Object.fromEntries(paths.map((p) => [p, round(total(sums[p].round_trips.redisCommands) / sums[p].round_trips.client.framesOut, 3)])),
+        redis_commands_incl_script_calls_per_frame_to_client: Object.fromEntries(
+          paths.map((p) => [p, round(total(sums[p].paced.redisCommands) / sums[p].paced.client.framesIn, 3)]),
+        ),
+        redis_commands_incl_script_calls_per_round_trip: Object.fromEntries(
+          paths.map((p) => [p, round(total(sums[p].round_trips.redisCommands) / sums[p].round_trips.client.framesOut, 3)]),
+        ),
         redis_commands_by_name_per_frame_to_client: Object.fromEntries(paths.map((p) => [p, perEach(sums[p].paced.redisCommands, sums[p].paced.client.framesIn)])),
         redis_commands_by_name_per_round_trip: Object.fromEntries(paths.map((p) => [p, perEach(sums[p].round_trips.redisCommands, sums[p].round_trips.client.framesOut)])),
         // How many frames share a wake-up on the bridged path (a round trip is two frames): a round trip less a paced frame is like for like when both are about one.
-        bridged_frames_per_bridge_read: Object.fromEntries(phases.map((ph) => [ph, round(((isRoundTrip(ph) ? 2 : 1) * unitsOf(ph, sums.bridged[ph])) / (sums.bridged[ph].redisCommands['xread'] ?? Number.NaN), 2)])),
+        bridged_frames_per_bridge_read: Object.fromEntries(
+          phases.map((ph) => [ph, round(((isRoundTrip(ph) ? 2 : 1) * unitsOf(ph, sums.bridged[ph])) / (sums.bridged[ph].redisCommands['xread'] ?? Number.NaN), 2)]),
+        ),
         bytes_per_session: {
-          turn: { client_actions: TYPICAL_ACTIONS, checkpoints: TYPICAL_ACTIONS * TYPICAL_CHECKPOINTS_EACH, checkpoint_text_bytes: CHECKPOINT_TEXT_BYTES, sessions: typical.direct.sessions },
+          turn: {
+            client_actions: TYPICAL_ACTIONS,
+            checkpoints: TYPICAL_ACTIONS * TYPICAL_CHECKPOINTS_EACH,
+            checkpoint_text_bytes: CHECKPOINT_TEXT_BYTES,
+            sessions: typical.direct.sessions,
+          },
           direct: sessionOf('direct'),
           bridged: sessionOf('bridged'),
         },
@@ -380,7 +401,9 @@ export const wsFrames: Scenario = {
       };
       ctx.log(`direct ${JSON.stringify(direct)}`);
       ctx.log(`bridged ${JSON.stringify(bridged)}`);
-      ctx.log(`bytes per frame ${JSON.stringify(figures['bytes_per_frame'])}; per session ${JSON.stringify(figures['bytes_per_session'])}; idle ${JSON.stringify(figures['idle_cpu_ms_per_s'])}`);
+      ctx.log(
+        `bytes per frame ${JSON.stringify(figures['bytes_per_frame'])}; per session ${JSON.stringify(figures['bytes_per_session'])}; idle ${JSON.stringify(figures['idle_cpu_ms_per_s'])}`,
+      );
 
       const ms = (v: number | null | undefined): string => (v === null || v === undefined ? 'n/a' : `${v.toFixed(3)} ms`);
       const d = direct['direct_cpu_ms_per_frame_to_client'] as Record<string, number | null>;

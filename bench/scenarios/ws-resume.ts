@@ -158,7 +158,9 @@ export const wsResume: Scenario = {
       )) {
         gateways.push(gateway);
       }
-      ctx.log(`${GATEWAYS} gateways (${gatewayMainJs}); ${sessions} sessions dropping ${DROP_TARGETS.length} times each every ${SEGMENT_ACTIONS} actions, ${CONCURRENCY} at a time`);
+      ctx.log(
+        `${GATEWAYS} gateways (${gatewayMainJs}); ${sessions} sessions dropping ${DROP_TARGETS.length} times each every ${SEGMENT_ACTIONS} actions, ${CONCURRENCY} at a time`,
+      );
 
       const planned = plan(sessions, PREFIX);
       const actions = SEGMENT_ACTIONS * (DROP_TARGETS.length + 1);
@@ -184,7 +186,9 @@ export const wsResume: Scenario = {
       const commands = commandDelta(commandsBefore, await redis.commands());
 
       // Every call ended (a session that gave up leaves its run parked until its window: not waited for).
-      await waitUntil(async () => (await sims.workflow.query('callCounts', { prefix: PREFIX })).open === 0, 5_000, 'every call to end').catch((err: unknown) => ctx.log((err as Error).message));
+      await waitUntil(async () => (await sims.workflow.query('callCounts', { prefix: PREFIX })).open === 0, 5_000, 'every call to end').catch((err: unknown) =>
+        ctx.log((err as Error).message),
+      );
       const calls = await sims.workflow.query('answers', { prefix: PREFIX });
       const ledger = countActions([...warm.records, ...records], calls);
       const open = (await sims.workflow.query('callCounts', { prefix: PREFIX })).open;
@@ -196,7 +200,10 @@ export const wsResume: Scenario = {
       const drops = new Set(planned.filter((p) => p.drops).map((p) => p.workflowId));
       const dropping = records.filter((r) => drops.has(r.workflowId));
       const baseline = records.filter((r) => !drops.has(r.workflowId));
-      const reattach = Object.fromEntries(reattachKinds.map((k) => [k, dropping.flatMap((r) => r.reattaches.filter((s) => s.kind === k))])) as Record<ReattachKind, SessionRecord['reattaches']>;
+      const reattach = Object.fromEntries(reattachKinds.map((k) => [k, dropping.flatMap((r) => r.reattaches.filter((s) => s.kind === k))])) as Record<
+        ReattachKind,
+        SessionRecord['reattaches']
+      >;
       const latency = Object.fromEntries(reattachKinds.map((k) => [k, summary(reattach[k].map((s) => s.ms))])) as Record<ReattachKind, ReturnType<typeof summary>>;
       const retries = Object.fromEntries(reattachKinds.map((k) => [k, reattach[k].reduce((n, s) => n + s.retries, 0)]));
       const replayMismatches = reattachKinds.reduce((n, k) => n + reattach[k].filter((s) => !s.replayedUnanswered).length, 0);
@@ -207,7 +214,11 @@ export const wsResume: Scenario = {
       const addedP50 = bridgeAvailable ? (bridged.p50 - direct.p50) / 2 : Number.NaN;
       const addedP99 = bridgeAvailable ? (bridged.p99 - direct.p99) / 2 : Number.NaN;
       const refusals = dropping.flatMap((r) => r.bridgeRefusals);
-      const unavailable = bridgeAvailable ? undefined : refusals.length > 0 ? `another replica refused every re-attach for ${RETRY_BUDGET_MS} ms: close ${refusals[0]?.code} ${JSON.stringify(refusals[0]?.reason)} (${refusals.length} sessions)` : 'no bridged re-attach measured';
+      const unavailable = bridgeAvailable
+        ? undefined
+        : refusals.length > 0
+          ? `another replica refused every re-attach for ${RETRY_BUDGET_MS} ms: close ${refusals[0]?.code} ${JSON.stringify(refusals[0]?.reason)} (${refusals.length} sessions)`
+          : 'no bridged re-attach measured';
       const fresh = summary(records.map((r) => r.firstFrameMs).filter(Number.isFinite));
       const recoveries = dropping.flatMap((r) => r.recoveries);
       const recovery = summary(recoveries.map((r) => r.ms));
@@ -218,10 +229,13 @@ export const wsResume: Scenario = {
 
       ctx.log(`fresh start (connect → first action): p50 ${formatMs(fresh.p50)}, p99 ${formatMs(fresh.p99)} over ${fresh.n}`);
       for (const kind of reattachKinds) {
-        if (latency[kind].n > 0) ctx.log(`re-attach ${kind}: p50 ${formatMs(latency[kind].p50)}, p99 ${formatMs(latency[kind].p99)} over ${latency[kind].n} (${retries[kind]} retries after 1013)`);
+        if (latency[kind].n > 0)
+          ctx.log(`re-attach ${kind}: p50 ${formatMs(latency[kind].p50)}, p99 ${formatMs(latency[kind].p99)} over ${latency[kind].n} (${retries[kind]} retries after 1013)`);
       }
       if (recovery.n > 0) ctx.log(`reconnects after the gateway closed 1012: ${recovery.n}, p50 ${formatMs(recovery.p50)} (1012 close → first frame)`);
-      ctx.log(`round trip direct: p50 ${formatMs(direct.p50)}, p99 ${formatMs(direct.p99)} over ${direct.n}; bridged: ${bridgeAvailable ? `p50 ${formatMs(bridged.p50)}, p99 ${formatMs(bridged.p99)} over ${bridged.n}` : `unavailable (${unavailable})`}; no-drop baseline p50 ${formatMs(baseRtt.p50)}, p99 ${formatMs(baseRtt.p99)}`);
+      ctx.log(
+        `round trip direct: p50 ${formatMs(direct.p50)}, p99 ${formatMs(direct.p99)} over ${direct.n}; bridged: ${bridgeAvailable ? `p50 ${formatMs(bridged.p50)}, p99 ${formatMs(bridged.p99)} over ${bridged.n}` : `unavailable (${unavailable})`}; no-drop baseline p50 ${formatMs(baseRtt.p50)}, p99 ${formatMs(baseRtt.p99)}`,
+      );
       ctx.log(
         `${records.length} sessions (${skipped} skipped past the budget) in ${Math.round(elapsedMs)} ms, ${failed.length} did not end 1000 ${JSON.stringify(failed.slice(0, 5).map((r) => `${r.workflowId}: ${r.end}`))}; ` +
           `actions sent ${ledger.actionsSent}, lost ${ledger.lost} (${ledger.lostActions} actions, ${ledger.lostAnswers} answers), duplicated ${ledger.duplicated}, reordered ${ledger.reordered}, unanswered ${ledger.unanswered}, unknown ${ledger.unknown}, extra starts ${ledger.extraStarts}, calls not clean ${ledger.callsNotClean}; ` +
@@ -232,7 +246,8 @@ export const wsResume: Scenario = {
       ctx.log(`CPU ms per 1 000 actions ${JSON.stringify(cpuPer1000)}; redis ${commands.total} commands ${JSON.stringify(commands.byName)}`);
 
       const r = ratio(turnDrops, turnBase);
-      const clean = ledger.lost === 0 && ledger.duplicated === 0 && ledger.reordered === 0 && ledger.unknown === 0 && ledger.extraStarts === 0 && failed.length === 0 && replayMismatches === 0;
+      const clean =
+        ledger.lost === 0 && ledger.duplicated === 0 && ledger.reordered === 0 && ledger.unknown === 0 && ledger.extraStarts === 0 && failed.length === 0 && replayMismatches === 0;
       const lat = (s: ReturnType<typeof summary>): string => (s.n > 0 ? `p50 ${formatMs(s.p50)}, p99 ${formatMs(s.p99)}` : 'n/a');
       return {
         figures: {
@@ -254,7 +269,13 @@ export const wsResume: Scenario = {
           reconnects_after_1012: recovery.n,
           reattaches_closed_1012: dropping.reduce((n, r) => n + r.reattachesClosed1012, 0),
           reconnect_after_1012_p50_ms: round(recovery.p50, 1),
-          reconnect_after_1012_max_ms: round(percentile(recoveries.map((r) => r.ms), 100), 1),
+          reconnect_after_1012_max_ms: round(
+            percentile(
+              recoveries.map((r) => r.ms),
+              100,
+            ),
+            1,
+          ),
           bridge_unavailable: unavailable,
           bridge_added_p50_ms: round(addedP50, 2),
           bridge_added_p99_ms: round(addedP99, 2),

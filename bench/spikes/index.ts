@@ -165,7 +165,11 @@ async function measureVariant(pair: PairSpec, variant: VariantSpec, run: number,
       } else if (redis && redisUsed) {
         // Read after the CPU so that INFO's own reply is not among the syscalls counted.
         const io = syscallCounts(redis.pid);
-        used = { cpuMs: (await redis.cpuMs()) - redisUsed.cpuMs, reads: (io?.reads ?? Number.NaN) - (redisUsed.io?.reads ?? Number.NaN), writes: (io?.writes ?? Number.NaN) - (redisUsed.io?.writes ?? Number.NaN) };
+        used = {
+          cpuMs: (await redis.cpuMs()) - redisUsed.cpuMs,
+          reads: (io?.reads ?? Number.NaN) - (redisUsed.io?.reads ?? Number.NaN),
+          writes: (io?.writes ?? Number.NaN) - (redisUsed.io?.writes ?? Number.NaN),
+        };
       }
       const per = (value: number | undefined, digits: number): number | null => (value === undefined ? null : round(value / result.calls, digits));
       out.push({
@@ -207,10 +211,7 @@ function mean(values: readonly number[]): number {
 
 /** One line per variant and shape: the measured side's CPU per call in each run and their mean, its syscalls (median of the runs), and the p50s. */
 function summaryTable(rows: Measurement[]): string {
-  const lines = [
-    '| pair | variant | shape | measured | CPU ms/call, each run | mean | reads / writes per call (median) | p50 ms, each run |',
-    '|---|---|---|---|---|---|---|---|',
-  ];
+  const lines = ['| pair | variant | shape | measured | CPU ms/call, each run | mean | reads / writes per call (median) | p50 ms, each run |', '|---|---|---|---|---|---|---|---|'];
   const groups = new Map<string, Measurement[]>();
   for (const r of rows) {
     const key = `${r.pair}|${r.variant}|${r.shape}`;

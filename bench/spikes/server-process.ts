@@ -160,7 +160,12 @@ async function main(): Promise<void> {
     read: () => {
       const used = process.cpuUsage(mark);
       const now = syscallCounts();
-      return { userMs: used.user / 1_000, sysMs: used.system / 1_000, reads: (now?.reads ?? Number.NaN) - (io?.reads ?? Number.NaN), writes: (now?.writes ?? Number.NaN) - (io?.writes ?? Number.NaN) };
+      return {
+        userMs: used.user / 1_000,
+        sysMs: used.system / 1_000,
+        reads: (now?.reads ?? Number.NaN) - (io?.reads ?? Number.NaN),
+        writes: (now?.writes ?? Number.NaN) - (io?.writes ?? Number.NaN),
+      };
     },
   });
 }

@@ -116,7 +116,15 @@ function nodeHttp(target: string): Variant {
       const body = ownerBody(n);
       return new Promise<void>((resolve, reject) => {
         const req = http.request(
-          { host, port: Number(port), method: 'POST', path: OWNER_PATH, agent, timeout: TIMEOUT_MS, headers: { ...ownerHeaders(`req-${n}`), 'content-length': Buffer.byteLength(body) } },
+          {
+            host,
+            port: Number(port),
+            method: 'POST',
+            path: OWNER_PATH,
+            agent,
+            timeout: TIMEOUT_MS,
+            headers: { ...ownerHeaders(`req-${n}`), 'content-length': Buffer.byteLength(body) },
+          },
           (res) => {
             readCapped(res, ANSWER_LIMIT, (stream) => stream.destroy()).then((read) => {
               expectStatus(res.statusCode ?? 0, 200, read.data);

@@ -244,7 +244,11 @@ export class Dispatcher {
     const next = await this.state.advance(workflowId, runId);
     if (next.action === 'resume') {
       // Added again when repeated: the job id makes it a no-op unless the first add failed.
-      await this.queue.add('segment', { workflowId, after: runId, reason: next.reason, inFlight: next.inFlight } satisfies SegmentJob, this.segmentJobOptions(`resume-${safe(workflowId)}-${runId}`));
+      await this.queue.add(
+        'segment',
+        { workflowId, after: runId, reason: next.reason, inFlight: next.inFlight } satisfies SegmentJob,
+        this.segmentJobOptions(`resume-${safe(workflowId)}-${runId}`),
+      );
       if (next.first) this.emit({ type: 'resume_enqueued', workflowId, after: runId, reason: next.reason, inFlight: next.inFlight });
     } else if (next.action === 'final') {
       this.emit({ type: 'turn_ended', workflowId, status: next.reason === 'stop_requested' ? 'stopped' : 'finished', reason: next.reason });
@@ -252,7 +256,12 @@ export class Dispatcher {
   }
 
   private async scheduleWatchdog(job: WatchdogJob, delayMs: number): Promise<void> {
-    await this.queue.add('watchdog', job, { jobId: `watchdog-${safe(job.workflowId)}-${job.runId}-${job.check}`, delay: delayMs, attempts: 3, backoff: { type: 'fixed', delay: 1_000 } });
+    await this.queue.add('watchdog', job, {
+      jobId: `watchdog-${safe(job.workflowId)}-${job.runId}-${job.check}`,
+      delay: delayMs,
+      attempts: 3,
+      backoff: { type: 'fixed', delay: 1_000 },
+    });
   }
 
   /** The watchdog of run `runId`: recovers a lost callback, or looks again later. */

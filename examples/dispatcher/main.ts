@@ -103,10 +103,14 @@ async function main(): Promise<void> {
       print('every turn has ended:');
       for (const t of states) {
         if (!t) continue;
-        print(`  ${t.workflowId}: ${t.status} (${t.endedReason}) — ${t.segments} segments, ${t.boundaries} boundaries, ${t.resumes} resumes, ${t.recovered} recovered by the watchdog`);
+        print(
+          `  ${t.workflowId}: ${t.status} (${t.endedReason}) — ${t.segments} segments, ${t.boundaries} boundaries, ${t.resumes} resumes, ${t.recovered} recovered by the watchdog`,
+        );
         if (t.resumes !== t.boundaries || t.finals !== 1) ok = false;
       }
-      const carried = sandbox.workflow.calls.filter((c) => c.workflowId === '1002' && (JSON.parse(c.startRequest.workflowMetadata ?? '{}') as { resume?: { in_flight?: unknown[] } }).resume?.in_flight?.length);
+      const carried = sandbox.workflow.calls.filter(
+        (c) => c.workflowId === '1002' && (JSON.parse(c.startRequest.workflowMetadata ?? '{}') as { resume?: { in_flight?: unknown[] } }).resume?.in_flight?.length,
+      );
       print(`  1002: ${carried.length} segment(s) started with an in_flight write to check before repeating it`);
       break;
     }

@@ -108,7 +108,14 @@ export class RedisInbox implements BridgeTransport {
           last = `${seconds * 1000 + Math.floor(micros / 1000)}-0`;
         }
         const reply = (await (this.reader as Redis | Cluster).callBuffer(
-          'XREAD', 'COUNT', READ_COUNT, 'BLOCK', this.settings.blockMs ?? 1_000, 'STREAMS', this.key, last,
+          'XREAD',
+          'COUNT',
+          READ_COUNT,
+          'BLOCK',
+          this.settings.blockMs ?? 1_000,
+          'STREAMS',
+          this.key,
+          last,
         )) as Array<[Buffer, Array<[Buffer, Buffer[]]>]> | null;
         const entries = reply?.[0]?.[1] ?? [];
         for (const [id, fields] of entries) {

@@ -170,7 +170,14 @@ export class LongrunClient {
   }
 
   /** One HTTP exchange; a failure without an answer is NETWORK_ERROR (or the caller's abort). */
-  private async send(base: string, method: Method, path: string, headers: Record<string, string>, body: string | undefined, signal: AbortSignal | undefined): Promise<Dispatcher.ResponseData> {
+  private async send(
+    base: string,
+    method: Method,
+    path: string,
+    headers: Record<string, string>,
+    body: string | undefined,
+    signal: AbortSignal | undefined,
+  ): Promise<Dispatcher.ResponseData> {
     try {
       return await request(`${base}${path}`, {
         method,

@@ -89,9 +89,7 @@ export interface SessionClose {
 
 /** What happens on the way, through `onEvent` (for logs and a UI's "reconnecting…"). */
 export type SessionEvent =
-  | { kind: 'open'; attempt: number; resume: boolean }
-  | { kind: 'lost'; code: number; reason: string; error?: Error }
-  | { kind: 'reconnecting'; attempt: number; delayMs: number };
+  { kind: 'open'; attempt: number; resume: boolean } | { kind: 'lost'; code: number; reason: string; error?: Error } | { kind: 'reconnecting'; attempt: number; delayMs: number };
 
 export interface LongrunSessionOptions {
   /**

@@ -53,7 +53,10 @@ const WORKHORSE_STOP_PREFIX = 'workhorse:duoworkflow:stop:';
 
 /** The key names of a workflow made from its parts, for the scheme's functions and for scripts alike. */
 function perWorkflow(parts: RedisKeys['parts']): Pick<RedisKeys, 'lock' | 'stop' | 'run' | 'parts'> {
-  const name = ([prefix, suffix]: KeyParts) => (id: string) => `${prefix}${id}${suffix}`;
+  const name =
+    ([prefix, suffix]: KeyParts) =>
+    (id: string) =>
+      `${prefix}${id}${suffix}`;
   return { lock: name(parts.lock), stop: name(parts.stop), run: name(parts.run), parts };
 }
 

@@ -466,7 +466,11 @@ export class RedisBackend implements CoordinationBackend {
    */
   private readStopsBatched(workflowIds: string[]): Promise<Array<string | null>> {
     if (this.cluster || workflowIds.length > BATCH_STOP_KEYS) return this.readStops(workflowIds);
-    const command = new Command('mget', workflowIds.map((id) => this.keys.stop(id)), { replyEncoding: 'utf8' });
+    const command = new Command(
+      'mget',
+      workflowIds.map((id) => this.keys.stop(id)),
+      { replyEncoding: 'utf8' },
+    );
     (this.redis as Redis).sendCommand(command);
     return (command.promise as Promise<Array<string | null>>).then(
       (values) => values.map((value) => value ?? null),

@@ -108,7 +108,11 @@ export function clusterOptions(target: ClusterRedisTarget, role: ConnectionRole,
 
 /** A client for `target`, connecting at once. Attach an 'error' listener (ioredis prints unheard errors). */
 export function createRedis(target: RedisTarget, role: ConnectionRole, settings: ConnectionSettings): RedisClient {
-  if (target.mode === 'cluster') return new Cluster(target.nodes.map(({ host, port }) => ({ host, port })), clusterOptions(target, role, settings));
+  if (target.mode === 'cluster')
+    return new Cluster(
+      target.nodes.map(({ host, port }) => ({ host, port })),
+      clusterOptions(target, role, settings),
+    );
   const options = redisOptions(target, role, settings);
   return target.mode === 'standalone' ? new Redis(target.url, options) : new Redis(options);
 }

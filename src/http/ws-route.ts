@@ -132,7 +132,11 @@ export class WebSocketRoute {
       const auth = preauth.answer.DuoWorkflow;
       const caller = callerOf(req);
       this.server.handleUpgrade(req, socket, head, (ws) => {
-        const session = new WebSocketSession(ws, { auth, requestId, caller }, { launcher: deps.launcher, metrics: deps.metrics, logger: deps.logger, settings: deps.settings, parked: this.parked, bridges: deps.bridges });
+        const session = new WebSocketSession(
+          ws,
+          { auth, requestId, caller },
+          { launcher: deps.launcher, metrics: deps.metrics, logger: deps.logger, settings: deps.settings, parked: this.parked, bridges: deps.bridges },
+        );
         this.sessions.add(session);
         this.liveness ??= setInterval(() => this.tick(), Math.max(10, Math.floor(Math.min(deps.settings.pingMs, deps.settings.pongTimeoutMs) / 10)));
         this.liveness.unref();
@@ -152,7 +156,10 @@ export class WebSocketRoute {
     } finally {
       this.pending -= 1;
       socket.off('close', onGone);
-      deps.logger.info({ request_id: requestId, path: WEBSOCKET_PATH, transport: 'websocket', reason: answer, duration_ms: Math.round(performance.now() - started) }, 'websocket upgrade');
+      deps.logger.info(
+        { request_id: requestId, path: WEBSOCKET_PATH, transport: 'websocket', reason: answer, duration_ms: Math.round(performance.now() - started) },
+        'websocket upgrade',
+      );
     }
   }
 

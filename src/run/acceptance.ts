@@ -11,10 +11,7 @@
 import type { AcceptedOn } from '../vocabulary';
 import type { StreamEnd } from '../workflow/workflow-stream';
 
-export type Acceptance =
-  | { kind: 'accepted'; on: AcceptedOn }
-  | { kind: 'ended'; end: StreamEnd }
-  | { kind: 'stopped' };
+export type Acceptance = { kind: 'accepted'; on: AcceptedOn } | { kind: 'ended'; end: StreamEnd } | { kind: 'stopped' };
 
 /** What a run tells the acceptance wait; each at most once. */
 export interface AcceptanceListener {

@@ -33,15 +33,7 @@ import { endReasonForStatus } from './stop-reasons';
  * turn is over (finished or failed) or waits for the user. STOPPED and CANCELLED are not
  * here: they are what a stop itself leads to.
  */
-const TURN_ENDING_STATUSES: ReadonlySet<string> = new Set([
-  'FINISHED',
-  'COMPLETED',
-  'FAILED',
-  'ERROR',
-  'INPUT_REQUIRED',
-  'PLAN_APPROVAL_REQUIRED',
-  'TOOL_CALL_APPROVAL_REQUIRED',
-]);
+const TURN_ENDING_STATUSES: ReadonlySet<string> = new Set(['FINISHED', 'COMPLETED', 'FAILED', 'ERROR', 'INPUT_REQUIRED', 'PLAN_APPROVAL_REQUIRED', 'TOOL_CALL_APPROVAL_REQUIRED']);
 
 export function endsTurn(checkpointStatus: string | undefined): boolean {
   return checkpointStatus !== undefined && TURN_ENDING_STATUSES.has(checkpointStatus.toUpperCase());

@@ -34,7 +34,8 @@ const CHAT_FILE = fromRoot('src', 'sandbox', 'chat.html');
  * The page may run its own inline script and style and talk to its own origin (the
  * WebSocket route), nothing else: it loads nothing from anywhere.
  */
-const CONTENT_SECURITY_POLICY = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+const CONTENT_SECURITY_POLICY =
+  "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 /**
  * The main listener's upgraded sockets by the workflow their page's cookie names. The
@@ -92,7 +93,10 @@ export function chatRoutes(): express.Router {
       return;
     }
     const dropped = upgrades.drop(workflowId);
-    res.status(dropped > 0 ? 200 : 404).set('Cache-Control', 'no-store').json({ workflow: workflowId, dropped });
+    res
+      .status(dropped > 0 ? 200 : 404)
+      .set('Cache-Control', 'no-store')
+      .json({ workflow: workflowId, dropped });
   });
   router.get(CHAT_PATH, (req, res) => {
     upgrades.watch(req);
@@ -110,7 +114,10 @@ export function chatRoutes(): express.Router {
           .send(page);
       },
       (err: unknown) => {
-        res.status(500).type('text/plain').send(`the sandbox chat page could not be read: ${(err as Error).message}\n`);
+        res
+          .status(500)
+          .type('text/plain')
+          .send(`the sandbox chat page could not be read: ${(err as Error).message}\n`);
       },
     );
   });

@@ -72,7 +72,11 @@ const NAMED_TOOLS: Tool[] = [
 ];
 
 function toolList(extra: number): Tool[] {
-  const filler = Array.from({ length: extra }, (_, i): Tool => ({ name: `tool_${String(i + 1).padStart(3, '0')}`, description: `Filler tool ${i + 1}.`, inputSchema: { type: 'object' } }));
+  const filler = Array.from({ length: extra }, (_, i): Tool => ({
+    name: `tool_${String(i + 1).padStart(3, '0')}`,
+    description: `Filler tool ${i + 1}.`,
+    inputSchema: { type: 'object' },
+  }));
   return [...NAMED_TOOLS, ...filler];
 }
 
@@ -88,7 +92,12 @@ async function callTool(name: string, args: Record<string, unknown>, signal: Abo
     case 'empty':
       return { content: [] };
     case 'image':
-      return { content: [{ type: 'image', data: PIXEL, mimeType: 'image/png' }, { type: 'text', text: 'a pixel' }] };
+      return {
+        content: [
+          { type: 'image', data: PIXEL, mimeType: 'image/png' },
+          { type: 'text', text: 'a pixel' },
+        ],
+      };
     case 'large':
       return { content: [{ type: 'text', text: 'x'.repeat(Number(args['bytes'] ?? 1024)) }] };
     case 'broken':

@@ -280,7 +280,10 @@ export class OwnerServiceSimulator {
     if (config.delayMs) await new Promise((r) => setTimeout(r, config.delayMs));
     if (config.deny) {
       for (const [name, value] of Object.entries(config.deny.headers ?? {})) res.setHeader(name, value);
-      res.status(config.deny.status).type(config.deny.contentType ?? 'application/json').send(config.deny.body);
+      res
+        .status(config.deny.status)
+        .type(config.deny.contentType ?? 'application/json')
+        .send(config.deny.body);
       return;
     }
     const body = {

@@ -142,10 +142,7 @@ export interface BillingCallRecord {
  * events (default none), then record the rest and answer nothing, keeping the call open.
  * Read when a call opens and at every event, so it can be switched while calls are open.
  */
-export type BillingBehaviour =
-  | { mode: 'answer' }
-  | { mode: 'fail'; code: GrpcCodeName; message?: string; afterEvents?: number }
-  | { mode: 'hang'; afterEvents?: number };
+export type BillingBehaviour = { mode: 'answer' } | { mode: 'fail'; code: GrpcCodeName; message?: string; afterEvents?: number } | { mode: 'hang'; afterEvents?: number };
 
 interface DecodedTrackSelfHostedClientEvent {
   requestID?: string;

@@ -14,11 +14,7 @@ const CLOCK_TOLERANCE_S = 60;
 
 /** Signs a short JWT with `iss` and `iat: now` (what Workhorse sends). */
 export async function signJwt(secret: Uint8Array, issuer: string): Promise<string> {
-  return new SignJWT({})
-    .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
-    .setIssuer(issuer)
-    .setIssuedAt()
-    .sign(secret);
+  return new SignJWT({}).setProtectedHeader({ alg: 'HS256', typ: 'JWT' }).setIssuer(issuer).setIssuedAt().sign(secret);
 }
 
 /** Claims of an owner token; a test sets odd ones to check they are refused. */

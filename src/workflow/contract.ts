@@ -240,11 +240,7 @@ export interface ActionResponse {
   response_type?: 'plainTextResponse' | 'httpResponse' | 'scheduleNotificationResponse';
 }
 
-export type ClientEvent =
-  | { startRequest: StartWorkflowRequest }
-  | { actionResponse: ActionResponse }
-  | { heartbeat: { timestamp: string } }
-  | { stopWorkflow: { reason: string } };
+export type ClientEvent = { startRequest: StartWorkflowRequest } | { actionResponse: ActionResponse } | { heartbeat: { timestamp: string } } | { stopWorkflow: { reason: string } };
 
 /** A ClientEvent as decoded on the service side: the oneof member is named in `response`. */
 export interface DecodedClientEvent {

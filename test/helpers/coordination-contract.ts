@@ -9,7 +9,14 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { CoordinationError, type CoordinationBackend, type LeaseRefresh, type RunRecord } from '../../src/coordination/backend';
 
 const refresh = (runId: string, lastActionAt = ''): LeaseRefresh => ({ runId, record: { state: 'running', lastActionAt } });
-const record = (runId: string): RunRecord => ({ run_id: runId, replica: 'r1', transport: 'detached', state: 'running', started_at: '2026-11-30T00:00:00.000Z', last_action_at: '' });
+const record = (runId: string): RunRecord => ({
+  run_id: runId,
+  replica: 'r1',
+  transport: 'detached',
+  state: 'running',
+  started_at: '2026-11-30T00:00:00.000Z',
+  last_action_at: '',
+});
 
 /** The contract, for one backend (called inside a describe). */
 export function coordinationContract(kind: string, make: () => Promise<CoordinationBackend>): void {

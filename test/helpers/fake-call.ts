@@ -51,4 +51,3 @@ export class FakeCall extends EventEmitter implements CallHandle {
     this.emit('data', action);
   }
 }
-

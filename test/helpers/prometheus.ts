@@ -109,12 +109,7 @@ export async function startPrometheus(binary: string, target: string, jobName = 
     const port = await freePort();
     const child = spawn(
       binary,
-      [
-        `--config.file=${configFile}`,
-        `--storage.tsdb.path=${path.join(dir, `tsdb-${attempt}`)}`,
-        `--web.listen-address=127.0.0.1:${port}`,
-        '--log.level=warn',
-      ],
+      [`--config.file=${configFile}`, `--storage.tsdb.path=${path.join(dir, `tsdb-${attempt}`)}`, `--web.listen-address=127.0.0.1:${port}`, '--log.level=warn'],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     );
     let log = '';

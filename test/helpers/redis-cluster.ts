@@ -71,10 +71,12 @@ function parseNodes(text: string): ClusterNode[] {
         port,
         role: flagList.includes('master') ? 'master' : 'slave',
         primaryId: primaryId === '-' ? undefined : primaryId,
-        slots: slots.filter((s) => /^\d+(-\d+)?$/.test(s)).map((s) => {
-          const [from, to] = s.split('-').map(Number);
-          return [from as number, to ?? (from as number)];
-        }),
+        slots: slots
+          .filter((s) => /^\d+(-\d+)?$/.test(s))
+          .map((s) => {
+            const [from, to] = s.split('-').map(Number);
+            return [from as number, to ?? (from as number)];
+          }),
         failed: flagList.some((f) => f === 'fail' || f === 'fail?'),
       } satisfies ClusterNode;
     });
@@ -119,7 +121,18 @@ export async function startRedisCluster(): Promise<RedisClusterTopology> {
       for (let attempt = 1; ; attempt++) {
         try {
           return await startRedis({
-            args: ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '2000', '--cluster-port', String(await freePort(HOST)), '--repl-diskless-sync-delay', '0'],
+            args: [
+              '--cluster-enabled',
+              'yes',
+              '--cluster-config-file',
+              'nodes.conf',
+              '--cluster-node-timeout',
+              '2000',
+              '--cluster-port',
+              String(await freePort(HOST)),
+              '--repl-diskless-sync-delay',
+              '0',
+            ],
           });
         } catch (err) {
           if (attempt >= 5 || !/address already in use/i.test((err as Error).message)) throw err;

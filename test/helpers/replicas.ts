@@ -83,7 +83,10 @@ export async function startReplica(name: string, env: Record<string, string>): P
     async stop(workflowId, token, body) {
       const res = await request(`${url}/internal/workflows/${workflowId}/stop`, {
         method: 'POST',
-        headers: { 'content-type': 'application/json', ...(token === undefined ? { authorization: `Bearer ${await ownerJwt(workflowId)}` } : token ? { authorization: token } : {}) },
+        headers: {
+          'content-type': 'application/json',
+          ...(token === undefined ? { authorization: `Bearer ${await ownerJwt(workflowId)}` } : token ? { authorization: token } : {}),
+        },
         body: body === undefined ? undefined : JSON.stringify(body),
       });
       return { status: res.statusCode, body: await json(res) };
@@ -111,9 +114,7 @@ export class Replicas {
   ) {}
 
   async start(n: number, env: Record<string, string> = {}): Promise<Replica[]> {
-    const results = await Promise.allSettled(
-      Array.from({ length: n }, (_, i) => startReplica(`${this.prefix}-${String.fromCharCode(97 + i)}`, { ...this.settings(), ...env })),
-    );
+    const results = await Promise.allSettled(Array.from({ length: n }, (_, i) => startReplica(`${this.prefix}-${String.fromCharCode(97 + i)}`, { ...this.settings(), ...env })));
     const up = results.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
     this.started.push(...up);
     const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');

@@ -101,7 +101,20 @@ export async function startSentinelTopology(options: SentinelTopologyOptions = {
     const { tls } = options;
     const tlsPort = tls ? await freePort(HOST) : undefined;
     const tlsArgs = tls
-      ? ['--tls-port', String(tlsPort), '--tls-cert-file', tls.certFile, '--tls-key-file', tls.keyFile, '--tls-ca-cert-file', tls.certFile, '--tls-auth-clients', 'no', '--tls-replication', 'yes']
+      ? [
+          '--tls-port',
+          String(tlsPort),
+          '--tls-cert-file',
+          tls.certFile,
+          '--tls-key-file',
+          tls.keyFile,
+          '--tls-ca-cert-file',
+          tls.certFile,
+          '--tls-auth-clients',
+          'no',
+          '--tls-replication',
+          'yes',
+        ]
       : [];
     const server = await startRedis({ ...redisOptions, args: [...(redisOptions?.args ?? []), ...tlsArgs] });
     started.push(server);

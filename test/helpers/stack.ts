@@ -152,8 +152,7 @@ async function startGatewayStack(options: StackOptions): Promise<Stack> {
 
   const execute = (workflowId: string, opts: ExecuteOptions = {}): Promise<Dispatcher.ResponseData> => {
     const body =
-      opts.rawBody ??
-      JSON.stringify(opts.body ?? { goal: 'test goal', workflowMetadata: scenarioMetadata(opts.steps ?? [{ op: 'checkpoint', text: 'done' }, { op: 'end' }]) });
+      opts.rawBody ?? JSON.stringify(opts.body ?? { goal: 'test goal', workflowMetadata: scenarioMetadata(opts.steps ?? [{ op: 'checkpoint', text: 'done' }, { op: 'end' }]) });
     return request(`${url}/api/v4/ai/duo_workflows/workflows/${workflowId}/execute${opts.query ?? ''}`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', ...opts.headers },

@@ -90,8 +90,14 @@ describe('the rule unit tests', () => {
     expect(alerts.length).toBeGreaterThanOrEqual(8);
     for (const { alert } of alerts) {
       const cases = tests.filter((t) => t.alertname === alert);
-      expect(cases.some((t) => t.exp_alerts.length > 0), `${alert} fires somewhere`).toBe(true);
-      expect(cases.some((t) => t.exp_alerts.length === 0), `${alert} stays quiet somewhere`).toBe(true);
+      expect(
+        cases.some((t) => t.exp_alerts.length > 0),
+        `${alert} fires somewhere`,
+      ).toBe(true);
+      expect(
+        cases.some((t) => t.exp_alerts.length === 0),
+        `${alert} stays quiet somewhere`,
+      ).toBe(true);
     }
     const names = new Set(alerts.map((a) => a.alert));
     for (const t of tests) expect(names, `test for unknown alert ${t.alertname}`).toContain(t.alertname);
@@ -148,7 +154,10 @@ describe('the rules against what the gateway exports', () => {
       for (const { label, op, value } of matchers) {
         if (TARGET_LABELS.includes(label)) continue;
         for (const alternative of op === '=~' ? value.split('|') : [value]) {
-          expect(series.some((s) => s.labels[label] === alternative), `${name}{${label}="${alternative}"} is exported`).toBe(true);
+          expect(
+            series.some((s) => s.labels[label] === alternative),
+            `${name}{${label}="${alternative}"} is exported`,
+          ).toBe(true);
         }
       }
     }
@@ -157,7 +166,10 @@ describe('the rules against what the gateway exports', () => {
   it('the proposed metrics are not exported yet, and docs/operating.md proposes them', () => {
     const operating = readFileSync(fromRoot('docs/operating.md'), 'utf8');
     for (const name of PROPOSED) {
-      expect(samples.some((s) => s.name === name), `${name} is exported now: remove it from PROPOSED and from the proposal in docs/operating.md`).toBe(false);
+      expect(
+        samples.some((s) => s.name === name),
+        `${name} is exported now: remove it from PROPOSED and from the proposal in docs/operating.md`,
+      ).toBe(false);
       expect(operating).toMatch(new RegExp(`\`${name}\`.*proposed|proposed.*\`${name}\``, 'i'));
     }
   });

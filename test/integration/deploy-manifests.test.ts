@@ -200,7 +200,11 @@ describe('the Deployment against src/config.ts', () => {
     expect(namedPort(container, 'http')).toBe(config.listen.port);
     expect(namedPort(container, 'ops')).toBe(config.opsListen.port);
     const main = findResource(resources, 'Service', 'longrun').spec as { type: string; selector: Record<string, string>; ports: Array<{ targetPort: string }> };
-    const ops = findResource(resources, 'Service', 'longrun-ops').spec as Record<string, unknown> & { type: string; selector: Record<string, string>; ports: Array<{ targetPort: string; nodePort?: number }> };
+    const ops = findResource(resources, 'Service', 'longrun-ops').spec as Record<string, unknown> & {
+      type: string;
+      selector: Record<string, string>;
+      ports: Array<{ targetPort: string; nodePort?: number }>;
+    };
     expect(main.ports.map((p) => namedPort(container, p.targetPort))).toEqual([config.listen.port]);
     expect(ops.ports.map((p) => namedPort(container, p.targetPort))).toEqual([config.opsListen.port]);
     expect(selects(main.selector, podLabels)).toBe(true);
@@ -278,14 +282,19 @@ describe('the Deployment against src/config.ts', () => {
     const docs = readFileSync(fromRoot('docs/deploying.md'), 'utf8');
     const thousands = (n: number): string => n.toLocaleString('en-US').replaceAll(',', ' ');
     const hpa = findResource(resources, 'HorizontalPodAutoscaler').spec as { metrics: Array<{ pods?: { target: { averageValue: string } } }> };
-    expect(docs).toContain(`\`terminationGracePeriodSeconds\` is ${podSpec.terminationGracePeriodSeconds} = ${config.shutdownDelayMs / 1_000} (shutdown delay) + ${config.drainTimeoutMs / 1_000} (drain)`);
+    expect(docs).toContain(
+      `\`terminationGracePeriodSeconds\` is ${podSpec.terminationGracePeriodSeconds} = ${config.shutdownDelayMs / 1_000} (shutdown delay) + ${config.drainTimeoutMs / 1_000} (drain)`,
+    );
     expect(docs).toContain(`**${thousands(config.maxDetachedRuns)} detached runs per pod**`);
     expect(docs).toContain(`→ ${container.resources?.limits?.['memory']}`);
     expect(docs).toContain(`**${thousands(Number(hpa.metrics[0]?.pods?.target.averageValue))} runs in flight per pod**`);
   });
 
   it('runs as the image user, non-root, read-only root filesystem, no privilege escalation, no capabilities', () => {
-    const user = parseDockerfile().stages.at(-1)?.instructions.filter((i) => i.keyword === 'USER').at(-1)?.args;
+    const user = parseDockerfile()
+      .stages.at(-1)
+      ?.instructions.filter((i) => i.keyword === 'USER')
+      .at(-1)?.args;
     const [uid, gid] = (user ?? '').split(':').map(Number);
     expect(podSpec.securityContext).toMatchObject({ runAsNonRoot: true, runAsUser: uid, runAsGroup: gid });
     expect(uid).toBeGreaterThan(0);

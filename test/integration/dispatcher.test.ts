@@ -47,7 +47,16 @@ async function startFleet(prefix: string, options: { env?: Record<string, string
     ...(options.workflow ? { workflow: options.workflow } : {}),
   });
   const client = new LongrunClient({ url: stack.url, secret: testSecret });
-  const dispatcher = new Dispatcher({ client, redisUrl: redis.url, prefix, runLimitMs: RUN_LIMIT_MS, graceMs: 500, lostConfirmMs: 500, onEvent: (e) => events.push(e), workflowFinished: async (id) => finishedOnService.has(id) });
+  const dispatcher = new Dispatcher({
+    client,
+    redisUrl: redis.url,
+    prefix,
+    runLimitMs: RUN_LIMIT_MS,
+    graceMs: 500,
+    lostConfirmMs: 500,
+    onEvent: (e) => events.push(e),
+    workflowFinished: async (id) => finishedOnService.has(id),
+  });
   const lossy = express.Router();
   lossy.post('/api/v4/internal/ai/duo_workflows/workflows/:workflow_id/segment_end', (req, res, next) => {
     const id = req.params['workflow_id'] as string;
@@ -202,7 +211,7 @@ describe('the reference dispatcher', () => {
     expect(cutRun).toMatchObject({ reason: 'run_limit', inFlight: [{ kind: 'http', method: 'PATCH' }] });
     const inFlight = cutRun?.type === 'segment_ended' ? cutRun.inFlight : [];
     // The write whose answer never reached the service is the one named, and the next segment is told.
-    expect(inFlight[0]?.request_id).toBe(String((calls[cut]?.actionsSent ?? 0)));
+    expect(inFlight[0]?.request_id).toBe(String(calls[cut]?.actionsSent ?? 0));
     expect(metadataOf(calls[cut + 1]).resume).toMatchObject({ reason: 'run_limit', in_flight: inFlight });
   });
 
@@ -222,7 +231,10 @@ describe('the reference dispatcher', () => {
     // allowlists WORKHORSE_RUN_LIMIT, and a gateway told so. The run limit's stop crosses
     // the service's OK end, after a checkpoint that did not end the turn.
     const allowlist = ['WORKHORSE_SERVER_SHUTDOWN', 'WORKHORSE_RUN_LIMIT'];
-    const wider = await startFleet(`${PREFIX}-allowlisted`, { env: { LONGRUN_WORKFLOW_INFRA_STOP_REASONS: allowlist.join(',') }, workflow: { infraStopReasons: allowlist, endsCrossingStops: true } });
+    const wider = await startFleet(`${PREFIX}-allowlisted`, {
+      env: { LONGRUN_WORKFLOW_INFRA_STOP_REASONS: allowlist.join(',') },
+      workflow: { infraStopReasons: allowlist, endsCrossingStops: true },
+    });
     try {
       const over = newWorkflow();
       const notOver = newWorkflow();

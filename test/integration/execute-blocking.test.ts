@@ -27,7 +27,13 @@ const blocking = { detached: false, lockConcurrentFlow: true };
 
 describe('a full blocking turn', () => {
   it('streams checkpoints as ndjson, relays HTTP actions to the owner and refuses other actions', async () => {
-    stack = await startStack({ preauth: { ...blocking, serverCapabilities: ['job_trace_pagination', 'not_allowed', 'advanced_search'], mcpServers: { gitlab: { Tools: ['echo'], PreApprovedTools: ['echo'], Trusted: true } } } });
+    stack = await startStack({
+      preauth: {
+        ...blocking,
+        serverCapabilities: ['job_trace_pagination', 'not_allowed', 'advanced_search'],
+        mcpServers: { gitlab: { Tools: ['echo'], PreApprovedTools: ['echo'], Trusted: true } },
+      },
+    });
     const steps: Step[] = [
       { op: 'checkpoint', text: 'first' },
       { op: 'http', method: 'POST', path: '/api/v4/echo?x=1', body: '{"hello":"world"}' },
@@ -53,7 +59,9 @@ describe('a full blocking turn', () => {
     expect(res.status).toBe(200);
     expect(res.headers['content-type']).toBe('application/x-ndjson');
     expect(res.headers['x-request-id']).toBe('req-blocking-1');
-    const lines = ndjsonLines(res.text).filter((l) => l !== '').map((l) => JSON.parse(l) as Record<string, unknown>);
+    const lines = ndjsonLines(res.text)
+      .filter((l) => l !== '')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
     expect(lines).toHaveLength(2);
     expect(lines[0]).toMatchObject({ newCheckpoint: { status: 'RUNNING', checkpoint: 'first', goal: 'do it' } });
     expect(lines[1]).toMatchObject({ newCheckpoint: { status: 'FINISHED', checkpoint: 'second' } });
@@ -221,7 +229,12 @@ describe('the status table, each row from its real cause', () => {
 
   it('502 PREAUTH_INVALID for a malformed 200, and nothing is opened', async () => {
     stack = await startStack({ preauth: blocking });
-    for (const [id, malformed] of [['30', 'content-type'], ['31', 'json'], ['32', 'missing-uri'], ['33', 'missing-workflow-id']] as const) {
+    for (const [id, malformed] of [
+      ['30', 'content-type'],
+      ['31', 'json'],
+      ['32', 'missing-uri'],
+      ['33', 'missing-workflow-id'],
+    ] as const) {
       stack.owner.configure(id, { ...blocking, malformed });
       const res = await stack.executeText(id);
       expect(res.status, malformed).toBe(502);

@@ -89,7 +89,12 @@ describe('acceptance', () => {
 
   it('quota and invalid-argument rejections after a successful send are 403 and 400, never 202, and release the lock', async () => {
     stack = await startStack({ redis: true, preauth: detached });
-    const quota = await stack.executeText('104', { steps: [{ op: 'wait', ms: 50 }, { op: 'fail', code: 'RESOURCE_EXHAUSTED', message: 'USAGE_QUOTA_EXCEEDED' }] });
+    const quota = await stack.executeText('104', {
+      steps: [
+        { op: 'wait', ms: 50 },
+        { op: 'fail', code: 'RESOURCE_EXHAUSTED', message: 'USAGE_QUOTA_EXCEEDED' },
+      ],
+    });
     expect(quota.status).toBe(403);
     expect(JSON.parse(quota.text).error.code).toBe('USAGE_QUOTA_EXCEEDED');
     const invalid = await stack.executeText('105', { steps: [{ op: 'fail', code: 'INVALID_ARGUMENT', message: 'no such flow' }] });
@@ -243,7 +248,7 @@ describe('a drain in process', () => {
     expect(new Error('after the drain').stack).toMatch(/\n\s+at /);
   });
 
-  it('sends its callbacks together past Node\'s listener warning threshold without a leak warning (they share the budget signal by design)', async () => {
+  it("sends its callbacks together past Node's listener warning threshold without a leak warning (they share the budget signal by design)", async () => {
     stack = await startStack({ preauth: { detached: true } });
     const ids = Array.from({ length: 14 }, (_, i) => String(150 + i));
     const hold: Step[] = [{ op: 'checkpoint', text: 'held' }, { op: 'hang' }];

@@ -32,7 +32,15 @@ describe('the target forms of the execute route', () => {
   it('reads the workflow id of the plain form only', () => {
     expect(plainExecuteWorkflowId('POST', `${ROUTE}/100/execute`)).toBe('100');
     expect(plainExecuteWorkflowId('POST', `${ROUTE}/a-b_c.d~e/execute?detached=true`)).toBe('a-b_c.d~e');
-    for (const url of [`${ROUTE}/%31/execute`, `${ROUTE}/100/execute/`, `${ROUTE}/100/EXECUTE`, `${ROUTE}/100/executes`, `${ROUTE}//execute`, `${ROUTE}/1/2/execute`, `http://h${ROUTE}/1/execute`]) {
+    for (const url of [
+      `${ROUTE}/%31/execute`,
+      `${ROUTE}/100/execute/`,
+      `${ROUTE}/100/EXECUTE`,
+      `${ROUTE}/100/executes`,
+      `${ROUTE}//execute`,
+      `${ROUTE}/1/2/execute`,
+      `http://h${ROUTE}/1/execute`,
+    ]) {
       expect(plainExecuteWorkflowId('POST', url), url).toBeUndefined();
     }
     expect(plainExecuteWorkflowId('GET', `${ROUTE}/100/execute`)).toBeUndefined();
@@ -61,10 +69,18 @@ describe('the target forms of the execute route', () => {
     expect(plainError.headers['content-type']).toBe('application/json; charset=utf-8');
     expect(plainError.headers['content-length']).toBe(String(Buffer.byteLength(plainError.text)));
     expect(JSON.parse(plainError.text).error.code).toBe('INVALID_REQUEST');
-    expect({ ...routedError, headers: { ...routedError.headers, 'x-request-id': undefined } }).toEqual({ ...plainError, headers: { ...plainError.headers, 'x-request-id': undefined } });
+    expect({ ...routedError, headers: { ...routedError.headers, 'x-request-id': undefined } }).toEqual({
+      ...plainError,
+      headers: { ...plainError.headers, 'x-request-id': undefined },
+    });
 
     // One execute log line each, naming the path's workflow id (decoded on express's side).
-    const lines = stack.logs().split('\n').filter(Boolean).map((line) => JSON.parse(line) as Record<string, unknown>).filter((line) => line['msg'] === 'execute request');
+    const lines = stack
+      .logs()
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => JSON.parse(line) as Record<string, unknown>)
+      .filter((line) => line['msg'] === 'execute request');
     expect(lines.map((line) => [line['request_id'], line['workflow_id'], line['status']])).toEqual([
       ['form-plain', '100', 200],
       ['form-encoded', '100', 200],

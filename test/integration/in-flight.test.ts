@@ -45,7 +45,11 @@ async function segmentEnd(s: Stack, id: string): Promise<SegmentEnd> {
   return s.owner.segmentEnds.find((e) => e.workflow_id === id) as SegmentEnd;
 }
 
-const slowWrite = (method: string): Step[] => [{ op: 'checkpoint', text: 'before the write' }, { op: 'http', method, path: '/api/v4/slow?ms=10000', body: '{"title":"x"}' }, { op: 'end' }];
+const slowWrite = (method: string): Step[] => [
+  { op: 'checkpoint', text: 'before the write' },
+  { op: 'http', method, path: '/api/v4/slow?ms=10000', body: '{"title":"x"}' },
+  { op: 'end' },
+];
 
 describe('in_flight', () => {
   it('a stop while a POST relay is in flight: the run record shows it while the run lives, the callback reports it, the service never got its answer', async () => {
@@ -102,14 +106,21 @@ describe('an answer written after the stop is in flight, whatever becomes of it'
   // its workflow task to cancel); a relay answered meanwhile is written behind the stop on
   // the wire, and a service that reads its stream in order never reads it. The answer is
   // still forwarded, but the owner must hear that the write's outcome is unknown.
-  const steps = (relayMs: number): Step[] => [{ op: 'checkpoint', text: 'before the write' }, { op: 'http', method: 'POST', path: `/api/v4/slow?ms=${relayMs}`, body: '{}' }, { op: 'end' }];
+  const steps = (relayMs: number): Step[] => [
+    { op: 'checkpoint', text: 'before the write' },
+    { op: 'http', method: 'POST', path: `/api/v4/slow?ms=${relayMs}`, body: '{}' },
+    { op: 'end' },
+  ];
   const stops = {
     run_limit: { env: { LONGRUN_RUN_LIMIT_MS: '400' }, trigger: async () => undefined },
     stop_requested: { env: {}, trigger: async (_s: Stack, c: LongrunClient, id: string) => void expect((await c.stop(id)).kind).toBe('stop_requested') },
     drain: { env: {}, trigger: async (s: Stack) => void s.gateway.drain() },
     // Renewals every 2 s: a lost lease stops the run within 2 s (before the 2.5 s relay is
     // answered), and its handshake gets what is left of the 6 s lease (more than the 3 s the service takes to end).
-    lock_lost: { env: { LONGRUN_LEASE_TTL_MS: '6000' }, trigger: async (_s: Stack, _c: LongrunClient, id: string) => void (await redisClientOf().del(`workhorse:duoworkflow:lock:${id}`)) },
+    lock_lost: {
+      env: { LONGRUN_LEASE_TTL_MS: '6000' },
+      trigger: async (_s: Stack, _c: LongrunClient, id: string) => void (await redisClientOf().del(`workhorse:duoworkflow:lock:${id}`)),
+    },
   } as const;
   let redisClient: Redis | undefined;
   const redisClientOf = (): Redis => redisClient as Redis;
@@ -118,28 +129,31 @@ describe('an answer written after the stop is in flight, whatever becomes of it'
     redisClient = undefined;
   });
 
-  it.each(Object.keys(stops) as Array<keyof typeof stops>)('%s: the relay answered after the stop was sent is reported in flight, and its answer still reached the service', async (kind) => {
-    redis = await startRedis();
-    redisClient = new Redis(redis.url);
-    stack = await startStack({
-      preauth: { detached: true },
-      redisUrl: redis.url,
-      workflow: { stopEndDelayMs: kind === 'lock_lost' ? 3_000 : 1_500 },
-      env: { ...stops[kind].env },
-    });
-    client = new LongrunClient({ url: stack.url, secret: testSecret });
-    const id = String(310 + Object.keys(stops).indexOf(kind));
-    expect((await client.execute(id, { workflowMetadata: scenarioMetadata(steps(kind === 'lock_lost' ? 2_500 : 1_000)) })).kind).toBe('accepted');
-    await stack.owner.waitFor(() => stack!.owner.apiRequests.some((r) => r.path.startsWith('/api/v4/slow')), 5_000, 'the relay reaching the owner');
-    await stops[kind].trigger(stack, client, id);
-    const end = await segmentEnd(stack, id);
-    expect(end.reason).toBe(kind);
-    expect(end.in_flight).toEqual([{ kind: 'http', request_id: '2', method: 'POST' }]);
-    const call = stack.workflow.callsFor(id)[0];
-    expect(call?.stopReasons).toHaveLength(1);
-    // Forwarded all the same, behind the stop: the service got it and could not use it.
-    expect(call?.answersAfterStop).toEqual(['2']);
-    expect(call?.actionResponses).toEqual([]);
-    expect(stack.logs()).toMatch(new RegExp(`"workflow_id":"${id}"[^\\n]*"in_flight":1[^\\n]*"msg":"run ended"`));
-  });
+  it.each(Object.keys(stops) as Array<keyof typeof stops>)(
+    '%s: the relay answered after the stop was sent is reported in flight, and its answer still reached the service',
+    async (kind) => {
+      redis = await startRedis();
+      redisClient = new Redis(redis.url);
+      stack = await startStack({
+        preauth: { detached: true },
+        redisUrl: redis.url,
+        workflow: { stopEndDelayMs: kind === 'lock_lost' ? 3_000 : 1_500 },
+        env: { ...stops[kind].env },
+      });
+      client = new LongrunClient({ url: stack.url, secret: testSecret });
+      const id = String(310 + Object.keys(stops).indexOf(kind));
+      expect((await client.execute(id, { workflowMetadata: scenarioMetadata(steps(kind === 'lock_lost' ? 2_500 : 1_000)) })).kind).toBe('accepted');
+      await stack.owner.waitFor(() => stack!.owner.apiRequests.some((r) => r.path.startsWith('/api/v4/slow')), 5_000, 'the relay reaching the owner');
+      await stops[kind].trigger(stack, client, id);
+      const end = await segmentEnd(stack, id);
+      expect(end.reason).toBe(kind);
+      expect(end.in_flight).toEqual([{ kind: 'http', request_id: '2', method: 'POST' }]);
+      const call = stack.workflow.callsFor(id)[0];
+      expect(call?.stopReasons).toHaveLength(1);
+      // Forwarded all the same, behind the stop: the service got it and could not use it.
+      expect(call?.answersAfterStop).toEqual(['2']);
+      expect(call?.actionResponses).toEqual([]);
+      expect(stack.logs()).toMatch(new RegExp(`"workflow_id":"${id}"[^\\n]*"in_flight":1[^\\n]*"msg":"run ended"`));
+    },
+  );
 });

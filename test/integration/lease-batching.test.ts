@@ -88,7 +88,9 @@ describe('batched renewal against a real redis-server', () => {
     const calls = await commandCalls();
     const renewals = ok - renewedBefore;
     const scriptCalls = (calls['evalsha'] ?? 0) + (calls['eval'] ?? 0);
-    console.log(`${LEASES} leases, ${TTL_MS} ms lease, ${WINDOW_MS} ms: ${renewals} renewals in ${scriptCalls} script calls (${late} late, ${errors} retried); commandstats ${JSON.stringify(calls)}`);
+    console.log(
+      `${LEASES} leases, ${TTL_MS} ms lease, ${WINDOW_MS} ms: ${renewals} renewals in ${scriptCalls} script calls (${late} late, ${errors} retried); commandstats ${JSON.stringify(calls)}`,
+    );
     // Every lease renewed about every TTL/3...
     expect(renewals).toBeGreaterThanOrEqual(LEASES * Math.floor(WINDOW_MS / keeper.intervalMs - 1));
     // ...in at most one call per tick (and per BATCH_LEASES due in it); one per renewal

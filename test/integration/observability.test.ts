@@ -48,7 +48,12 @@ interface Mix {
 
 let mix: Mix;
 
-async function executeAs(stack: Stack, which: keyof typeof ids, workflowId: string, steps: Step[]): Promise<{ status: number; requestId: string | undefined; body: Record<string, unknown> }> {
+async function executeAs(
+  stack: Stack,
+  which: keyof typeof ids,
+  workflowId: string,
+  steps: Step[],
+): Promise<{ status: number; requestId: string | undefined; body: Record<string, unknown> }> {
   const res = await stack.executeText(workflowId, { steps, headers: { ...callerSecrets, 'x-request-id': ids[which] } });
   const requestId = res.headers['x-request-id'];
   return { status: res.status, requestId: typeof requestId === 'string' ? requestId : undefined, body: JSON.parse(res.text || '{}') as Record<string, unknown> };
@@ -80,7 +85,13 @@ beforeAll(async () => {
       { op: 'end' },
     ]),
   );
-  record('quota', await executeAs(stack, 'quota', 'obs-quota', [{ op: 'wait', ms: 20 }, { op: 'fail', code: 'RESOURCE_EXHAUSTED', message: 'USAGE_QUOTA_EXCEEDED: monthly quota used' }]));
+  record(
+    'quota',
+    await executeAs(stack, 'quota', 'obs-quota', [
+      { op: 'wait', ms: 20 },
+      { op: 'fail', code: 'RESOURCE_EXHAUSTED', message: 'USAGE_QUOTA_EXCEEDED: monthly quota used' },
+    ]),
+  );
   record('limit', await executeAs(stack, 'limit', 'obs-limit', [{ op: 'checkpoint', text: 'working' }, { op: 'hang' }]));
   // The limit run holds obs-limit's lock for its two seconds.
   record('conflict', await executeAs(stack, 'conflict', 'obs-limit', [{ op: 'end' }]));
@@ -236,12 +247,7 @@ describe('logs', () => {
     expect(mix.stack.owner.apiRequests[0]?.headers['authorization']).toBe(`Bearer ${OWNER_OAUTH_TOKEN}`);
     expect(mix.stack.workflow.callsFor('obs-success')[0]?.metadata['x-gitlab-oauth-token']).toBe(OWNER_OAUTH_TOKEN);
 
-    const secrets = [
-      OWNER_OAUTH_TOKEN,
-      ...Object.values(callerSecrets),
-      ...Object.values(callerSecrets).map((v) => v.split(/[ =]/).pop() as string),
-      ...new Set(jwts),
-    ];
+    const secrets = [OWNER_OAUTH_TOKEN, ...Object.values(callerSecrets), ...Object.values(callerSecrets).map((v) => v.split(/[ =]/).pop() as string), ...new Set(jwts)];
     expect(mix.logs.length).toBeGreaterThan(0);
     for (const secret of secrets) expect(mix.logs, `log bytes contain ${secret.slice(0, 12)}…`).not.toContain(secret);
     expect(mix.logs).not.toMatch(/eyJ[\w-]+\.[\w-]+/);

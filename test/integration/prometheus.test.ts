@@ -44,11 +44,7 @@ it('Prometheus scrapes the ops listener: up == 1 and the run counters have their
 
   // Prometheus applies new scrape targets every 5 s, then scrapes every second.
   await server.waitUntil('up == 1', async () => (await single(`up{job="longrun",instance="${target}"} == 1`)) === '1', 20_000);
-  await server.waitUntil(
-    'the teardown counter',
-    async () => (await single('longrun_teardowns_total{transport="detached",reason="finished"}')) === '2',
-    5_000,
-  );
+  await server.waitUntil('the teardown counter', async () => (await single('longrun_teardowns_total{transport="detached",reason="finished"}')) === '2', 5_000);
   expect(await single('longrun_connections_total{transport="detached"}')).toBe('2');
   expect(await single('longrun_callbacks_total{result="ok"}')).toBe('2');
   expect(await single('longrun_runs_in_flight{transport="detached"}')).toBe('0');

@@ -18,8 +18,7 @@ afterEach(async () => {
   redis = undefined;
 });
 
-const events = (text: string, connection: string, event: string): number =>
-  metricValue(text, 'longrun_redis_connection_events_total', { connection, event }) ?? -1;
+const events = (text: string, connection: string, event: string): number => metricValue(text, 'longrun_redis_connection_events_total', { connection, event }) ?? -1;
 
 describe('Redis connection events', () => {
   it('are counted and logged (once per outage) while Redis is down, and its return is seen', async () => {

@@ -32,7 +32,13 @@ afterEach(async () => {
 async function sessionStack(): Promise<Stack> {
   stack = await startStack({
     redis: true,
-    env: { LONGRUN_WS_PING_MS: '100', LONGRUN_WS_PONG_TIMEOUT_MS: '400', LONGRUN_WS_CLOSE_TIMEOUT_MS: '500', LONGRUN_WS_RESUME_WINDOW_MS: '3000', LONGRUN_STOP_ACK_TIMEOUT_MS: '2000' },
+    env: {
+      LONGRUN_WS_PING_MS: '100',
+      LONGRUN_WS_PONG_TIMEOUT_MS: '400',
+      LONGRUN_WS_CLOSE_TIMEOUT_MS: '500',
+      LONGRUN_WS_RESUME_WINDOW_MS: '3000',
+      LONGRUN_STOP_ACK_TIMEOUT_MS: '2000',
+    },
   });
   stack.owner.configure(WEBSOCKET_PREAUTH, { lockConcurrentFlow: true, actorId: 'user-7' });
   return stack;

@@ -267,7 +267,10 @@ describe('a reconnect on another replica is bridged to the run parked on its hol
     flood.send({ actionResponse: { requestID: readA['requestID'], plainTextResponse: { response: 'A' } } });
     let inboxMax = 0;
     const sampling = setInterval(() => {
-      void s.client?.xlen(inboxKey('replica-b')).then((n) => (inboxMax = Math.max(inboxMax, n)), () => undefined);
+      void s.client?.xlen(inboxKey('replica-b')).then(
+        (n) => (inboxMax = Math.max(inboxMax, n)),
+        () => undefined,
+      );
     }, 20);
     await expect.poll(() => s.gateway.registry.size, { timeout: 15_000 }).toBe(0);
     clearInterval(sampling);
@@ -299,7 +302,13 @@ describe('a reconnect on another replica is bridged to the run parked on its hol
       while (!again && refused.length < 50) {
         const attempt = await open(b);
         attempt.send(resume(id));
-        const outcome = await Promise.race([attempt.next('runReadFile').catch(() => undefined).then((f) => (f ? ('attached' as const) : undefined)), attempt.closed.then(({ code }) => code)]);
+        const outcome = await Promise.race([
+          attempt
+            .next('runReadFile')
+            .catch(() => undefined)
+            .then((f) => (f ? ('attached' as const) : undefined)),
+          attempt.closed.then(({ code }) => code),
+        ]);
         if (outcome === 'attached') again = attempt;
         else if (outcome !== undefined) {
           refused.push(outcome);

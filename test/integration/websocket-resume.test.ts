@@ -46,7 +46,6 @@ async function callOf(s: Stack, id: string): Promise<CallRecord> {
   return s.workflow.callsFor(id)[0] as CallRecord;
 }
 
-
 describe('a lost connection parks the run; the client re-attaches', () => {
   it('every unanswered action and every one emitted meanwhile, in order, then the live stream; no second start; the relay served while parked', async () => {
     const s = await resumeStack();
@@ -80,12 +79,9 @@ describe('a lost connection parks the run; the client re-attaches', () => {
 
     // The first connection saw `before` and a.txt; the second a.txt again (unanswered), then the rest, in order.
     expect(first.frames.map(kindOf)).toEqual(['newCheckpoint', 'runReadFile']);
-    expect(second.frames.map((f) => kindOf(f) === 'newCheckpoint' ? (f['newCheckpoint'] as { checkpoint: string }).checkpoint : (f['runReadFile'] as { filepath: string }).filepath)).toEqual([
-      'a.txt',
-      'during',
-      'b.txt',
-      'after',
-    ]);
+    expect(
+      second.frames.map((f) => (kindOf(f) === 'newCheckpoint' ? (f['newCheckpoint'] as { checkpoint: string }).checkpoint : (f['runReadFile'] as { filepath: string }).filepath)),
+    ).toEqual(['a.txt', 'during', 'b.txt', 'after']);
     const calls = s.workflow.callsFor(id);
     expect(calls).toHaveLength(1);
     expect(calls[0]).toMatchObject({ stopReasons: [], protocolErrors: [], ended: { how: 'ok' } });
@@ -119,7 +115,17 @@ describe('a lost connection parks the run; the client re-attaches', () => {
     // CLOSING; a frame written then ended the run client_gone (the call cancelled) in
     // about one drop of four. 12 drops of each kind make a miss of that unlikely.
     const s = await resumeStack({ LONGRUN_WS_RESUME_WINDOW_MS: '10000' });
-    const streaming: Step[] = [{ op: 'repeat', times: 300, steps: [{ op: 'checkpoint', text: 'x' }, { op: 'wait', ms: 1 }] }, { op: 'hang' }];
+    const streaming: Step[] = [
+      {
+        op: 'repeat',
+        times: 300,
+        steps: [
+          { op: 'checkpoint', text: 'x' },
+          { op: 'wait', ms: 1 },
+        ],
+      },
+      { op: 'hang' },
+    ];
     const ids = { lost: [] as string[], closed: [] as string[] };
     for (let i = 0; i < 24; i++) {
       const how = i % 2 === 0 ? 'lost' : 'closed';
@@ -134,7 +140,16 @@ describe('a lost connection parks the run; the client re-attaches', () => {
     }
     await expect.poll(() => ids.closed.filter((id) => s.workflow.callsFor(id)[0]?.ended === undefined), { timeout: 5_000 }).toEqual([]);
     for (const id of ids.closed) expect(s.workflow.callsFor(id)[0]?.stopReasons, id).toEqual(['WORKHORSE_WEBSOCKET_CLOSE_1000']);
-    await expect.poll(async () => (await runsState(s)).filter((r) => r['state'] === 'parked').map((r) => r['workflow_id']).sort(), { timeout: 5_000 }).toEqual([...ids.lost].sort());
+    await expect
+      .poll(
+        async () =>
+          (await runsState(s))
+            .filter((r) => r['state'] === 'parked')
+            .map((r) => r['workflow_id'])
+            .sort(),
+        { timeout: 5_000 },
+      )
+      .toEqual([...ids.lost].sort());
     for (const id of ids.lost) expect(s.workflow.callsFor(id)[0]?.ended, id).toBeUndefined();
     const metrics = await s.metrics();
     expect(metricValue(metrics, 'longrun_teardowns_total', { transport: 'websocket', reason: 'client_gone' })).toBe(0);
@@ -287,7 +302,9 @@ describe('what ends a parked run: WORKHORSE_WEBSOCKET_PING_FAILED, the workflow 
   it('its backlog overflows LONGRUN_WS_BACKLOG_BYTES: stopped', async () => {
     const s = await resumeStack({ LONGRUN_WS_BACKLOG_BYTES: '100000' });
     const client = await open(s);
-    client.send(start('6005', [{ op: 'checkpoint', text: 'a' }, { op: 'wait', ms: 300 }, { op: 'repeat', times: 20, steps: [{ op: 'checkpoint', bytes: 20_000 }] }, { op: 'hang' }]));
+    client.send(
+      start('6005', [{ op: 'checkpoint', text: 'a' }, { op: 'wait', ms: 300 }, { op: 'repeat', times: 20, steps: [{ op: 'checkpoint', bytes: 20_000 }] }, { op: 'hang' }]),
+    );
     await client.next('newCheckpoint');
     client.ws.terminate();
     const call = await callOf(s, '6005');
@@ -301,7 +318,10 @@ describe('what ends a parked run: WORKHORSE_WEBSOCKET_PING_FAILED, the workflow 
 
   it('a start with input, or of another actor, is a new turn: the parked run is stopped and the start goes to the service', async () => {
     const s = await resumeStack();
-    for (const [id, how] of [['6006', 'input'], ['6007', 'actor']] as const) {
+    for (const [id, how] of [
+      ['6006', 'input'],
+      ['6007', 'actor'],
+    ] as const) {
       const client = await open(s);
       client.send(start(id, [{ op: 'checkpoint', text: 'a' }, { op: 'hang' }]));
       await client.next('newCheckpoint');

@@ -168,12 +168,16 @@ describe('a session', () => {
     const session = await open(s, { headers: { 'user-agent': 'gitlab-language-server 7.0', 'x-gitlab-client-name': 'gitlab-lsp' } });
     const id = '5001';
     session.send(
-      start(id, [
-        { op: 'checkpoint', text: 'thinking' },
-        { op: 'http', path: '/api/v4/projects/1' },
-        { op: 'client', action: { runReadFile: { filepath: 'README.md' } }, expect: { plainTextResponse: { response: '# readme' } } },
-        { op: 'end' },
-      ], { clientCapabilities: ['shell_command', 'made_up', 'incremental_streaming'], mcpTools: [{ name: 'local_tool', description: 'the client’s own' }] }),
+      start(
+        id,
+        [
+          { op: 'checkpoint', text: 'thinking' },
+          { op: 'http', path: '/api/v4/projects/1' },
+          { op: 'client', action: { runReadFile: { filepath: 'README.md' } }, expect: { plainTextResponse: { response: '# readme' } } },
+          { op: 'end' },
+        ],
+        { clientCapabilities: ['shell_command', 'made_up', 'incremental_streaming'], mcpTools: [{ name: 'local_tool', description: 'the client’s own' }] },
+      ),
     );
     const read = await session.next('runReadFile');
     const frame = session.frames.find((f) => f.json['runReadFile']);
@@ -203,7 +207,10 @@ describe('a session', () => {
   it("the owner's MCP tools are appended to the client's and served by the gateway; a tool of the client's own goes to the client", async () => {
     const mcp = await McpServerSimulator.start();
     mcpSims.push(mcp);
-    const s = await wsStack({ env: { LONGRUN_MCP_ALLOW_PRIVATE: 'true' }, preauth: { lockConcurrentFlow: true, mcpServers: { sim: { URL: mcp.url, Tools: ['echo'], PreApprovedTools: ['echo'] } } } });
+    const s = await wsStack({
+      env: { LONGRUN_MCP_ALLOW_PRIVATE: 'true' },
+      preauth: { lockConcurrentFlow: true, mcpServers: { sim: { URL: mcp.url, Tools: ['echo'], PreApprovedTools: ['echo'] } } },
+    });
     const session = await open(s);
     session.send(
       start(
@@ -234,7 +241,10 @@ describe('a session', () => {
   it("a later startRequest (no lock) carries the owner's MCP tools after the client's, as the first did (Workhorse re-appends them to every start)", async () => {
     const mcp = await McpServerSimulator.start();
     mcpSims.push(mcp);
-    const s = await wsStack({ env: { LONGRUN_MCP_ALLOW_PRIVATE: 'true' }, preauth: { lockConcurrentFlow: false, mcpServers: { sim: { URL: mcp.url, Tools: ['echo'], PreApprovedTools: ['echo'] } } } });
+    const s = await wsStack({
+      env: { LONGRUN_MCP_ALLOW_PRIVATE: 'true' },
+      preauth: { lockConcurrentFlow: false, mcpServers: { sim: { URL: mcp.url, Tools: ['echo'], PreApprovedTools: ['echo'] } } },
+    });
     const session = await open(s);
     session.send(start('5052', [{ op: 'checkpoint', text: 'first turn' }, { op: 'hang' }], { mcpTools: [{ name: 'local_tool' }], preapproved_tools: ['local_tool'] }));
     await session.next('newCheckpoint');
@@ -249,7 +259,11 @@ describe('a session', () => {
   });
 
   it('Redis down: a session with LockConcurrentFlow runs without the lock (Workhorse parity)', async () => {
-    stack = await startStack({ redisUrl: 'redis://127.0.0.1:1', preauth: { lockConcurrentFlow: true }, env: { ...FAST, LONGRUN_REDIS_CONNECT_TIMEOUT_MS: '200', LONGRUN_REDIS_COMMAND_TIMEOUT_MS: '200' } });
+    stack = await startStack({
+      redisUrl: 'redis://127.0.0.1:1',
+      preauth: { lockConcurrentFlow: true },
+      env: { ...FAST, LONGRUN_REDIS_CONNECT_TIMEOUT_MS: '200', LONGRUN_REDIS_COMMAND_TIMEOUT_MS: '200' },
+    });
     const session = await open(stack);
     session.send(start('5051', [{ op: 'checkpoint', text: 'unlocked' }, { op: 'end' }]));
     expect(await session.closed).toEqual({ code: 1000, reason: '' });
@@ -273,7 +287,10 @@ describe('a session', () => {
 
   it('the client closes 1000 or 1001: the service is sent WORKHORSE_WEBSOCKET_CLOSE_<code>; the lock is released', async () => {
     const s = await wsStack();
-    for (const [id, code] of [['5003', 1000], ['5004', 1001]] as const) {
+    for (const [id, code] of [
+      ['5003', 1000],
+      ['5004', 1001],
+    ] as const) {
       const session = await open(s);
       session.send(start(id, [{ op: 'checkpoint', text: 'a' }, { op: 'hang' }]));
       await session.next('newCheckpoint');
@@ -405,134 +422,137 @@ describe('a session', () => {
     await nothingLeft(s, '5015');
   });
 
-describe('clients', () => {
-  it('like the language server: its headers reach the service, its heartbeats (every 60 s, scaled) and its own pings go through, the session ends 1000', async () => {
-    const s = await wsStack();
-    const session = await open(s, {
-      headers: {
-        authorization: 'Bearer glpat-language-server',
-        'x-gitlab-language-server-version': '7.21.0',
-        'x-gitlab-client-type': 'node-websocket',
-        'x-gitlab-client-name': 'gitlab-language-server',
-        'x-gitlab-client-version': '7.21.0',
-        'user-agent': 'gitlab-language-server/7.21.0',
-      },
+  describe('clients', () => {
+    it('like the language server: its headers reach the service, its heartbeats (every 60 s, scaled) and its own pings go through, the session ends 1000', async () => {
+      const s = await wsStack();
+      const session = await open(s, {
+        headers: {
+          authorization: 'Bearer glpat-language-server',
+          'x-gitlab-language-server-version': '7.21.0',
+          'x-gitlab-client-type': 'node-websocket',
+          'x-gitlab-client-name': 'gitlab-language-server',
+          'x-gitlab-client-version': '7.21.0',
+          'user-agent': 'gitlab-language-server/7.21.0',
+        },
+      });
+      session.send(start('5030', [{ op: 'checkpoint', text: 'a' }, { op: 'wait', ms: 600 }, { op: 'checkpoint', text: 'b' }, { op: 'end' }]));
+      // The language server's heartbeat (60 s) and ping (45 s), scaled to 100 ms and 150 ms.
+      const heartbeat = setInterval(() => session.send({ heartbeat: { timestamp: String(Date.now()) } }), 100);
+      const ping = setInterval(() => session.ws.ping(), 150);
+      try {
+        expect(await session.closed).toEqual({ code: 1000, reason: '' });
+      } finally {
+        clearInterval(heartbeat);
+        clearInterval(ping);
+      }
+      const call = await callOf(s, '5030');
+      expect(call.heartbeats).toBeGreaterThanOrEqual(3);
+      expect(call.metadata['x-gitlab-client-name']).toBe('gitlab-language-server');
+      expect(call.metadata['x-gitlab-client-version']).toBe('7.21.0');
+      expect(s.owner.preauths.at(-1)?.headers['x-gitlab-language-server-version']).toBe('7.21.0');
+      expect(s.owner.preauths.at(-1)?.headers['authorization']).toBe('Bearer glpat-language-server');
+      expect(session.frames.map((f) => (f.json['newCheckpoint'] as { checkpoint: string }).checkpoint)).toEqual(['a', 'b']);
     });
-    session.send(start('5030', [{ op: 'checkpoint', text: 'a' }, { op: 'wait', ms: 600 }, { op: 'checkpoint', text: 'b' }, { op: 'end' }]));
-    // The language server's heartbeat (60 s) and ping (45 s), scaled to 100 ms and 150 ms.
-    const heartbeat = setInterval(() => session.send({ heartbeat: { timestamp: String(Date.now()) } }), 100);
-    const ping = setInterval(() => session.ws.ping(), 150);
-    try {
+
+    it('like the web chat: client_type=browser in the preauth query, the lock on; a second startRequest under the lock is 1013', async () => {
+      const s = await wsStack();
+      const session = await open(s, { query: '?client_type=browser' });
+      // The preauth is asked with the route's path and the client's query, as Workhorse asks Rails.
+      expect(s.owner.preauths.at(-1)).toMatchObject({ method: 'GET', path: '/api/v4/ai/duo_workflows/ws?client_type=browser' });
+      session.send(start('5031', [{ op: 'checkpoint', text: 'a' }, { op: 'hang' }]));
+      await session.next('newCheckpoint');
+      session.send(start('5031', [{ op: 'end' }]));
+      expect(await session.closed).toEqual({ code: 1013, reason: 'Failed to acquire lock on workflow' });
+      const call = await callOf(s, '5031');
+      await s.workflow.waitFor(() => call.ended !== undefined, 5_000, 'ended');
+      expect(call.stopReasons).toEqual([]);
+      expect(s.workflow.callsFor('5031')).toHaveLength(1);
+      await nothingLeft(s, '5031');
+    });
+
+    it('a client that opens and never sends is closed 1008 after the start timeout; one that floods heartbeats is closed 1008 and its call cancelled', async () => {
+      const s = await wsStack();
+      const silent = await open(s);
+      expect(await silent.closed).toEqual({ code: 1008, reason: 'no startRequest within the start timeout' });
+      expect(s.workflow.calls).toEqual([]);
+
+      const flood = await open(s);
+      flood.send(start('5032', [{ op: 'checkpoint', text: 'a' }, { op: 'hang' }]));
+      await flood.next('newCheckpoint');
+      for (let i = 0; i < 50; i++) flood.send({ heartbeat: { timestamp: String(i) } });
+      expect(await flood.closed).toEqual({ code: 1008, reason: 'too many heartbeats' });
+      const call = await callOf(s, '5032');
+      await s.workflow.waitFor(() => call.ended !== undefined, 5_000, 'ended');
+      expect(call).toMatchObject({ stopReasons: [], ended: { how: 'cancelled' } });
+      expect(call.heartbeats).toBeLessThanOrEqual(20);
+      await nothingLeft(s, '5032');
+      await expect.poll(() => s.gateway.metrics.websocketSessionsOpen.get().then((m) => m.values[0]?.value), { timeout: 5_000 }).toBe(0);
+    });
+
+    it('a client that stops reading is bounded like a blocking caller: the service is paused, then the call cancelled after LONGRUN_WS_WRITE_TIMEOUT_MS', async () => {
+      const s = await wsStack({ env: { LONGRUN_WS_WRITE_TIMEOUT_MS: '1500', LONGRUN_WS_PONG_TIMEOUT_MS: '60000' } });
+      const session = await open(s);
+      session.send(start('5033', [{ op: 'repeat', times: 400, steps: [{ op: 'checkpoint', bytes: 64 * 1024 }] }, { op: 'end' }]));
+      await session.next('newCheckpoint');
+      // The client stops reading its socket: TCP fills, then ws's queue, then the gateway pauses the service.
+      (session.ws as unknown as { _socket: { pause(): void } })._socket.pause();
+      const call = await callOf(s, '5033');
+      await s.workflow.waitFor(() => call.ended !== undefined, 10_000, 'ended');
+      expect(call).toMatchObject({ stopReasons: [], ended: { how: 'cancelled' } });
+      // Flow control held the service back: it could not send its 400 checkpoints (25 MiB) into the gateway.
+      expect(call.actionsSent).toBeLessThan(400);
+      expect(s.logs()).toContain('websocket client took nothing: ending the run');
+      await nothingLeft(s, '5033');
+    });
+  });
+
+  describe('self-hosted billing (CloudServiceForSelfHosted)', () => {
+    it('each trackLlmCallForSelfHosted goes to TrackSelfHostedExecuteWorkflow with the cloud headers, then the service gets an empty answer; on both transports; the billing stream ends with the run', async () => {
+      const s = await wsStack();
+      s.owner.configure(WEBSOCKET_PREAUTH, {
+        lockConcurrentFlow: true,
+        cloudServiceForSelfHosted: { URI: s.workflow.address, Headers: { 'x-gitlab-instance-id': 'self-hosted-1' } },
+      });
+      s.owner.configure('5020', { detached: true, cloudServiceForSelfHosted: { URI: s.workflow.address, Headers: { 'x-gitlab-instance-id': 'self-hosted-1' } } });
+      const steps: Step[] = [{ op: 'checkpoint', text: 'a' }, { op: 'track_llm_call', featureQualifiedName: 'duo_chat', expect: { plainTextResponse: {} } }, { op: 'end' }];
+      const session = await open(s);
+      session.send(start('5021', steps));
       expect(await session.closed).toEqual({ code: 1000, reason: '' });
-    } finally {
-      clearInterval(heartbeat);
-      clearInterval(ping);
-    }
-    const call = await callOf(s, '5030');
-    expect(call.heartbeats).toBeGreaterThanOrEqual(3);
-    expect(call.metadata['x-gitlab-client-name']).toBe('gitlab-language-server');
-    expect(call.metadata['x-gitlab-client-version']).toBe('7.21.0');
-    expect(s.owner.preauths.at(-1)?.headers['x-gitlab-language-server-version']).toBe('7.21.0');
-    expect(s.owner.preauths.at(-1)?.headers['authorization']).toBe('Bearer glpat-language-server');
-    expect(session.frames.map((f) => (f.json['newCheckpoint'] as { checkpoint: string }).checkpoint)).toEqual(['a', 'b']);
+      const detached = await s.executeText('5020', { steps });
+      expect(detached.status, detached.text).toBe(202);
+      for (const id of ['5021', '5020']) {
+        const call = await callOf(s, id);
+        await s.workflow.waitFor(() => call.ended !== undefined, 5_000, `${id} ended`);
+        expect(call, id).toMatchObject({ ended: { how: 'ok' }, protocolErrors: [], llmCalls: [{ workflowID: id, billed: true }] });
+      }
+      expect(s.workflow.billingCalls).toHaveLength(2);
+      for (const billing of s.workflow.billingCalls) {
+        expect(billing.metadata['x-gitlab-instance-id']).toBe('self-hosted-1');
+        expect(billing.events).toEqual([expect.objectContaining({ featureQualifiedName: 'duo_chat', featureAiCatalogItem: false })]);
+        expect(billing.answered).toBe(1);
+      }
+      await s.workflow.waitFor(() => s.workflow.billingCalls.every((c) => c.ended !== undefined), 5_000, 'billing streams ended');
+    });
+
+    it('without a cloud service the action is refused as before; a billing stream that fails answers the error and the run goes on', async () => {
+      const s = await wsStack();
+      const session = await open(s);
+      session.send(start('5022', [{ op: 'track_llm_call', featureQualifiedName: 'duo_chat' }, { op: 'end' }]));
+      expect((await session.closed).code).toBe(1000);
+      const refusedCall = await callOf(s, '5022');
+      expect(refusedCall.actionResponses[0]?.response.plainTextResponse?.error).toBe('action cannot be executed by this client: trackLlmCallForSelfHosted');
+      expect(s.workflow.billingCalls).toEqual([]);
+
+      s.owner.configure(WEBSOCKET_PREAUTH, { lockConcurrentFlow: true, cloudServiceForSelfHosted: { URI: s.workflow.address } });
+      s.workflow.billing = { mode: 'fail', code: 'UNAVAILABLE', message: 'billing down' };
+      const failing = await open(s);
+      failing.send(start('5023', [{ op: 'track_llm_call', featureQualifiedName: 'duo_chat' }, { op: 'checkpoint', text: 'after' }, { op: 'end' }]));
+      expect((await failing.closed).code).toBe(1000);
+      // The run went on past the failed call: the checkpoint after it reached the client before the close.
+      expect(failing.frames.map((f) => f.json['newCheckpoint'])).toEqual([expect.objectContaining({ checkpoint: 'after' })]);
+      const call = await callOf(s, '5023');
+      expect(call.actionResponses[0]?.response.plainTextResponse?.error).toMatch(/^failed to track the LLM call with the cloud service/);
+      await nothingLeft(s, '5023');
+    });
   });
-
-  it('like the web chat: client_type=browser in the preauth query, the lock on; a second startRequest under the lock is 1013', async () => {
-    const s = await wsStack();
-    const session = await open(s, { query: '?client_type=browser' });
-    // The preauth is asked with the route's path and the client's query, as Workhorse asks Rails.
-    expect(s.owner.preauths.at(-1)).toMatchObject({ method: 'GET', path: '/api/v4/ai/duo_workflows/ws?client_type=browser' });
-    session.send(start('5031', [{ op: 'checkpoint', text: 'a' }, { op: 'hang' }]));
-    await session.next('newCheckpoint');
-    session.send(start('5031', [{ op: 'end' }]));
-    expect(await session.closed).toEqual({ code: 1013, reason: 'Failed to acquire lock on workflow' });
-    const call = await callOf(s, '5031');
-    await s.workflow.waitFor(() => call.ended !== undefined, 5_000, 'ended');
-    expect(call.stopReasons).toEqual([]);
-    expect(s.workflow.callsFor('5031')).toHaveLength(1);
-    await nothingLeft(s, '5031');
-  });
-
-  it('a client that opens and never sends is closed 1008 after the start timeout; one that floods heartbeats is closed 1008 and its call cancelled', async () => {
-    const s = await wsStack();
-    const silent = await open(s);
-    expect(await silent.closed).toEqual({ code: 1008, reason: 'no startRequest within the start timeout' });
-    expect(s.workflow.calls).toEqual([]);
-
-    const flood = await open(s);
-    flood.send(start('5032', [{ op: 'checkpoint', text: 'a' }, { op: 'hang' }]));
-    await flood.next('newCheckpoint');
-    for (let i = 0; i < 50; i++) flood.send({ heartbeat: { timestamp: String(i) } });
-    expect(await flood.closed).toEqual({ code: 1008, reason: 'too many heartbeats' });
-    const call = await callOf(s, '5032');
-    await s.workflow.waitFor(() => call.ended !== undefined, 5_000, 'ended');
-    expect(call).toMatchObject({ stopReasons: [], ended: { how: 'cancelled' } });
-    expect(call.heartbeats).toBeLessThanOrEqual(20);
-    await nothingLeft(s, '5032');
-    await expect.poll(() => s.gateway.metrics.websocketSessionsOpen.get().then((m) => m.values[0]?.value), { timeout: 5_000 }).toBe(0);
-  });
-
-  it('a client that stops reading is bounded like a blocking caller: the service is paused, then the call cancelled after LONGRUN_WS_WRITE_TIMEOUT_MS', async () => {
-    const s = await wsStack({ env: { LONGRUN_WS_WRITE_TIMEOUT_MS: '1500', LONGRUN_WS_PONG_TIMEOUT_MS: '60000' } });
-    const session = await open(s);
-    session.send(start('5033', [{ op: 'repeat', times: 400, steps: [{ op: 'checkpoint', bytes: 64 * 1024 }] }, { op: 'end' }]));
-    await session.next('newCheckpoint');
-    // The client stops reading its socket: TCP fills, then ws's queue, then the gateway pauses the service.
-    (session.ws as unknown as { _socket: { pause(): void } })._socket.pause();
-    const call = await callOf(s, '5033');
-    await s.workflow.waitFor(() => call.ended !== undefined, 10_000, 'ended');
-    expect(call).toMatchObject({ stopReasons: [], ended: { how: 'cancelled' } });
-    // Flow control held the service back: it could not send its 400 checkpoints (25 MiB) into the gateway.
-    expect(call.actionsSent).toBeLessThan(400);
-    expect(s.logs()).toContain('websocket client took nothing: ending the run');
-    await nothingLeft(s, '5033');
-  });
-});
-
-describe('self-hosted billing (CloudServiceForSelfHosted)', () => {
-  it('each trackLlmCallForSelfHosted goes to TrackSelfHostedExecuteWorkflow with the cloud headers, then the service gets an empty answer; on both transports; the billing stream ends with the run', async () => {
-    const s = await wsStack();
-    s.owner.configure(WEBSOCKET_PREAUTH, { lockConcurrentFlow: true, cloudServiceForSelfHosted: { URI: s.workflow.address, Headers: { 'x-gitlab-instance-id': 'self-hosted-1' } } });
-    s.owner.configure('5020', { detached: true, cloudServiceForSelfHosted: { URI: s.workflow.address, Headers: { 'x-gitlab-instance-id': 'self-hosted-1' } } });
-    const steps: Step[] = [{ op: 'checkpoint', text: 'a' }, { op: 'track_llm_call', featureQualifiedName: 'duo_chat', expect: { plainTextResponse: {} } }, { op: 'end' }];
-    const session = await open(s);
-    session.send(start('5021', steps));
-    expect(await session.closed).toEqual({ code: 1000, reason: '' });
-    const detached = await s.executeText('5020', { steps });
-    expect(detached.status, detached.text).toBe(202);
-    for (const id of ['5021', '5020']) {
-      const call = await callOf(s, id);
-      await s.workflow.waitFor(() => call.ended !== undefined, 5_000, `${id} ended`);
-      expect(call, id).toMatchObject({ ended: { how: 'ok' }, protocolErrors: [], llmCalls: [{ workflowID: id, billed: true }] });
-    }
-    expect(s.workflow.billingCalls).toHaveLength(2);
-    for (const billing of s.workflow.billingCalls) {
-      expect(billing.metadata['x-gitlab-instance-id']).toBe('self-hosted-1');
-      expect(billing.events).toEqual([expect.objectContaining({ featureQualifiedName: 'duo_chat', featureAiCatalogItem: false })]);
-      expect(billing.answered).toBe(1);
-    }
-    await s.workflow.waitFor(() => s.workflow.billingCalls.every((c) => c.ended !== undefined), 5_000, 'billing streams ended');
-  });
-
-  it('without a cloud service the action is refused as before; a billing stream that fails answers the error and the run goes on', async () => {
-    const s = await wsStack();
-    const session = await open(s);
-    session.send(start('5022', [{ op: 'track_llm_call', featureQualifiedName: 'duo_chat' }, { op: 'end' }]));
-    expect((await session.closed).code).toBe(1000);
-    const refusedCall = await callOf(s, '5022');
-    expect(refusedCall.actionResponses[0]?.response.plainTextResponse?.error).toBe('action cannot be executed by this client: trackLlmCallForSelfHosted');
-    expect(s.workflow.billingCalls).toEqual([]);
-
-    s.owner.configure(WEBSOCKET_PREAUTH, { lockConcurrentFlow: true, cloudServiceForSelfHosted: { URI: s.workflow.address } });
-    s.workflow.billing = { mode: 'fail', code: 'UNAVAILABLE', message: 'billing down' };
-    const failing = await open(s);
-    failing.send(start('5023', [{ op: 'track_llm_call', featureQualifiedName: 'duo_chat' }, { op: 'checkpoint', text: 'after' }, { op: 'end' }]));
-    expect((await failing.closed).code).toBe(1000);
-    // The run went on past the failed call: the checkpoint after it reached the client before the close.
-    expect(failing.frames.map((f) => f.json['newCheckpoint'])).toEqual([expect.objectContaining({ checkpoint: 'after' })]);
-    const call = await callOf(s, '5023');
-    expect(call.actionResponses[0]?.response.plainTextResponse?.error).toMatch(/^failed to track the LLM call with the cloud service/);
-    await nothingLeft(s, '5023');
-  });
-});
 });

@@ -102,7 +102,9 @@ describe('in Chromium', () => {
     try {
       accessSync(CHROMIUM, constants.X_OK);
     } catch {
-      noBrowser = new Error(`${CHROMIUM} is not installed: these tests drive a real browser. Install Debian's chromium (as root: bash scripts/ensure-test-deps.sh, or apt-get install chromium)`);
+      noBrowser = new Error(
+        `${CHROMIUM} is not installed: these tests drive a real browser. Install Debian's chromium (as root: bash scripts/ensure-test-deps.sh, or apt-get install chromium)`,
+      );
       return;
     }
     profile = mkdtempSync(path.join(os.tmpdir(), 'longrun-chromium-'));
@@ -210,7 +212,11 @@ describe('in Chromium', () => {
       const sent = (answer?.['actionResponse'] as { plainTextResponse: { response: string } }).plainTextResponse.response;
       expect(sent).toContain('read by the browser');
       expect(call.actionResponses).toEqual([
-        expect.objectContaining({ kind: 'runReadFile', requestID: readFile?.['requestID'], response: expect.objectContaining({ plainTextResponse: expect.objectContaining({ response: sent }) }) }),
+        expect.objectContaining({
+          kind: 'runReadFile',
+          requestID: readFile?.['requestID'],
+          response: expect.objectContaining({ plainTextResponse: expect.objectContaining({ response: sent }) }),
+        }),
       ]);
       expect(call.protocolErrors).toEqual([]);
       await w.sandbox.workflow.waitFor(() => call.ended !== undefined, 5_000, 'the call ended');
@@ -255,7 +261,9 @@ describe('in Chromium', () => {
       ]);
       const log = await frameLog(page);
       const infos = log.filter((entry) => entry.direction === 'info').map((entry) => entry.text);
-      const starts = log.filter((entry) => entry.direction === 'out' && entry.text.includes('startRequest')).map((entry) => (JSON.parse(entry.text) as { startRequest: Record<string, unknown> }).startRequest);
+      const starts = log
+        .filter((entry) => entry.direction === 'out' && entry.text.includes('startRequest'))
+        .map((entry) => (JSON.parse(entry.text) as { startRequest: Record<string, unknown> }).startRequest);
       expect(starts).toHaveLength(2);
       const workflowId = starts[0]?.['workflowID'] as string;
       expect(starts[0]).toMatchObject({ goal });

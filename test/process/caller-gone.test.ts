@@ -134,7 +134,10 @@ describe('a blocking caller that hangs up', () => {
     const lines = executeLines(stack);
     // Each one either never started (CLIENT_GONE) or started and ended with its caller.
     for (const line of lines) expect(['CLIENT_GONE', 'client_gone']).toContain(line['reason']);
-    const runEnds = stack.logs().split('\n').filter((l) => l.includes('"msg":"run ended"'));
+    const runEnds = stack
+      .logs()
+      .split('\n')
+      .filter((l) => l.includes('"msg":"run ended"'));
     expect(runEnds.every((l) => l.includes('"reason":"client_gone"'))).toBe(true);
   });
 });

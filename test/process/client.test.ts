@@ -156,7 +156,9 @@ describe('execute: every answer a typed result or error', () => {
   it('502 OWNER_UNAVAILABLE (the preauth missed its deadline) is retryable; retry: false makes one attempt', async () => {
     const slowOwner = await startStack({ preauth: { detached: true, delayMs: 1_000 }, env: { LONGRUN_PREAUTH_TIMEOUT_MS: '200' } });
     try {
-      const error = await clientFor(slowOwner.url).execute(newWorkflow(), meta(quick), { retry: false }).catch((e: unknown) => e);
+      const error = await clientFor(slowOwner.url)
+        .execute(newWorkflow(), meta(quick), { retry: false })
+        .catch((e: unknown) => e);
       expect(error).toMatchObject({ code: 'OWNER_UNAVAILABLE', status: 502, retryable: true, attempts: 1 });
     } finally {
       await slowOwner.close();
@@ -170,7 +172,9 @@ describe('execute: every answer a typed result or error', () => {
     const result = await clientFor([dead, stack.url], { clock }).execute(id, meta(quick));
     expect(result).toMatchObject({ kind: 'finished', endpoint: stack.url, attempts: 2 });
     expect(waits).toEqual([]);
-    const error = await clientFor(dead).execute(id, meta(quick), { retry: false }).catch((e: unknown) => e);
+    const error = await clientFor(dead)
+      .execute(id, meta(quick), { retry: false })
+      .catch((e: unknown) => e);
     expect(error).toMatchObject({ code: 'NETWORK_ERROR', status: undefined, retryable: true, attempts: 1, endpoint: dead });
   });
 
@@ -182,7 +186,9 @@ describe('execute: every answer a typed result or error', () => {
     try {
       const url = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
       const { clock } = fakeClock();
-      const error = await clientFor(url, { clock, retry: { maxAttempts: 2 } }).execute('1').catch((e: unknown) => e);
+      const error = await clientFor(url, { clock, retry: { maxAttempts: 2 } })
+        .execute('1')
+        .catch((e: unknown) => e);
       expect(error).toMatchObject({ code: 'UNEXPECTED_RESPONSE', status: 502, retryable: true, attempts: 2, body: '<html>Bad Gateway</html>' });
     } finally {
       await new Promise((resolve) => proxy.close(resolve));
@@ -211,7 +217,9 @@ describe('retries that honour Retry-After', () => {
       expect(waits).toEqual([]);
 
       const alone = fakeClock();
-      const error = await clientFor(draining.url, { clock: alone.clock, retry: { deadlineMs: 5_000 } }).execute(id, meta(quick)).catch((e: unknown) => e);
+      const error = await clientFor(draining.url, { clock: alone.clock, retry: { deadlineMs: 5_000 } })
+        .execute(id, meta(quick))
+        .catch((e: unknown) => e);
       expect(error).toMatchObject({ code: 'DRAINING', status: 503, retryAfterS: 1, retryable: true });
       // 1 s × (1 + 0.2 × 0.5) each, as many as fit in 5 s.
       expect(alone.waits).toEqual([1_100, 1_100, 1_100, 1_100]);
@@ -220,7 +228,9 @@ describe('retries that honour Retry-After', () => {
       // With real randomness the jitter stays within [1 s, 1.2 s].
       const jittered: number[] = [];
       const real: RetryClock = { now: () => Date.now(), random: Math.random, sleep: async (ms) => void jittered.push(ms) };
-      await clientFor(draining.url, { clock: real, retry: { maxAttempts: 20 } }).execute(id, meta(quick)).catch(() => undefined);
+      await clientFor(draining.url, { clock: real, retry: { maxAttempts: 20 } })
+        .execute(id, meta(quick))
+        .catch(() => undefined);
       expect(jittered).toHaveLength(19);
       for (const ms of jittered) expect(ms >= 1_000 && ms <= 1_200).toBe(true);
       expect(new Set(jittered).size).toBeGreaterThan(1);
@@ -303,7 +313,10 @@ describe('blocking mode: checkpoints as an async iterator', () => {
   });
 
   it('yields each checkpoint, skips the keepalive lines, and ends typed', async () => {
-    const result = await clientFor(blocking.url).execute(newWorkflow(), meta([{ op: 'checkpoint', text: 'one' }, { op: 'wait', ms: 300 }, { op: 'checkpoint', text: 'two', status: 'FINISHED' }, { op: 'wait', ms: 200 }, { op: 'end' }]));
+    const result = await clientFor(blocking.url).execute(
+      newWorkflow(),
+      meta([{ op: 'checkpoint', text: 'one' }, { op: 'wait', ms: 300 }, { op: 'checkpoint', text: 'two', status: 'FINISHED' }, { op: 'wait', ms: 200 }, { op: 'end' }]),
+    );
     if (result.kind !== 'streaming') throw new Error(`expected a stream, got ${result.kind}`);
     const seen: Checkpoint[] = [];
     for await (const checkpoint of result.stream) seen.push(checkpoint);
@@ -336,7 +349,12 @@ describe('internal routes with the owner JWT made for you', () => {
     expect(started.kind).toBe('accepted');
     const record = await client.getRun(id);
     expect(record).toMatchObject({ workflow_id: id, run_id: started.kind === 'accepted' ? started.runId : '', transport: 'detached', state: 'running', in_flight: [] });
-    expect(await client.stop(id, { reason: 'CANCELLED_BY_USER', requestId: 'stop-1' })).toEqual({ kind: 'stop_requested', workflowId: id, reason: 'CANCELLED_BY_USER', requestId: 'stop-1' });
+    expect(await client.stop(id, { reason: 'CANCELLED_BY_USER', requestId: 'stop-1' })).toEqual({
+      kind: 'stop_requested',
+      workflowId: id,
+      reason: 'CANCELLED_BY_USER',
+      requestId: 'stop-1',
+    });
     await stack.workflow.waitFor(() => stack.workflow.callsFor(id)[0]?.ended !== undefined, 5_000, 'stop');
     expect(stack.workflow.callsFor(id)[0]?.stopReasons).toEqual(['CANCELLED_BY_USER']);
     await expect.poll(() => client.getRun(id), { timeout: 3_000 }).toBeNull();
@@ -345,7 +363,9 @@ describe('internal routes with the owner JWT made for you', () => {
 
   it('a client with the wrong secret gets UNAUTHORIZED, not retried; without a secret the call is refused', async () => {
     const { clock, waits } = fakeClock();
-    const error = await clientFor(stack.url, { secret: wrongSecret, clock }).getRun('1').catch((e: unknown) => e);
+    const error = await clientFor(stack.url, { secret: wrongSecret, clock })
+      .getRun('1')
+      .catch((e: unknown) => e);
     expect(error).toMatchObject({ code: 'UNAUTHORIZED', status: 401, retryable: false, attempts: 1 });
     expect(waits).toEqual([]);
     await expect(new LongrunClient({ url: stack.url }).stop('1')).rejects.toThrow(/needs the shared secret/);
@@ -423,13 +443,19 @@ describe('the package', () => {
       };
       const tsc = (file: string): { ok: boolean; out: string } => {
         try {
-          const out = execFileSync(process.execPath, [require.resolve('typescript/bin/tsc'), '--noEmit', '--strict', '--module', 'node16', '--moduleResolution', 'node16', '--types', 'node', file], { cwd: root, encoding: 'utf8' });
+          const out = execFileSync(
+            process.execPath,
+            [require.resolve('typescript/bin/tsc'), '--noEmit', '--strict', '--module', 'node16', '--moduleResolution', 'node16', '--types', 'node', file],
+            { cwd: root, encoding: 'utf8' },
+          );
           return { ok: true, out };
         } catch (err) {
           return { ok: false, out: String((err as { stdout?: string }).stdout ?? err) };
         }
       };
-      const good = tsc(consumer(`  const result: ExecuteResult = await client.execute('1');\n  return result.kind === 'accepted' ? result.runId : String(isResumable(end.reason));`));
+      const good = tsc(
+        consumer(`  const result: ExecuteResult = await client.execute('1');\n  return result.kind === 'accepted' ? result.runId : String(isResumable(end.reason));`),
+      );
       expect(good.out).toBe('');
       expect(good.ok).toBe(true);
       const bad = tsc(consumer(`  const result = await client.execute('1');\n  return result.runId;`));

@@ -56,7 +56,13 @@ function expand(source: string): string[] {
   if (!source.includes('*')) return [source];
   const dir = path.posix.dirname(source);
   if (dir.includes('*')) throw new Error(`glob in a directory of ${source}: teach this test`);
-  const pattern = new RegExp(`^${path.posix.basename(source).split('*').map((p) => p.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('[^/]*')}$`);
+  const pattern = new RegExp(
+    `^${path.posix
+      .basename(source)
+      .split('*')
+      .map((p) => p.replace(/[.+?^${}()|[\]\\]/g, '\\$&'))
+      .join('[^/]*')}$`,
+  );
   return readdirSync(fromRoot(dir))
     .filter((f) => pattern.test(f))
     .map((f) => path.posix.join(dir, f));
@@ -131,9 +137,7 @@ async function startGateway(): Promise<Gateway> {
   writeFileSync(secretFile, `${testSecret.toString('base64')}\n`, { mode: 0o440 });
   const asImageUser = process.getuid?.() === 0;
   if (asImageUser) chownSync(secretFile, 0, imageUser[1] as number);
-  const imageEnv = Object.fromEntries(
-    instructions('ENV').flatMap((i) => [...i.args.matchAll(/(\w+)=(\S+)/g)].map((m) => [m[1] as string, m[2] as string])),
-  );
+  const imageEnv = Object.fromEntries(instructions('ENV').flatMap((i) => [...i.args.matchAll(/(\w+)=(\S+)/g)].map((m) => [m[1] as string, m[2] as string])));
   const env = {
     PATH: process.env['PATH'] ?? '/usr/bin:/bin',
     ...imageEnv,
@@ -231,7 +235,11 @@ describe('the Dockerfile', () => {
   });
 
   it('copies only what runs: package.json, production dependencies, dist/src, proto, the Lua scripts, the sandbox chat page', () => {
-    const lua = ['coordination', 'bridge'].flatMap((dir) => readdirSync(fromRoot('src', dir)).filter((f) => f.endsWith('.lua')).map((f) => `src/${dir}/${f}`));
+    const lua = ['coordination', 'bridge'].flatMap((dir) =>
+      readdirSync(fromRoot('src', dir))
+        .filter((f) => f.endsWith('.lua'))
+        .map((f) => `src/${dir}/${f}`),
+    );
     expect(lua.filter((f) => f.startsWith('src/bridge/')).length).toBeGreaterThan(0);
     expect([...copied].sort()).toEqual(['dist/src', 'node_modules', 'package.json', 'proto', ...lua, 'src/sandbox/chat.html'].sort());
     expect(readdirSync(app).sort()).toEqual(['dist', 'node_modules', 'package.json', 'proto', 'src']);
@@ -255,7 +263,11 @@ describe('the Dockerfile', () => {
       if (from !== undefined) continue;
       for (const source of sources) {
         const segments = source.split('/');
-        for (const pattern of ignored) expect(segments.some((s, i) => pattern === segments.slice(0, i + 1).join('/') || pattern === s), `${source} is excluded by "${pattern}"`).toBe(false);
+        for (const pattern of ignored)
+          expect(
+            segments.some((s, i) => pattern === segments.slice(0, i + 1).join('/') || pattern === s),
+            `${source} is excluded by "${pattern}"`,
+          ).toBe(false);
       }
     }
   });

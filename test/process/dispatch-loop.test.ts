@@ -83,7 +83,10 @@ type SegmentEnded = Extract<DispatcherEvent, { type: 'segment_ended' }> & { at: 
 
 const service = (): WorkflowServiceSimulator => services.at(-1) as WorkflowServiceSimulator;
 const allCalls = (): CallRecord[] => services.flatMap((s) => s.calls);
-const callsOf = (id: string): CallRecord[] => allCalls().filter((c) => c.workflowId === id).sort((a, b) => a.startedAt - b.startedAt);
+const callsOf = (id: string): CallRecord[] =>
+  allCalls()
+    .filter((c) => c.workflowId === id)
+    .sort((a, b) => a.startedAt - b.startedAt);
 
 async function startSlot(slot: (typeof slots)[number]): Promise<void> {
   slot.replica = await startReplica(slot.name, {
@@ -193,7 +196,12 @@ describe('the dispatch loop under faults', () => {
     // fault, or between two segments, are not); on a machine too loaded for that, after 15 s.
     const whenInFlight = async (): Promise<void> => {
       const until = Date.now() + 15_000;
-      const inFlight = (): number => new Set(service().calls.filter((c) => !c.ended && c.actionsSent > 0).map((c) => c.workflowId)).size;
+      const inFlight = (): number =>
+        new Set(
+          service()
+            .calls.filter((c) => !c.ended && c.actionsSent > 0)
+            .map((c) => c.workflowId),
+        ).size;
       while (inFlight() < 30 && Date.now() < until) await sleep(20);
     };
     // How the dispatcher heard a call's segment end: the first segment-end of its workflow
@@ -218,7 +226,12 @@ describe('the dispatch loop under faults', () => {
     const b = slots[1] as (typeof slots)[number];
     const killed = b.replica as Replica;
     const killedAt = Date.now();
-    faults.push({ name: 'SIGKILL replica B', at: killedAt, hit: (c) => c.ended?.how === 'cancelled' && c.stopReasons.length === 0 && c.ended.at >= killedAt && c.ended.at < killedAt + 3_000, cuts: 5 });
+    faults.push({
+      name: 'SIGKILL replica B',
+      at: killedAt,
+      hit: (c) => c.ended?.how === 'cancelled' && c.stopReasons.length === 0 && c.ended.at >= killedAt && c.ended.at < killedAt + 3_000,
+      cuts: 5,
+    });
     killed.child.process.kill('SIGKILL');
     await killed.child.exited(5_000);
     retired.push(killed);
@@ -229,14 +242,23 @@ describe('the dispatch loop under faults', () => {
     await whenInFlight();
     const oldService = service();
     const restartedAt = Date.now();
-    faults.push({ name: 'workflow service restart', at: restartedAt, hit: (c) => oldService.calls.includes(c) && (c.ended?.at ?? 0) >= restartedAt && c.stopReasons.length === 0, cuts: 5 });
+    faults.push({
+      name: 'workflow service restart',
+      at: restartedAt,
+      hit: (c) => oldService.calls.includes(c) && (c.ended?.at ?? 0) >= restartedAt && c.stopReasons.length === 0,
+      cuts: 5,
+    });
     await restartService();
 
     // 4. The gateways' Redis restarts empty: every lock and run record is gone. The store
     //    fence refuses new starts for a lease TTL while every holder takes its lock back:
     //    the runs go on (a lease the restart outlasted would stop, lock_lost, and resume).
     await whenInFlight();
-    const heldAtRedisRestart = new Set(service().calls.filter((c) => !c.ended && c.actionsSent > 0).map((c) => c.workflowId)).size;
+    const heldAtRedisRestart = new Set(
+      service()
+        .calls.filter((c) => !c.ended && c.actionsSent > 0)
+        .map((c) => c.workflowId),
+    ).size;
     faults.push({ name: 'Redis restart (empty)', at: Date.now(), hit: (c) => c.stopReasons.includes('WORKHORSE_SERVER_SHUTDOWN') && endReasonOf(c) === 'lock_lost', cuts: 0 });
     await faultRedis();
 
@@ -245,7 +267,20 @@ describe('the dispatch loop under faults', () => {
       const { mkdirSync, writeFileSync } = await import('node:fs');
       const out = process.env['DISPATCH_LOOP_DUMP'] ?? 'test-results/dispatch-loop.json';
       mkdirSync(path.dirname(out), { recursive: true });
-      writeFileSync(out, JSON.stringify({ t0, faults: faults.map((f) => ({ name: f.name, at: f.at })), turns, events, calls: allCalls().map((c) => ({ ...c, startRequest: undefined, metadata: c.metadata['x-request-id'], actionResponses: c.actionResponses.length })) }, null, 1));
+      writeFileSync(
+        out,
+        JSON.stringify(
+          {
+            t0,
+            faults: faults.map((f) => ({ name: f.name, at: f.at })),
+            turns,
+            events,
+            calls: allCalls().map((c) => ({ ...c, startRequest: undefined, metadata: c.metadata['x-request-id'], actionResponses: c.actionResponses.length })),
+          },
+          null,
+          1,
+        ),
+      );
     };
     // Every turn ends.
     let turns: Turn[] = [];
@@ -291,7 +326,10 @@ describe('the dispatch loop under faults', () => {
       expect(turn.segments, turn.workflowId).toBe(turn.resumes + 1);
       const progressing = calls.filter((c) => c.actionsSent > 0 || c.ended?.how === 'ok');
       const numbers = new Set(progressing.map((c) => segmentOf(c)));
-      expect([...numbers].sort((x, y) => x - y), turn.workflowId).toEqual(Array.from({ length: turn.segments }, (_, i) => i));
+      expect(
+        [...numbers].sort((x, y) => x - y),
+        turn.workflowId,
+      ).toEqual(Array.from({ length: turn.segments }, (_, i) => i));
       orphans += progressing.length - turn.segments;
     }
 
@@ -340,7 +378,9 @@ describe('the dispatch loop under faults', () => {
     };
     const reasserted = await lockOps('reasserted');
     const fenced = await lockOps('fenced');
-    report.push(`Redis restart (empty): ${heldAtRedisRestart} runs held, ${reasserted} locks taken back under the store fence, ${fenced} starts refused (503, retried by the client)`);
+    report.push(
+      `Redis restart (empty): ${heldAtRedisRestart} runs held, ${reasserted} locks taken back under the store fence, ${fenced} starts refused (503, retried by the client)`,
+    );
     expect(reasserted).toBeGreaterThanOrEqual(1);
 
     const sum = (f: (t: Turn) => number): number => turns.reduce((n, t) => n + f(t), 0);

@@ -149,10 +149,12 @@ describe('keyspace notifications: longrun does not reconfigure a Redis it does n
     const id = newWorkflow();
     expect((await replica.execute(id, hang)).status).toBe(202);
     await client.set(workhorseKeys.stop(id), 'OWNER_CANCEL', 'PX', 600_000);
-    return workflow.waitFor(() => (workflow.callsFor(id)[0]?.stopReasons.length ?? 0) > 0, ms, 'stop').then(
-      () => true,
-      () => false,
-    );
+    return workflow
+      .waitFor(() => (workflow.callsFor(id)[0]?.stopReasons.length ?? 0) > 0, ms, 'stop')
+      .then(
+        () => true,
+        () => false,
+      );
   }
 
   beforeEach(async () => {

@@ -240,7 +240,12 @@ async function holdThrough(
     // A contender is told the workflow is locked, or (while no primary answers) to come back.
     const statuses: Record<number, number> = {};
     for (const a of contention) statuses[a.status] = (statuses[a.status] ?? 0) + 1;
-    expect(Object.keys(statuses).map(Number).every((s) => [202, 409, 503].includes(s)), JSON.stringify(statuses)).toBe(true);
+    expect(
+      Object.keys(statuses)
+        .map(Number)
+        .every((s) => [202, 409, 503].includes(s)),
+      JSON.stringify(statuses),
+    ).toBe(true);
     // Only a workflow whose run stopped can be started again (and then only once).
     expect(takenOver).toBeLessThanOrEqual(lockLost.length);
 
@@ -347,7 +352,27 @@ describe('Redis behind Sentinel', () => {
     try {
       const certFile = path.join(dir, 'cert.pem');
       const keyFile = path.join(dir, 'key.pem');
-      execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', keyFile, '-out', certFile, '-days', '1', '-subj', '/CN=localhost', '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1'], { stdio: 'ignore' });
+      execFileSync(
+        'openssl',
+        [
+          'req',
+          '-x509',
+          '-newkey',
+          'rsa:2048',
+          '-nodes',
+          '-keyout',
+          keyFile,
+          '-out',
+          certFile,
+          '-days',
+          '1',
+          '-subj',
+          '/CN=localhost',
+          '-addext',
+          'subjectAltName=DNS:localhost,IP:127.0.0.1',
+        ],
+        { stdio: 'ignore' },
+      );
       topology = await startSentinelTopology({ password: DATA_PASSWORD, sentinelPassword: SENTINEL_PASSWORD, tls: { certFile, keyFile } });
       expect(topology.url).toMatch(/^rediss\+sentinel:\/\//);
       const gateway = await startGateway('gw-tls', topology.url, KILL_LEASE_TTL_MS, { NODE_EXTRA_CA_CERTS: certFile });

@@ -24,7 +24,11 @@ beforeAll(async () => {
   dir = mkdtempSync(path.join(os.tmpdir(), 'longrun-tls-'));
   const key = path.join(dir, 'key.pem');
   const cert = path.join(dir, 'cert.pem');
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '1', '-subj', '/CN=localhost', '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1'], { stdio: 'ignore' });
+  execFileSync(
+    'openssl',
+    ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '1', '-subj', '/CN=localhost', '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1'],
+    { stdio: 'ignore' },
+  );
   secure = await WorkflowServiceSimulator.start({ tls: { key: readFileSync(key), cert: readFileSync(cert) } });
   plain = await WorkflowServiceSimulator.start();
   owner = await OwnerServiceSimulator.start({ secret: testSecret, workflowServiceUri: `localhost:${secure.port}`, defaults: { detached: false, secure: true } });

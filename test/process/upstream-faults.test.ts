@@ -55,7 +55,10 @@ describe('a workflow service that accepts the connection and never answers', () 
     expect(await stack.client!.exists(lockKey('90'))).toBe(0);
     expect(await (await request(`${stack.opsUrl}/runs`)).body.json()).toEqual({ runs: [] });
     expect(stack.owner.segmentEnds).toEqual([]);
-    const ended = stack.logs().split('\n').find((l) => l.includes('"msg":"run ended"'));
+    const ended = stack
+      .logs()
+      .split('\n')
+      .find((l) => l.includes('"msg":"run ended"'));
     expect(JSON.parse(ended ?? '{}')).toMatchObject({ workflow_id: '90', reason: 'workflow_unavailable' });
   });
 });

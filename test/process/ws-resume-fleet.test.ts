@@ -384,7 +384,8 @@ async function openSession(c: Client, resume: boolean): Promise<void> {
 function onClose(c: Client, close: SessionClose): void {
   c.closes.push({ ...close, at: Date.now() });
   clearTimeout(c.dropTimer);
-  if (!(close.how === 'closed' && close.code === 1000) || !turnDone(c.id)) c.failure ??= `ended ${JSON.stringify(close)} with the turn at ${workflow.progress.get(`${c.id}/turn`) ?? 0}/${STEPS}`;
+  if (!(close.how === 'closed' && close.code === 1000) || !turnDone(c.id))
+    c.failure ??= `ended ${JSON.stringify(close)} with the turn at ${workflow.progress.get(`${c.id}/turn`) ?? 0}/${STEPS}`;
   c.finish();
 }
 
@@ -455,7 +456,9 @@ describe('WebSocket sessions across a fleet, under faults', () => {
             faults: faults.map((f) => ({ name: f.name, at: f.at - t0, held: f.held === 'all' ? 'all' : [...f.held] })),
             clients: clients.map(({ session: _s, actions: _a, heardOn: _h, dropTimer: _d, done: _p, finish: _f, holder, ...rest }) => ({ ...rest, holder: holder.name })),
             calls: workflow.calls.map((call) => ({ ...call, startRequest: { goal: call.startRequest.goal }, metadata: undefined, actionResponses: call.actionResponses.length })),
-            logs: Object.fromEntries([...retired, ...slots.flatMap((s) => (s.replica ? [s.replica] : []))].map((r, i) => [`${r.name}#${i}`, `${r.child.stdout()}\n${r.child.stderr()}`])),
+            logs: Object.fromEntries(
+              [...retired, ...slots.flatMap((s) => (s.replica ? [s.replica] : []))].map((r, i) => [`${r.name}#${i}`, `${r.child.stdout()}\n${r.child.stderr()}`]),
+            ),
           },
           null,
           1,
@@ -494,7 +497,12 @@ describe('WebSocket sessions across a fleet, under faults', () => {
       //    every holder takes its lock back: no call ends.
       restartedAt = Date.now();
       let killedAt = Infinity;
-      faults.push({ name: 'Redis restart (empty)', at: restartedAt, held: 'all', ended: (call) => call.stopReasons.includes(LOCK_LOST) && (call.ended?.at ?? 0) >= restartedAt && (call.ended?.at ?? 0) < killedAt });
+      faults.push({
+        name: 'Redis restart (empty)',
+        at: restartedAt,
+        held: 'all',
+        ended: (call) => call.stopReasons.includes(LOCK_LOST) && (call.ended?.at ?? 0) >= restartedAt && (call.ended?.at ?? 0) < killedAt,
+      });
       await redis.restart();
       await sleep(FAULT_GAP_MS);
 
@@ -530,9 +538,13 @@ describe('WebSocket sessions across a fleet, under faults', () => {
         const calls = callsOf(id);
         expect(calls.length, id).toBeGreaterThan(0);
         // One start with the turn's input, then only resume starts (no new input).
-        expect(calls.map((call) => call.startRequest.goal), id).toEqual([`the turn of ${id}`, ...calls.slice(1).map(() => '')]);
+        expect(
+          calls.map((call) => call.startRequest.goal),
+          id,
+        ).toEqual([`the turn of ${id}`, ...calls.slice(1).map(() => '')]);
         // Never two calls of one workflow at once.
-        for (let i = 1; i < calls.length; i++) expect(calls[i]?.startedAt, `${id} call ${i} starts after call ${i - 1} ended`).toBeGreaterThanOrEqual(calls[i - 1]?.ended?.at ?? Infinity);
+        for (let i = 1; i < calls.length; i++)
+          expect(calls[i]?.startedAt, `${id} call ${i} starts after call ${i - 1} ended`).toBeGreaterThanOrEqual(calls[i - 1]?.ended?.at ?? Infinity);
         // Every call but the last was ended by a fault that held it; the last finished the turn.
         for (const [i, call] of calls.entries()) {
           expect(call.protocolErrors, `${id} call ${i}`).toEqual([]);
@@ -592,11 +604,17 @@ describe('WebSocket sessions across a fleet, under faults', () => {
         else expect(hit.length, fault.name).toBeGreaterThanOrEqual(3);
       }
       // The sockets did drop, every few seconds each, and the runs were re-attached (else the calls above would not add up).
-      expect(clients.reduce((n, cl) => n + cl.drops, 0), 'sockets dropped').toBeGreaterThan(SESSIONS * 3);
+      expect(
+        clients.reduce((n, cl) => n + cl.drops, 0),
+        'sockets dropped',
+      ).toBeGreaterThan(SESSIONS * 3);
       const lost = clients.flatMap((cl) => cl.events).filter((e): e is Extract<SessionEvent, { kind: 'lost' }> & { at: number } => e.kind === 'lost');
       if (BRIDGED) {
         const socketOnly = faults[0] as Fault;
-        expect(lost.filter((e) => e.code === 1012 && e.at >= socketOnly.at && e.at < (faults[1] as Fault).at).length, 'clients of the socket-only drain closed 1012').toBeGreaterThan(0);
+        expect(
+          lost.filter((e) => e.code === 1012 && e.at >= socketOnly.at && e.at < (faults[1] as Fault).at).length,
+          'clients of the socket-only drain closed 1012',
+        ).toBeGreaterThan(0);
       }
 
       // Nothing left in Redis but the store marker: no lock, run record, stop key, bridge or stream key (a killed replica's expire within a lease).

@@ -77,7 +77,16 @@ describe('bench charts', () => {
     const svg = await svgOf(fixture(), 'accept-ladder');
     expect(svg.startsWith('<svg')).toBe(true);
     const labels = texts(svg);
-    for (const text of ['accept: overhead by offered rate', 'offered rate (executes/s, open loop)', 'overhead (ms, log scale)', 'longrun, ladder steps', 'longrun, fixed-rate phase', 'bare client, fixed-rate phase', 'p50', 'p99']) {
+    for (const text of [
+      'accept: overhead by offered rate',
+      'offered rate (executes/s, open loop)',
+      'overhead (ms, log scale)',
+      'longrun, ladder steps',
+      'longrun, fixed-rate phase',
+      'bare client, fixed-rate phase',
+      'p50',
+      'p99',
+    ]) {
       expect(labels).toContain(text);
     }
     expect(labels).toContain('npm run bench of 2026-12-01 11:14 UTC, longrun 0.1.0 at abc123def456');
@@ -91,7 +100,15 @@ describe('bench charts', () => {
     const svg = await svgOf(fixture(), 'memory-per-run');
     expect(svg.startsWith('<svg')).toBe(true);
     const labels = texts(svg);
-    for (const text of ['capacity: memory per held run', 'runs held at once', 'RSS per held run (KiB)', 'longrun', 'raw holder', 'settled (after a 22 s hold)', 'right after the ramp']) {
+    for (const text of [
+      'capacity: memory per held run',
+      'runs held at once',
+      'RSS per held run (KiB)',
+      'longrun',
+      'raw holder',
+      'settled (after a 22 s hold)',
+      'right after the ramp',
+    ]) {
       expect(labels).toContain(text);
     }
     expect(marks(svg, 'point')).toBe(8);

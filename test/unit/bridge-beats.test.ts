@@ -42,7 +42,8 @@ describe('beats', () => {
       settings: { beatMs: 20, deadAfterMs: 10_000, claimTimeoutMs: 10_000, stallMs: 10_000 },
     });
     const link = bridges.claim('replica-a', '7001', 'user-7', false, { sendFrame: () => 'ok' });
-    const beats = (): string[][] => transport.sent.filter((m) => m.to === 'replica-a' && m.header.t === 'beat').map((m) => (m.header as Extract<BridgeHeader, { t: 'beat' }>).sockets);
+    const beats = (): string[][] =>
+      transport.sent.filter((m) => m.to === 'replica-a' && m.header.t === 'beat').map((m) => (m.header as Extract<BridgeHeader, { t: 'beat' }>).sockets);
     await expect.poll(() => beats().length, { timeout: 2_000 }).toBeGreaterThan(0);
     expect(beats()[0]).toEqual([link.id]);
 

@@ -572,9 +572,7 @@ describe('protojson: other messages', () => {
     const received = executeWorkflow.responseDeserialize(
       executeWorkflow.responseSerialize({ requestID: '1', newCheckpoint: { status: 'RUNNING', checkpoint: '{"a":1}', goal: 'g', errors: [] } }),
     );
-    expect(JSON.stringify(encodeProtoJson(messageTypes.Action, received))).toBe(
-      '{"requestID":"1","newCheckpoint":{"status":"RUNNING","checkpoint":"{\\"a\\":1}","goal":"g"}}',
-    );
+    expect(JSON.stringify(encodeProtoJson(messageTypes.Action, received))).toBe('{"requestID":"1","newCheckpoint":{"status":"RUNNING","checkpoint":"{\\"a\\":1}","goal":"g"}}');
   });
 
   it('encodes a received heartbeat int64 as a string', () => {
@@ -590,9 +588,7 @@ describe('ndjson lines as Workhorse writes them (protojson UseProtoNames + EmitU
   }
 
   it('a bare checkpoint carries every NewCheckpoint field: empty strings, "errors":[] and "agent_context_usage":{}', () => {
-    expect(line({ requestID: '1', newCheckpoint: {} })).toBe(
-      '{"requestID":"1","newCheckpoint":{"status":"","checkpoint":"","goal":"","errors":[],"agent_context_usage":{}}}',
-    );
+    expect(line({ requestID: '1', newCheckpoint: {} })).toBe('{"requestID":"1","newCheckpoint":{"status":"","checkpoint":"","goal":"","errors":[],"agent_context_usage":{}}}');
   });
 
   it('writes proto names, declaration order, map keys sorted and zero numbers inside map values', () => {
@@ -624,9 +620,7 @@ describe('ndjson lines as Workhorse writes them (protojson UseProtoNames + EmitU
     expect(line({ requestID: '5', trackLlmCallForSelfHosted: {} })).toBe(
       '{"requestID":"5","trackLlmCallForSelfHosted":{"workflowID":"","featureQualifiedName":"","featureAiCatalogItem":false}}',
     );
-    expect(line({ requestID: '6', runReadFile: { filepath: 'f', limit: '9007199254740993' } })).toBe(
-      '{"requestID":"6","runReadFile":{"filepath":"f","limit":"9007199254740993"}}',
-    );
+    expect(line({ requestID: '6', runReadFile: { filepath: 'f', limit: '9007199254740993' } })).toBe('{"requestID":"6","runReadFile":{"filepath":"f","limit":"9007199254740993"}}');
     expect(line({ requestID: '8', runCommand: { program: 'p' } })).toBe('{"requestID":"8","runCommand":{"program":"p","arguments":[],"flags":[]}}');
   });
 
@@ -638,7 +632,10 @@ describe('ndjson lines as Workhorse writes them (protojson UseProtoNames + EmitU
       '{"clientVersion":"","workflowID":"","workflowDefinition":"","goal":"","workflowMetadata":"","clientCapabilities":[],"mcpTools":[],"additional_context":[],"preapproved_tools":[]}',
     );
     // The contract has no enum without presence; a small type of the same shape shows the rule.
-    const root = protobuf.parse('syntax = "proto3"; enum Color { COLOR_UNSET = 0; RED = 1; } message Paint { Color color = 1; optional Color trim = 2; bytes blob = 3; double ratio = 4; }', { keepCase: true }).root;
+    const root = protobuf.parse(
+      'syntax = "proto3"; enum Color { COLOR_UNSET = 0; RED = 1; } message Paint { Color color = 1; optional Color trim = 2; bytes blob = 3; double ratio = 4; }',
+      { keepCase: true },
+    ).root;
     root.resolveAll();
     const paint = root.lookupType('Paint');
     expect(JSON.stringify(encodeProtoJson(paint, {}, options))).toBe('{"color":"COLOR_UNSET","blob":"","ratio":0}');

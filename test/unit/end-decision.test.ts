@@ -142,7 +142,9 @@ describe('a stop crossing the service end, ordering by ordering', () => {
   });
 
   it('a cancel keeps its reason; no stop keeps the status', () => {
-    expect(decideEnd({ ending: { by: 'cancel', reason: 'client_gone' }, code: grpc.status.OK, stopReachedService: false, lastCheckpointStatus: 'FINISHED' }).reason).toBe('client_gone');
+    expect(decideEnd({ ending: { by: 'cancel', reason: 'client_gone' }, code: grpc.status.OK, stopReachedService: false, lastCheckpointStatus: 'FINISHED' }).reason).toBe(
+      'client_gone',
+    );
     expect(decideEnd({ ending: undefined, code: grpc.status.OK, stopReachedService: false, lastCheckpointStatus: undefined }).reason).toBe('finished');
     expect(decideEnd({ ending: undefined, code: grpc.status.INTERNAL, stopReachedService: false, lastCheckpointStatus: undefined }).reason).toBe('stream_error');
   });

@@ -54,8 +54,7 @@ describe('refused tokens: 401 without detail, and the run goes on', () => {
     ['signed with another secret', async () => bearer({}, wrongSecret)],
     [
       'signed with HS512',
-      async () =>
-        `Bearer ${await new SignJWT({ workflow_id: WORKFLOW, iss: OWNER_ISSUER, iat: now(), exp: now() + 60 }).setProtectedHeader({ alg: 'HS512' }).sign(testSecret)}`,
+      async () => `Bearer ${await new SignJWT({ workflow_id: WORKFLOW, iss: OWNER_ISSUER, iat: now(), exp: now() + 60 }).setProtectedHeader({ alg: 'HS512' }).sign(testSecret)}`,
     ],
   ])('%s', async (_label, authorization) => {
     const header = await authorization();

@@ -196,7 +196,11 @@ describe('LeaseKeeper: what each lease sees', () => {
     failing = false;
     await vi.advanceTimersByTimeAsync(MARGIN);
     expect(of('down').renews.at(-1)).toBe('ok');
-    expect(of('down').renews.slice(0, -1).every((r) => r === 'error')).toBe(true);
+    expect(
+      of('down')
+        .renews.slice(0, -1)
+        .every((r) => r === 'error'),
+    ).toBe(true);
     expect(of('down').lost).toEqual([]);
     expect(of('ok').renews).toEqual(['ok']);
     // Confirmed more than a tick after it was due: counted late.

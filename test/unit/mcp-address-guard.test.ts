@@ -47,7 +47,10 @@ describe('resolveServer', () => {
   const owner = new URL('https://gitlab.example.com/gitlab/');
 
   it("puts the owner's own servers under the owner URL, whatever URL they are given", () => {
-    expect(resolveServer('gitlab', { URL: 'http://10.0.0.1/x' }, owner, false)).toMatchObject({ ok: true, endpoint: { kind: 'owner', url: new URL('https://gitlab.example.com/gitlab/api/v4/mcp') } });
+    expect(resolveServer('gitlab', { URL: 'http://10.0.0.1/x' }, owner, false)).toMatchObject({
+      ok: true,
+      endpoint: { kind: 'owner', url: new URL('https://gitlab.example.com/gitlab/api/v4/mcp') },
+    });
     expect(resolveServer('orbit', {}, owner, false)).toMatchObject({ ok: true, endpoint: { kind: 'owner', url: new URL('https://gitlab.example.com/gitlab/api/v4/orbit/mcp') } });
   });
 

@@ -99,11 +99,7 @@ describe('the reference MCP server', () => {
   it('a Tools list offers only the tools named (and listed); PreApprovedTools are prefixed', async () => {
     stack = await mcpStack({ everything: { URL: everything.url, Tools: ['echo', 'get-sum', 'not-a-tool'], PreApprovedTools: ['get-sum'] } });
     const res = await stack.executeText('901', {
-      steps: [
-        { op: 'mcp', name: 'everything_get-sum', args: '{"a":2,"b":3}' },
-        { op: 'mcp', name: 'everything_get-tiny-image', args: '{}' },
-        { op: 'end' },
-      ],
+      steps: [{ op: 'mcp', name: 'everything_get-sum', args: '{"a":2,"b":3}' }, { op: 'mcp', name: 'everything_get-tiny-image', args: '{}' }, { op: 'end' }],
     });
     expect(res.status).toBe(200);
     const start = recorded('901').startRequest;

@@ -292,7 +292,11 @@ describe('owner simulator: API endpoints', () => {
       async () => ({ 'gitlab-workhorse': 'longrun-test', 'gitlab-workhorse-api-request': await signJwt(wrongSecret, WORKHORSE_ISSUER) }),
       '403 Forbidden',
     ],
-    ['a valid JWT without Gitlab-Workhorse', async () => ({ 'gitlab-workhorse-api-request': await signJwt(testSecret, WORKHORSE_ISSUER) }), '403 Forbidden - Request should be executed via GitLab Workhorse'],
+    [
+      'a valid JWT without Gitlab-Workhorse',
+      async () => ({ 'gitlab-workhorse-api-request': await signJwt(testSecret, WORKHORSE_ISSUER) }),
+      '403 Forbidden - Request should be executed via GitLab Workhorse',
+    ],
   ])('refuses an API call with %s (403, as Rails does), recording it apart', async (_label, headers, message) => {
     const accepted = sim.apiRequests.length;
     const refused = sim.rejectedApi.length;

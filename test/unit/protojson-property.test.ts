@@ -65,7 +65,11 @@ describe('protojson property: every message type, every field set', () => {
           const inOneof = oneofs.find((o) => o.fieldsArray.includes(field));
           if (!inOneof) expect(message[field.name], `${type.name}.${field.name}`).toBeDefined();
         }
-        for (const oneof of oneofs) expect(oneof.fieldsArray.filter((f) => message[f.name] !== undefined), `${type.name}.${oneof.name}`).toHaveLength(1);
+        for (const oneof of oneofs)
+          expect(
+            oneof.fieldsArray.filter((f) => message[f.name] !== undefined),
+            `${type.name}.${oneof.name}`,
+          ).toHaveLength(1);
       }
     }
   });
@@ -194,7 +198,6 @@ describe('protojson property: the execute body decoder never fails unexpectedly'
     expect(doc).toContain(`**nesting is limited to ${MAX_JSON_DEPTH} levels**`);
     expect(doc).toContain(`nested deeper than ${MAX_JSON_DEPTH} levels`);
   });
-
 });
 
 /** A parsed JSON value nested `depth` objects deep, built without recursion. */

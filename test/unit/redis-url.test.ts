@@ -204,7 +204,8 @@ describe('the ioredis options', () => {
 
   it('without TLS or credentials, none are set', () => {
     const options = sentinelOptions(sentinel('redis+sentinel://s1/m'));
-    for (const key of ['tls', 'enableTLSForSentinelMode', 'sentinelTLS', 'username', 'password', 'sentinelUsername', 'sentinelPassword']) expect(options, key).not.toHaveProperty(key);
+    for (const key of ['tls', 'enableTLSForSentinelMode', 'sentinelTLS', 'username', 'password', 'sentinelUsername', 'sentinelPassword'])
+      expect(options, key).not.toHaveProperty(key);
   });
 
   it('a READONLY reply (a demoted primary) reconnects; other errors do not', () => {

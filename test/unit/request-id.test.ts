@@ -96,7 +96,11 @@ describe('every response carries it, errors and 404s included', () => {
       },
       401,
     ],
-    ['malformed percent-encoding in the path (400)', (id) => request(`${stack.url}/api/v4/ai/duo_workflows/workflows/%E0%A4%A/execute`, { ...post, headers: { 'x-request-id': id } }), 400],
+    [
+      'malformed percent-encoding in the path (400)',
+      (id) => request(`${stack.url}/api/v4/ai/duo_workflows/workflows/%E0%A4%A/execute`, { ...post, headers: { 'x-request-id': id } }),
+      400,
+    ],
     ['ops /metrics', (id) => request(`${stack.opsUrl}/metrics`, { headers: { 'x-request-id': id } }), 200],
     ['ops /-/liveness', (id) => request(`${stack.opsUrl}/-/liveness`, { headers: { 'x-request-id': id } }), 200],
     ['ops /runs', (id) => request(`${stack.opsUrl}/runs`, { headers: { 'x-request-id': id } }), 200],

@@ -35,20 +35,94 @@ function call(sent: number, answered: number[], extra: Partial<CallAnswers> = {}
 
 describe('countActions', () => {
   it('a replay of the unanswered action on the new socket is neither lost nor duplicated', () => {
-    const ledger = countActions([session([[0, 1], [0, 2], [1, 2], [1, 3]], [1, 2, 3])], [call(3, [1, 2, 3])]);
+    const ledger = countActions(
+      [
+        session(
+          [
+            [0, 1],
+            [0, 2],
+            [1, 2],
+            [1, 3],
+          ],
+          [1, 2, 3],
+        ),
+      ],
+      [call(3, [1, 2, 3])],
+    );
     expect(ledger).toMatchObject({ actionsSent: 3, lost: 0, duplicated: 0, reordered: 0, unanswered: 0, unknown: 0, extraStarts: 0, callsNotClean: 0 });
   });
 
   it('an action never delivered is lost; one delivered twice on a socket or answered twice is duplicated', () => {
-    expect(countActions([session([[0, 1], [1, 3]])], [call(3, [1, 3])])).toMatchObject({ lost: 1, lostActions: 1, unanswered: 1, duplicated: 0 });
-    expect(countActions([session([[0, 1], [0, 2]])], [call(2, [1])])).toMatchObject({ lost: 1, lostAnswers: 1, unanswered: 1 });
-    expect(countActions([session([[0, 1], [0, 1], [0, 2]])], [call(2, [1, 2])])).toMatchObject({ lost: 0, duplicated: 1 });
-    expect(countActions([session([[0, 1], [1, 1]])], [call(1, [1], { protocolErrors: ['actionResponse #1 names no pending action'] })])).toMatchObject({ duplicated: 1, callsNotClean: 1 });
+    expect(
+      countActions(
+        [
+          session([
+            [0, 1],
+            [1, 3],
+          ]),
+        ],
+        [call(3, [1, 3])],
+      ),
+    ).toMatchObject({ lost: 1, lostActions: 1, unanswered: 1, duplicated: 0 });
+    expect(
+      countActions(
+        [
+          session([
+            [0, 1],
+            [0, 2],
+          ]),
+        ],
+        [call(2, [1])],
+      ),
+    ).toMatchObject({ lost: 1, lostAnswers: 1, unanswered: 1 });
+    expect(
+      countActions(
+        [
+          session([
+            [0, 1],
+            [0, 1],
+            [0, 2],
+          ]),
+        ],
+        [call(2, [1, 2])],
+      ),
+    ).toMatchObject({ lost: 0, duplicated: 1 });
+    expect(
+      countActions(
+        [
+          session([
+            [0, 1],
+            [1, 1],
+          ]),
+        ],
+        [call(1, [1], { protocolErrors: ['actionResponse #1 names no pending action'] })],
+      ),
+    ).toMatchObject({ duplicated: 1, callsNotClean: 1 });
   });
 
   it('out of order on a socket, never sent, and a second start at the service are counted', () => {
-    expect(countActions([session([[0, 2], [0, 1]])], [call(2, [1, 2])])).toMatchObject({ reordered: 1 });
-    expect(countActions([session([[0, 1], [0, 9]])], [call(1, [1])])).toMatchObject({ unknown: 1 });
+    expect(
+      countActions(
+        [
+          session([
+            [0, 2],
+            [0, 1],
+          ]),
+        ],
+        [call(2, [1, 2])],
+      ),
+    ).toMatchObject({ reordered: 1 });
+    expect(
+      countActions(
+        [
+          session([
+            [0, 1],
+            [0, 9],
+          ]),
+        ],
+        [call(1, [1])],
+      ),
+    ).toMatchObject({ unknown: 1 });
     expect(countActions([session([[0, 1]])], [call(1, [1]), call(1, [], { goal: '' })])).toMatchObject({ extraStarts: 1 });
   });
 });

@@ -145,7 +145,20 @@ describe('Actions come back as Workhorse writes them', () => {
     expect(answers['runHTTPRequest']?.httpResponse?.statusCode).toBe(200);
     expect(JSON.parse(answers['runHTTPRequest']?.httpResponse?.body ?? '{}')).toMatchObject({ method: 'POST', body: everyActionPayload.runHTTPRequest['body'] });
     expect(answers['runMCPTool']?.plainTextResponse?.error).toBe('mcp tool not available: search');
-    for (const kind of ['runCommand', 'runReadFile', 'runWriteFile', 'runGitCommand', 'runEditFile', 'listDirectory', 'grep', 'findFiles', 'mkdir', 'runReadFiles', 'runShellCommand', 'trackLlmCallForSelfHosted']) {
+    for (const kind of [
+      'runCommand',
+      'runReadFile',
+      'runWriteFile',
+      'runGitCommand',
+      'runEditFile',
+      'listDirectory',
+      'grep',
+      'findFiles',
+      'mkdir',
+      'runReadFiles',
+      'runShellCommand',
+      'trackLlmCallForSelfHosted',
+    ]) {
       expect(answers[kind]?.plainTextResponse?.error, kind).toBe(`action cannot be executed by this client: ${kind}`);
     }
   });

@@ -165,7 +165,14 @@ describe('workflow simulator: scenarios', () => {
   it('runs repeat and wait steps in order', async () => {
     const began = Date.now();
     const { call } = start(client, [
-      { op: 'repeat', times: 3, steps: [{ op: 'checkpoint', text: 'tick' }, { op: 'wait', ms: 10 }] },
+      {
+        op: 'repeat',
+        times: 3,
+        steps: [
+          { op: 'checkpoint', text: 'tick' },
+          { op: 'wait', ms: 10 },
+        ],
+      },
       { op: 'checkpoint', text: 'last' },
     ]);
     expect((await call.status).codeName).toBe('OK');
@@ -319,7 +326,10 @@ describe('workflow simulator: scenarios', () => {
   });
 
   it('paginate stops after the first page when the header is spelled x-next-page (a lower-cased relay loses pages)', async () => {
-    const { call, workflowId } = start(client, [{ op: 'paginate', path: '/api/v4/projects/1/issues' }, { op: 'checkpoint', text: 'after' }]);
+    const { call, workflowId } = start(client, [
+      { op: 'paginate', path: '/api/v4/projects/1/issues' },
+      { op: 'checkpoint', text: 'after' },
+    ]);
     const action = await call.action(0);
     call.send({ actionResponse: { requestID: action.requestID ?? '', httpResponse: { statusCode: 200, headers: { 'x-next-page': '2' }, body: '[1,2]' } } });
     expect((await call.action(1)).newCheckpoint?.checkpoint).toBe('after');
@@ -486,7 +496,10 @@ describe('workflow simulator: upstream fidelity (agent_context_usage, every acti
   });
 
   it('answerWithinMs: an action unanswered that long fails the call DEADLINE_EXCEEDED; a late answer changes nothing', async () => {
-    const { call, workflowId } = start(client, [{ op: 'http', path: '/api/v4/echo', answerWithinMs: 150 }, { op: 'checkpoint', text: 'never' }]);
+    const { call, workflowId } = start(client, [
+      { op: 'http', path: '/api/v4/echo', answerWithinMs: 150 },
+      { op: 'checkpoint', text: 'never' },
+    ]);
     const began = Date.now();
     const action = await call.action(0);
     const status = await call.status;
@@ -542,7 +555,10 @@ describe('workflow simulator: upstream fidelity (agent_context_usage, every acti
 
   describe('the client step: an action whose answer is checked', () => {
     /** Plays one client step, answers its action with `response` and returns the call's status and record. */
-    async function play(step: Extract<Step, { op: 'client' }>, response: Omit<ActionResponse, 'requestID'>): Promise<{ status: Awaited<WorkflowTestCall['status']>; record: CallRecord; action: Action }> {
+    async function play(
+      step: Extract<Step, { op: 'client' }>,
+      response: Omit<ActionResponse, 'requestID'>,
+    ): Promise<{ status: Awaited<WorkflowTestCall['status']>; record: CallRecord; action: Action }> {
       const { call, workflowId } = start(client, [step, { op: 'checkpoint', text: 'after' }]);
       const action = await call.action(0);
       call.send({ actionResponse: { requestID: action.requestID ?? '', ...response } });
@@ -663,7 +679,10 @@ describe('workflow simulator: upstream fidelity (agent_context_usage, every acti
       await ended(sim, workflowId);
       const next = client.open();
       next.send({ startRequest: { workflowID: workflowId, goal: '', workflowMetadata: scenarioMetadata([turnStep(3)]) } });
-      for (const [n, file] of [[0, 'step-2.txt'], [2, 'step-3.txt']] as const) {
+      for (const [n, file] of [
+        [0, 'step-2.txt'],
+        [2, 'step-3.txt'],
+      ] as const) {
         const action = await next.action(n);
         expect(fileOf(action)).toBe(file);
         next.send({ actionResponse: read(action) });
@@ -887,8 +906,14 @@ describe('workflow simulator: configurable stop behaviour', () => {
 
   it('maxConcurrentStreams: 2 serves concurrent calls', async () => {
     const { sim, client } = await simulator({ maxConcurrentStreams: 2 });
-    const a = start(client, [{ op: 'checkpoint', text: 'a' }, { op: 'wait', ms: 30 }]);
-    const b = start(client, [{ op: 'checkpoint', text: 'b' }, { op: 'wait', ms: 30 }]);
+    const a = start(client, [
+      { op: 'checkpoint', text: 'a' },
+      { op: 'wait', ms: 30 },
+    ]);
+    const b = start(client, [
+      { op: 'checkpoint', text: 'b' },
+      { op: 'wait', ms: 30 },
+    ]);
     await Promise.all([a.call.action(0), b.call.action(0)]);
     expect(sim.openCalls).toBe(2);
     expect((await a.call.status).codeName).toBe('OK');
@@ -1005,7 +1030,9 @@ describe('workflow simulator: TrackSelfHostedExecuteWorkflow (self-hosted billin
   const sims: WorkflowServiceSimulator[] = [];
   const clients: Array<{ close(): void }> = [];
 
-  async function simulator(options: Parameters<typeof WorkflowServiceSimulator.start>[0] = {}): Promise<{ sim: WorkflowServiceSimulator; client: WorkflowTestClient; billing: grpc.Client }> {
+  async function simulator(
+    options: Parameters<typeof WorkflowServiceSimulator.start>[0] = {},
+  ): Promise<{ sim: WorkflowServiceSimulator; client: WorkflowTestClient; billing: grpc.Client }> {
     const sim = await WorkflowServiceSimulator.start(options);
     sims.push(sim);
     const client = new WorkflowTestClient(sim.address);
@@ -1099,7 +1126,7 @@ describe('workflow simulator: TrackSelfHostedExecuteWorkflow (self-hosted billin
   });
 
   describe('the track_llm_call step', () => {
-    it('sends trackLlmCallForSelfHosted (workflowID by default the call\'s) and goes on on a plainTextResponse; billed when the billing stream saw it first', async () => {
+    it("sends trackLlmCallForSelfHosted (workflowID by default the call's) and goes on on a plainTextResponse; billed when the billing stream saw it first", async () => {
       const { sim, client, billing } = await simulator();
       const { call, workflowId } = start(client, [
         { op: 'track_llm_call', featureQualifiedName: 'duo_agent_platform', featureAiCatalogItem: true, expect: { plainTextResponse: {} }, exact: true },
