@@ -15,9 +15,12 @@ COPY package.json package-lock.json ./
 # --ignore-scripts: `prepare` would build before the sources are copied.
 RUN npm ci --ignore-scripts
 COPY tsconfig.json tsconfig.build.json ./
+COPY scripts/copy-assets.mjs ./scripts/
 COPY proto ./proto
 COPY src ./src
+COPY sandbox ./sandbox
 COPY bench ./bench
+COPY examples ./examples
 RUN npm run build
 
 FROM ${NODE_IMAGE} AS deps
@@ -33,19 +36,17 @@ FROM ${NODE_IMAGE} AS runtime
 ENV NODE_ENV=production \
     MALLOC_ARENA_MAX=2
 WORKDIR /app
-# Only what runs: package.json (the version it reports), production dependencies, the
-# compiled gateway (not the benchmarks), the gRPC contract, the Lua scripts and the
-# sandbox's chat page (served only when the image runs as the sandbox, with no owner), all
-# read at run time from the package root (src/paths.ts: the folder holding package.json).
-# No lock file, no npm cache. test/process/deploy-image.test.ts runs dist/src/main.js from a copy
-# holding only these paths.
-COPY package.json ./
+# Only what runs: the build's output and the production dependencies. dist/ holds the
+# compiled gateway, what it reads at run time beside it (package.json for its version, the
+# gRPC contract, the Lua scripts; scripts/copy-assets.mjs) and the simulators, loaded only
+# when the image is asked to run as the sandbox. Not the benchmarks or the examples; no
+# source folder, no lock file, no npm cache. test/process/deploy-image.test.ts runs
+# dist/src/main.js from a copy holding only these paths.
 COPY --from=deps /app/node_modules ./node_modules
+COPY --from=build /app/dist/package.json ./dist/
 COPY --from=build /app/dist/src ./dist/src
-COPY proto ./proto
-COPY src/coordination/*.lua ./src/coordination/
-COPY src/bridge/*.lua ./src/bridge/
-COPY src/sandbox/chat.html ./src/sandbox/
+COPY --from=build /app/dist/sandbox ./dist/sandbox
+COPY --from=build /app/dist/proto ./dist/proto
 # Listen on all interfaces inside the container; the defaults are loopback-only.
 ENV LONGRUN_LISTEN=0.0.0.0:8181 \
     LONGRUN_OPS_LISTEN=0.0.0.0:9181

@@ -8,7 +8,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { request } from 'undici';
 import { DEPLOYED_ALLOCATOR_ENV, HOST, exitOf, freePort, readRss, tailOutput, waitUntil, withTimeout } from './procs';
-import type { MemorySnapshot } from '../src/memory-snapshot';
+import type { MemorySnapshot } from '../src/core/memory-snapshot';
 
 export interface GatewayProcessOptions {
   ownerUrl: string;

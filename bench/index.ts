@@ -17,7 +17,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { version } from '../src/version';
+import { version } from '../src/core/version';
 import { writeCharts } from './charts';
 import { startRedis } from './procs';
 import { printTable } from './report';

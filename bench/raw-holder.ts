@@ -5,7 +5,7 @@
  */
 import { serveIpc } from './ipc';
 import { RawClientPool, type RawCall } from './raw-grpc';
-import { collectAndMeasure, compactAndMeasure, type MemorySnapshot } from '../src/memory-snapshot';
+import { collectAndMeasure, compactAndMeasure, type MemorySnapshot } from '../src/core/memory-snapshot';
 
 export interface HoldRequest {
   address: string;

@@ -16,7 +16,7 @@
  */
 import type { AddressInfo } from 'node:net';
 import { WebSocketServer, type WebSocket } from 'ws';
-import { collectAndMeasure, compactAndMeasure, type MemorySnapshot } from '../src/memory-snapshot';
+import { collectAndMeasure, compactAndMeasure, type MemorySnapshot } from '../src/core/memory-snapshot';
 import { workhorseActionJson } from '../src/workflow/action-line';
 import type { Action, ClientEvent } from '../src/workflow/contract';
 import { serveIpc } from './ipc';
@@ -42,7 +42,7 @@ export type RawWsHolderQueries = {
   gc: { args: { compact?: boolean }; result: MemorySnapshot };
 };
 
-/** As the gateway's route (src/http/ws-route.ts). */
+/** As the gateway's route (src/websocket/route.ts). */
 const MAX_FRAME_BYTES = 4 * 1024 * 1024;
 
 interface Bridge {

@@ -6,10 +6,10 @@
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { z } from 'zod';
-import { SERVER_SHUTDOWN, STOP_REASON_TOKEN, publicInfraStopReasons } from './vocabulary';
+import { SERVER_SHUTDOWN, STOP_REASON_TOKEN, publicInfraStopReasons } from './core/vocabulary';
 import { redisKeySchemes, type RedisKeyScheme } from './coordination/keys';
 import { RedisUrlError, parseRedisUrl, type RedisTarget } from './coordination/redis-url';
-import { maskUrl } from './log';
+import { maskUrl } from './core/log';
 
 export interface ListenAddress {
   host: string;

@@ -7,8 +7,8 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Config } from './config';
-import type { Logger } from './log';
-import type { Metrics } from './metrics';
+import type { Logger } from './core/log';
+import type { Metrics } from './observability/metrics';
 import type { RunRegistry } from './run/registry';
 
 export interface DrainDeps {

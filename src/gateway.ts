@@ -11,8 +11,8 @@ import type { Duplex } from 'node:stream';
 import type { RequestHandler } from 'express';
 import type { Config, ListenAddress } from './config';
 import { drain } from './drain';
-import { createLogger, type Logger } from './log';
-import { Metrics } from './metrics';
+import { createLogger, type Logger } from './core/log';
+import { Metrics } from './observability/metrics';
 import type { CoordinationBackend } from './coordination/backend';
 import { LeaseKeeper } from './coordination/lease-keeper';
 import { MemoryBackend } from './coordination/memory-backend';
@@ -20,10 +20,10 @@ import { RedisBackend } from './coordination/redis-backend';
 import { StopWatcher } from './coordination/stop-watcher';
 import { createMainListener } from './http/main-app';
 import { createOpsApp } from './http/ops-app';
-import { WebSocketRoute } from './http/ws-route';
-import type { ParkedRuns } from './http/ws-client-run';
-import { Bridges } from './bridge/bridges';
-import { RedisInbox } from './bridge/inbox';
+import { WebSocketRoute } from './websocket/route';
+import type { ParkedRuns } from './websocket/client-run';
+import { Bridges } from './websocket/bridge/bridges';
+import { RedisInbox } from './websocket/bridge/inbox';
 import { McpConnector } from './mcp/connector';
 import { OwnerClient } from './owner/owner-client';
 import { Launcher } from './run/launcher';
@@ -39,7 +39,7 @@ export interface GatewayOptions {
   metrics?: Metrics;
   /**
    * Routes mounted on the main listener before its 404: the sandbox's own pages
-   * (src/sandbox/chat-page.ts). Only the sandbox passes any; a gateway with an owner has none.
+   * (sandbox/chat-page.ts). Only the sandbox passes any; a gateway with an owner has none.
    */
   sandboxRoutes?: RequestHandler;
 }

@@ -1,13 +1,13 @@
 #!/usr/bin/env node
 /**
  * Entry point: config → (sandbox) → gateway → signals. SIGTERM/SIGINT drain (docs/spec.md §7);
- * a second signal exits at once.
+ * a second signal exits at once. The sandbox (../sandbox/, the simulators) is loaded only
+ * when it runs: a start with an owner loads none of it.
  */
 import { ConfigError, gatewayConfig, loadConfig, type Config, type EnvConfig } from './config';
 import { Gateway } from './gateway';
-import { createLogger, scrubLine } from './log';
-import { chatUrl } from './sandbox/chat-page';
-import { sandboxCurl, startSandbox, type Sandbox } from './sandbox/sandbox';
+import { createLogger, scrubLine } from './core/log';
+import type { Sandbox } from '../sandbox/sandbox';
 
 /** After the drain budget, this long more before the process exits whatever holds it. */
 const EXIT_GRACE_MS = 1_000;
@@ -29,19 +29,14 @@ async function main(): Promise<void> {
   if (env.ownerUrl) {
     config = gatewayConfig(env);
   } else {
+    // Loaded only here: a start with an owner never loads a simulator (nor the MCP server SDK they use).
+    const { startSandbox } = await import('../sandbox/sandbox');
     sandbox = await startSandbox(env);
     config = sandbox.config;
     logger.info({ owner: sandbox.owner.url, workflow_service: sandbox.workflow.address }, 'sandbox: simulated owner and workflow service started');
   }
   const gateway = await Gateway.start(config, { logger, sandboxRoutes: sandbox?.routes });
-  if (sandbox) {
-    process.stdout.write(
-      `\nlongrun sandbox is up: gateway ${gateway.mainUrl}, ops ${gateway.opsUrl}\n` +
-        `Start a detached run:\n\n  ${sandboxCurl(gateway.mainUrl)}\n\n` +
-        `Or chat over the WebSocket route in a browser: ${chatUrl(gateway.mainUrl)}\n\n` +
-        `Then watch it: curl -s ${gateway.opsUrl}/runs\n\n`,
-    );
-  }
+  if (sandbox) process.stdout.write(sandbox.banner(gateway.mainUrl, gateway.opsUrl));
 
   let signals = 0;
   const onSignal = (signal: NodeJS.Signals): void => {

@@ -11,8 +11,8 @@
  * p99 is a burst's queue.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { OWNER_OAUTH_TOKEN } from '../../src/sandbox/owner-sim';
-import { scenarioMetadata } from '../../src/sandbox/scenario';
+import { OWNER_OAUTH_TOKEN } from '../../sandbox/owner-sim';
+import { scenarioMetadata } from '../../sandbox/scenario';
 import { waitUntil, withTimeout } from '../procs';
 import { RawClientPool } from '../raw-grpc';
 import { formatMs, type ScenarioContext, type ScenarioOutcome } from '../scenario';

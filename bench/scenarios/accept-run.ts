@@ -2,7 +2,7 @@
  * The run both accept modes start (accept.ts at a fixed rate, accept-burst.ts in bursts)
  * and what a side's executes (or bare starts) came to.
  */
-import type { Step } from '../../src/sandbox/scenario';
+import type { Step } from '../../sandbox/scenario';
 
 /** The simulated model's time to the first action. */
 export const FIRST_ACTION_MS = 20;

@@ -6,8 +6,8 @@
  * --burst, executes in bursts instead (accept-burst.ts).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { OWNER_OAUTH_TOKEN } from '../../src/sandbox/owner-sim';
-import { scenarioMetadata } from '../../src/sandbox/scenario';
+import { OWNER_OAUTH_TOKEN } from '../../sandbox/owner-sim';
+import { scenarioMetadata } from '../../sandbox/scenario';
 import { openLoop } from '../load';
 import { RawClientPool } from '../raw-grpc';
 import { formatMs, type Scenario, type ScenarioContext, type ScenarioOutcome } from '../scenario';

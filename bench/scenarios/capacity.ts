@@ -23,8 +23,8 @@
  * lists every size's memory per run: the memory chart's points (bench/charts.ts).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { OWNER_OAUTH_TOKEN } from '../../src/sandbox/owner-sim';
-import { scenarioMetadata, type Step } from '../../src/sandbox/scenario';
+import { OWNER_OAUTH_TOKEN } from '../../sandbox/owner-sim';
+import { scenarioMetadata, type Step } from '../../sandbox/scenario';
 import { IpcChild } from '../ipc';
 import { closedLoop } from '../load';
 import { compareMemory, perRun, sampler, type PerRun } from '../memory-per-run';

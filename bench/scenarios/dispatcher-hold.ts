@@ -5,7 +5,7 @@
  * side by side; turn_ms is the turn's length as the workflow service saw it.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Step } from '../../src/sandbox/scenario';
+import type { Step } from '../../sandbox/scenario';
 import { waitUntil } from '../procs';
 import { formatMs, type Scenario, type ScenarioOutcome } from '../scenario';
 import { startStack } from '../stack';

@@ -5,7 +5,7 @@
  * with SCAN afterwards. No baseline: the figure is held to its target alone.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Step } from '../../src/sandbox/scenario';
+import type { Step } from '../../sandbox/scenario';
 import { closedLoop } from '../load';
 import { commandDelta, waitUntil, withTimeout } from '../procs';
 import { formatMs, type Scenario, type ScenarioOutcome } from '../scenario';

@@ -4,8 +4,8 @@
  * simulated workflow service making the same HTTP calls to the owner itself. Both sides
  * keep the same number of requests in flight; rounds alternate and the median counts.
  */
-import { OWNER_OAUTH_TOKEN } from '../../src/sandbox/owner-sim';
-import type { Step } from '../../src/sandbox/scenario';
+import { OWNER_OAUTH_TOKEN } from '../../sandbox/owner-sim';
+import type { Step } from '../../sandbox/scenario';
 import { waitUntil } from '../procs';
 import type { Scenario, ScenarioOutcome } from '../scenario';
 import { startStack, type Stack } from '../stack';

@@ -21,7 +21,7 @@
  * with this scenario. Run with `--scenario scale` (not part of the default run).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Step } from '../../src/sandbox/scenario';
+import type { Step } from '../../sandbox/scenario';
 import { GatewayProcess, gatewayMainJs, metricTotal, scriptCommands } from '../gateway-process';
 import { ExecuteClient, closedLoop } from '../load';
 import { commandDelta, waitUntil } from '../procs';

@@ -7,8 +7,8 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
-import { signOwnerJwt } from '../../src/shared/jwt';
-import type { Step } from '../../src/sandbox/scenario';
+import { signOwnerJwt } from '../../src/core/jwt';
+import type { Step } from '../../sandbox/scenario';
 import { closedLoop } from '../load';
 import { waitUntil } from '../procs';
 import { formatMs, type Scenario, type ScenarioOutcome } from '../scenario';

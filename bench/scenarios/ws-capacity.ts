@@ -28,9 +28,9 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type WebSocket from 'ws';
-import { WEBSOCKET_PATH } from '../../src/http/ws-route';
-import { OWNER_OAUTH_TOKEN, WEBSOCKET_PREAUTH } from '../../src/sandbox/owner-sim';
-import type { Step } from '../../src/sandbox/scenario';
+import { WEBSOCKET_PATH } from '../../src/websocket/route';
+import { OWNER_OAUTH_TOKEN, WEBSOCKET_PREAUTH } from '../../sandbox/owner-sim';
+import type { Step } from '../../sandbox/scenario';
 import { metricSample } from '../gateway-process';
 import { IpcChild } from '../ipc';
 import { closedLoop, openWsSession } from '../load';

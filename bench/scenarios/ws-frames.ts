@@ -49,8 +49,8 @@
  * BENCH_GATEWAY_MAIN=<other build>/dist/src/main.js measures another build.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Step } from '../../src/sandbox/scenario';
-import { WEBSOCKET_PREAUTH } from '../../src/sandbox/owner-sim';
+import type { Step } from '../../sandbox/scenario';
+import { WEBSOCKET_PREAUTH } from '../../sandbox/owner-sim';
 import { answeredStep, FrameSession, holdStep, type FrameCounts } from '../frames-client';
 import { GatewayProcess, gatewayMainJs, scriptCommands } from '../gateway-process';
 import { addReadings, clientCounts, emptyReading, PhaseMeters, total, type Reading } from '../phase-meters';

@@ -32,7 +32,7 @@
  *
  * BENCH_GATEWAY_MAIN=<other build>/dist/src/main.js measures another build.
  */
-import { WEBSOCKET_PREAUTH } from '../../src/sandbox/owner-sim';
+import { WEBSOCKET_PREAUTH } from '../../sandbox/owner-sim';
 import { workhorseKeys } from '../../src/coordination/keys';
 import { GatewayProcess, gatewayMainJs, metricTotal } from '../gateway-process';
 import { closedLoop } from '../load';

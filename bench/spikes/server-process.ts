@@ -19,7 +19,7 @@ import pino from 'pino';
 import { originFormOnly } from '../../src/http/request-target';
 import { readBody } from '../../src/http/read-body';
 import { requestIdMiddleware, requestIdOf } from '../../src/http/request-id';
-import { readCapped } from '../../src/shared/read-capped';
+import { readCapped } from '../../src/core/read-capped';
 import { duoWorkflowService, type Action, type DecodedClientEvent } from '../../src/workflow/contract';
 import { serveIpc } from '../ipc';
 import { syscallCounts } from './load';

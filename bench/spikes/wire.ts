@@ -6,7 +6,7 @@
  * messages.
  */
 import type { Action, StartWorkflowRequest } from '../../src/workflow/contract';
-import { gitlabWorkhorseHeader, userAgent } from '../../src/version';
+import { gitlabWorkhorseHeader, userAgent } from '../../src/core/version';
 
 export const HOST = '127.0.0.1';
 /** Every per-call deadline in the spikes (the owner callback's and Redis command's default). */

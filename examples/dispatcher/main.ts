@@ -14,9 +14,9 @@
 import { Gateway } from '../../src/gateway';
 import { LongrunClient } from '../../src/client';
 import { gatewayConfig, loadConfig } from '../../src/config';
-import { createLogger } from '../../src/log';
-import { startSandbox } from '../../src/sandbox/sandbox';
-import type { Step } from '../../src/sandbox/scenario';
+import { createLogger } from '../../src/core/log';
+import { startSandbox } from '../../sandbox/sandbox';
+import type { Step } from '../../sandbox/scenario';
 import { Dispatcher, type DispatcherEvent } from './dispatcher';
 import { startLocalRedis, type LocalRedis } from './redis-server';
 import { segmentEndRoute } from './segment-end-route';

@@ -7,7 +7,7 @@
  */
 import { readFileSync } from 'node:fs';
 import type { Redis } from 'ioredis';
-import { fromRoot } from '../../src/paths';
+import { fromRoot } from '../../src/core/paths';
 import type { InFlightEntry } from '../../src/client';
 
 export type TurnStatus = 'dispatching' | 'running' | 'finished' | 'stopped' | 'failed';

@@ -11,8 +11,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import { Agent, request, type Dispatcher } from 'undici';
-import { signOwnerJwt } from '../shared/jwt';
-import { version } from '../version';
+import { signOwnerJwt } from '../core/jwt';
+import { version } from '../core/version';
 import { abortReason, LongrunError } from './errors';
 import { BlockingStream } from './ndjson';
 import type { ExecuteResult, RunRecord, StopResult } from './outcomes';

@@ -4,7 +4,7 @@
  * HTTP `status`, whether a retry may succeed, the gateway's `Retry-After` and the request
  * id that joins the call to the gateway's and the owner's logs.
  */
-import type { ErrorCode } from '../errors';
+import type { ErrorCode } from '../core/errors';
 
 /**
  * Codes the client adds to the gateway's (errors.ts): `NETWORK_ERROR` (no answer: refused,

@@ -10,7 +10,7 @@
  *     segmentEndMiddleware({ secret }), async (req, res) => { … segmentEndOf(res) … })
  */
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import { readCapped } from '../shared/read-capped';
+import { readCapped } from '../core/read-capped';
 import { SegmentEndRejected, verifySegmentEnd, type SegmentEnd } from './segment-end';
 
 export interface SegmentEndMiddlewareOptions {

@@ -26,4 +26,4 @@ export {
   type SessionStart,
 } from './session';
 export { segmentEndMiddleware, segmentEndOf, type SegmentEndMiddlewareOptions } from './express';
-export { finalSegmentEndReasons, inFlightKinds, resumableSegmentEndReasons, segmentEndReasons, type InFlightKind, type SegmentEndReason } from '../vocabulary';
+export { finalSegmentEndReasons, inFlightKinds, resumableSegmentEndReasons, segmentEndReasons, type InFlightKind, type SegmentEndReason } from '../core/vocabulary';

@@ -3,7 +3,7 @@
  * of the turn (docs/spec.md §3) and of the internal routes (§5), as typed results. Failures are
  * LongrunErrors (errors.ts).
  */
-import type { AcceptedOn, InFlightKind } from '../vocabulary';
+import type { AcceptedOn, InFlightKind } from '../core/vocabulary';
 import type { BlockingStream } from './ndjson';
 
 /** Where and how an answer was had: which gateway answered, under which request id, after how many attempts. */

@@ -4,7 +4,7 @@
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import { z } from 'zod';
-import { acceptedOn, inFlightKinds } from '../vocabulary';
+import { acceptedOn, inFlightKinds } from '../core/vocabulary';
 import { LongrunError } from './errors';
 
 /** What an answer is read into before it is judged. */

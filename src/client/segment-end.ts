@@ -8,8 +8,8 @@
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import { z } from 'zod';
-import { verifyJwt, WORKHORSE_ISSUER } from '../shared/jwt';
-import { finalSegmentEndReasons, resumableSegmentEndReasons, segmentEndReasons, type SegmentEndReason } from '../vocabulary';
+import { verifyJwt, WORKHORSE_ISSUER } from '../core/jwt';
+import { finalSegmentEndReasons, resumableSegmentEndReasons, segmentEndReasons, type SegmentEndReason } from '../core/vocabulary';
 import { inFlightSchema } from './responses';
 
 export const segmentEndSchema = z.object({

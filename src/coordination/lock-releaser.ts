@@ -4,7 +4,7 @@
  * and each caller still learns its own lock's outcome. Runs that end together — a drain
  * stopping thousands at once — cost Redis a handful of commands instead of one each.
  */
-import { TurnBatch } from '../shared/turn-batch';
+import { TurnBatch } from '../core/turn-batch';
 import { CoordinationError, type CoordinationBackend, type LockRelease, type ReleaseOutcome } from './backend';
 
 /** Told of every batch sent (metrics): how many locks, how long it took, whether any failed. */

@@ -25,9 +25,9 @@
  */
 import { readFileSync } from 'node:fs';
 import { Command, type Cluster, type Redis } from 'ioredis';
-import type { Logger } from '../log';
-import { fromRoot } from '../paths';
-import type { RedisConnection, RedisEvent } from '../vocabulary';
+import type { Logger } from '../core/log';
+import path from 'node:path';
+import type { RedisConnection, RedisEvent } from '../core/vocabulary';
 import {
   CoordinationError,
   LockStoreFenced,
@@ -71,8 +71,8 @@ export const BATCH_LEASES = 250;
 /** Stop keys per read (MGET or read-stops.lua). */
 const BATCH_STOP_KEYS = 1_000;
 
-// Read from src/ in both layouts: the scripts ship beside the code that runs them.
-const script = (name: string): string => readFileSync(fromRoot('src', 'coordination', name), 'utf8');
+// Beside this module in both layouts: the build copies the scripts into dist/ (scripts/copy-assets.mjs).
+const script = (name: string): string => readFileSync(path.join(__dirname, name), 'utf8');
 
 /**
  * On a Cluster the batch scripts reach keys of many slots (all served by the primary the

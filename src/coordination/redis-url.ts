@@ -21,7 +21,7 @@
  * themselves (the convention of Python's redis+sentinel:// URLs); Sentinels without
  * `requirepass` need neither. Percent-encode reserved characters in any of them.
  */
-import { maskUrl } from '../log';
+import { maskUrl } from '../core/log';
 
 export interface RedisHostPort {
   host: string;

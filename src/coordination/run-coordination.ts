@@ -14,8 +14,8 @@
  * What renewals write to the run record comes from the run's snapshot (run-snapshot.ts),
  * which the run keeps up to date; nothing here reads the run itself.
  */
-import type { Metrics } from '../metrics';
-import type { StopReason } from '../vocabulary';
+import type { Metrics } from '../observability/metrics';
+import type { StopReason } from '../core/vocabulary';
 import type { CoordinationBackend, LeaseRefresh } from './backend';
 import type { HeldLock, Lease, LeaseHooks } from './lease';
 import type { LeaseKeeper } from './lease-keeper';

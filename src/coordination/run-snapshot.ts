@@ -5,7 +5,7 @@
  * lease renewal read it from here, so nothing reaches into the run to learn them.
  */
 import type { RecordRefresh, RunRecord } from './backend';
-import type { InFlightKind, TransportLabel } from '../vocabulary';
+import type { InFlightKind, TransportLabel } from '../core/vocabulary';
 
 /**
  * An action the workflow service sent and got no answer to before the segment ended

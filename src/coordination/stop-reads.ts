@@ -6,7 +6,7 @@
  * action is served, so the guarantee is unchanged; only the per-command cost is shared.
  */
 
-import { TurnBatch } from '../shared/turn-batch';
+import { TurnBatch } from '../core/turn-batch';
 
 /** Reads many stop keys at once: per workflow id in order, its value or null. */
 export type ReadStops = (workflowIds: string[]) => Promise<Array<string | null>>;

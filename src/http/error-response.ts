@@ -5,8 +5,8 @@
  * is logged with its detail and answered 500 INTERNAL without it.
  */
 import type { ServerResponse } from 'node:http';
-import { toGatewayError, type GatewayError } from '../errors';
-import type { Logger } from '../log';
+import { toGatewayError, type GatewayError } from '../core/errors';
+import type { Logger } from '../core/log';
 import { errorStatus, retryAfterOf } from './error-status';
 import { sendJson } from './json-response';
 import { requestIdFrom } from './request-id';

@@ -2,7 +2,7 @@
  * The HTTP status of every error code (docs/spec.md §3 status table): the one place a
  * status is chosen for an error. error-response.ts writes it; docs/errors.md lists it.
  */
-import type { ErrorCode } from '../errors';
+import type { ErrorCode } from '../core/errors';
 
 export const errorStatus = {
   INVALID_REQUEST: 400,

@@ -10,14 +10,14 @@
  * taken), and ends a blocking run.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { callerOf } from '../caller';
-import { GatewayError } from '../errors';
-import type { Logger } from '../log';
-import type { Metrics } from '../metrics';
+import { callerOf } from '../core/caller';
+import { GatewayError } from '../core/errors';
+import type { Logger } from '../core/log';
+import type { Metrics } from '../observability/metrics';
 import type { OwnerClient, PreauthResult } from '../owner/owner-client';
 import type { AuthorizedStart, Launcher } from '../run/launcher';
 import { decodeStartRequest } from '../run/start-request';
-import { transportLabels, type Transport } from '../vocabulary';
+import { transportLabels, type Transport } from '../core/vocabulary';
 import { streamEndToError } from '../workflow/grpc-errors';
 import { sendError } from './error-response';
 import { sendJson } from './json-response';

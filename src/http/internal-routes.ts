@@ -10,11 +10,11 @@
  *   GET  /internal/workflows/:id/run   the run record, or 404
  */
 import express from 'express';
-import { GatewayError } from '../errors';
-import type { Logger } from '../log';
+import { GatewayError } from '../core/errors';
+import type { Logger } from '../core/log';
 import type { CoordinationBackend, RunRecord } from '../coordination/backend';
-import { verifyOwnerJwt } from '../shared/jwt';
-import { STOP_REASON_TOKEN, USER_STOP } from '../vocabulary';
+import { verifyOwnerJwt } from '../core/jwt';
+import { STOP_REASON_TOKEN, USER_STOP } from '../core/vocabulary';
 import { sendError } from './error-response';
 import { readBody } from './read-body';
 import { requestIdFrom } from './request-id';

@@ -12,13 +12,13 @@
 import type { RequestListener } from 'node:http';
 import express from 'express';
 import type { CoordinationBackend } from '../coordination/backend';
-import { GatewayError } from '../errors';
+import { GatewayError } from '../core/errors';
 import { sendError } from './error-response';
 import { EXECUTE_PATH, execute, plainExecuteWorkflowId, type ExecuteRouteDeps } from './execute-route';
 import { createInternalRouter } from './internal-routes';
 import { assignRequestId, requestIdFrom, requestIdMiddleware } from './request-id';
 import { originFormOnly } from './request-target';
-import { WEBSOCKET_PATH } from './ws-route';
+import { WEBSOCKET_PATH } from '../websocket/route';
 
 export interface MainAppDeps extends ExecuteRouteDeps {
   secret: Uint8Array;
@@ -48,7 +48,7 @@ function createMainApp(deps: MainAppDeps): express.Express {
   app.use(requestIdMiddleware);
   app.use(originFormOnly(deps.logger));
   app.post(EXECUTE_PATH, (req, res) => void execute(deps, req, res, req.params['workflow_id']));
-  // The WebSocket route answers upgrades only (ws-route.ts); a plain GET there is a client error.
+  // The WebSocket route answers upgrades only (route.ts); a plain GET there is a client error.
   app.get(WEBSOCKET_PATH, (_req, res) => {
     sendError(res, new GatewayError('INVALID_REQUEST', 'this route takes a WebSocket upgrade (Connection: Upgrade, Upgrade: websocket)'), deps.logger);
   });

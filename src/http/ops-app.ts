@@ -4,9 +4,9 @@
  * X-Request-Id and anything unmatched is a JSON 404.
  */
 import express from 'express';
-import { GatewayError } from '../errors';
-import { collectAndMeasure, compactAndMeasure } from '../memory-snapshot';
-import type { Metrics } from '../metrics';
+import { GatewayError } from '../core/errors';
+import { collectAndMeasure, compactAndMeasure } from '../core/memory-snapshot';
+import type { Metrics } from '../observability/metrics';
 import type { RunRegistry } from '../run/registry';
 import { requestIdMiddleware } from './request-id';
 

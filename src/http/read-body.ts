@@ -4,8 +4,8 @@
  * `Connection: close` so the unread rest is never buffered.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { GatewayError } from '../errors';
-import { readCapped } from '../shared/read-capped';
+import { GatewayError } from '../core/errors';
+import { readCapped } from '../core/read-capped';
 
 export const START_REQUEST_LIMIT = 4 * 1024 * 1024;
 

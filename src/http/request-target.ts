@@ -5,8 +5,8 @@
  * nothing is forwarded.
  */
 import type { NextFunction, Request, Response } from 'express';
-import { GatewayError } from '../errors';
-import type { Logger } from '../log';
+import { GatewayError } from '../core/errors';
+import type { Logger } from '../core/log';
 import { sendError } from './error-response';
 import { requestIdFrom } from './request-id';
 

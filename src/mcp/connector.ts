@@ -8,12 +8,12 @@
  * left out and the turn starts without them (Workhorse's behaviour).
  */
 import { Agent } from 'undici';
-import type { Logger } from '../log';
-import type { Metrics } from '../metrics';
-import type { McpDiscoveryFailure, McpServerKind } from '../vocabulary';
-import { gitlabWorkhorseHeader, userAgent } from '../version';
-import { deadline, type Deadline } from '../shared/deadline';
-import { JwtSigner } from '../shared/jwt';
+import type { Logger } from '../core/log';
+import type { Metrics } from '../observability/metrics';
+import type { McpDiscoveryFailure, McpServerKind } from '../core/vocabulary';
+import { gitlabWorkhorseHeader, userAgent } from '../core/version';
+import { deadline, type Deadline } from '../core/deadline';
+import { JwtSigner } from '../core/jwt';
 import type { McpServer } from '../owner/preauth';
 import { privateAddressCause, publicOnlyLookup } from './address-guard';
 import { buildCatalog, type ListedServer } from './catalog';

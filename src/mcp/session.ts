@@ -10,8 +10,8 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { CallToolResultSchema, ListToolsResultSchema, type CallToolResult, type Tool } from '@modelcontextprotocol/sdk/types.js';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv-provider.js';
 import type { Dispatcher } from 'undici';
-import { version } from '../version';
-import { deadline } from '../shared/deadline';
+import { version } from '../core/version';
+import { deadline } from '../core/deadline';
 import { sessionFetch } from './fetch';
 import type { McpEndpoint } from './servers';
 

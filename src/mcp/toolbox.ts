@@ -5,11 +5,11 @@
  * the run goes on whatever happens. `close()` ends every session (DELETE) when the run
  * ends; no MCP connection outlives its run.
  */
-import type { Logger } from '../log';
-import type { Metrics } from '../metrics';
+import type { Logger } from '../core/log';
+import type { Metrics } from '../observability/metrics';
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
-import type { McpCallResult } from '../vocabulary';
-import { deadline } from '../shared/deadline';
+import type { McpCallResult } from '../core/vocabulary';
+import { deadline } from '../core/deadline';
 import type { Catalog } from './catalog';
 import type { McpSession } from './session';
 import { parseToolArguments, toolAnswer, type PlainTextAnswer } from './tool-answer';

@@ -13,7 +13,7 @@
  * api-request uses, so no adapter sits in between.
  */
 import type { Dispatcher } from 'undici';
-import { follow } from '../shared/deadline';
+import { follow } from '../core/deadline';
 import { isTimeoutError } from './network-errors';
 
 /** How a call ended. `answered`: the answer's headers had come when it failed. */

@@ -6,17 +6,17 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool, util, type Dispatcher } from 'undici';
-import { GatewayError } from '../errors';
+import { GatewayError } from '../core/errors';
 import type { InFlightAction } from '../coordination/run-snapshot';
-import type { CallbackResult, SegmentEndReason } from '../vocabulary';
-import { gitlabWorkhorseHeader, userAgent } from '../version';
-import { JwtSigner } from '../shared/jwt';
+import type { CallbackResult, SegmentEndReason } from '../core/vocabulary';
+import { gitlabWorkhorseHeader, userAgent } from '../core/version';
+import { JwtSigner } from '../core/jwt';
 import { passedOnDenialHeaders } from './http-headers';
 import { DENIAL_BODY_LIMIT, PREAUTH_CONTENT_TYPE, forwardedHeaders, preauthSchema, websocketPreauthSchema, type PreauthAnswer } from './preauth';
 import { OwnerCall, type CallEnd, type OwnerCallOptions } from './owner-call';
 import { relayResult, type RelayResult } from './relay-call';
 import { checkRelayPath } from './relay-path';
-import { Semaphore } from '../shared/semaphore';
+import { Semaphore } from '../core/semaphore';
 
 /** The largest preauth answer read (a 200's body); a larger one is PREAUTH_INVALID. */
 const PREAUTH_ANSWER_LIMIT = 4 * 1024 * 1024;

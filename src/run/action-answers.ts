@@ -6,7 +6,7 @@
  * "action cannot be executed by this client" error. Every answer the service waits for
  * is produced here, exactly once.
  */
-import type { Metrics } from '../metrics';
+import type { Metrics } from '../observability/metrics';
 import type { BillingStream } from '../workflow/billing-stream';
 import type { McpToolbox } from '../mcp/toolbox';
 import type { OwnerClient } from '../owner/owner-client';

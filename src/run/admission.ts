@@ -9,13 +9,13 @@
  * Taking the lock clears a stale stop key (it addressed no run in flight).
  */
 import { randomUUID } from 'node:crypto';
-import { GatewayError } from '../errors';
-import type { Logger } from '../log';
+import { GatewayError } from '../core/errors';
+import type { Logger } from '../core/log';
 import { CoordinationError, LockStoreFenced } from '../coordination/backend';
 import type { HeldLock } from '../coordination/lease';
 import { RunCoordination, type CoordinationDeps } from '../coordination/run-coordination';
 import { RunSnapshot } from '../coordination/run-snapshot';
-import { transportLabels, type Transport } from '../vocabulary';
+import { transportLabels, type Transport } from '../core/vocabulary';
 import type { RunRegistry } from './registry';
 
 export interface AdmissionDeps extends CoordinationDeps {

@@ -25,7 +25,7 @@
  * frame (WORKHORSE_WEBSOCKET_CLOSE_<code>) is such a stop too.
  */
 import * as grpc from '@grpc/grpc-js';
-import type { EndReason } from '../vocabulary';
+import type { EndReason } from '../core/vocabulary';
 import { endReasonForStatus } from './stop-reasons';
 
 /**

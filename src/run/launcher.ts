@@ -18,14 +18,14 @@
  * run exists, then by the run at its teardown. Nothing here knows HTTP: refusals are
  * GatewayErrors with a code, which each transport's adapter answers in its own terms.
  */
-import { forwardedForOf, type Caller } from '../caller';
+import { forwardedForOf, type Caller } from '../core/caller';
 import type { Config } from '../config';
 import type { RunCoordination } from '../coordination/run-coordination';
-import { GatewayError } from '../errors';
+import { GatewayError } from '../core/errors';
 import type { McpConnector } from '../mcp/connector';
 import type { McpToolbox } from '../mcp/toolbox';
 import type { DuoWorkflowAuth } from '../owner/preauth';
-import { STOPS, type AcceptedOn, type StopReason } from '../vocabulary';
+import { STOPS, type AcceptedOn, type StopReason } from '../core/vocabulary';
 import type { ChannelPool } from '../workflow/channel-pool';
 import type { ClientEvent, StartWorkflowRequest } from '../workflow/contract';
 import { BillingStream } from '../workflow/billing-stream';

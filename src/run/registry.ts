@@ -2,7 +2,7 @@
  * The runs in flight in this process: what /runs lists, what the detached cap counts
  * (pending admissions included) and what a drain stops.
  */
-import { STOPS, type StopReason, type Transport, type TransportLabel } from '../vocabulary';
+import { STOPS, type StopReason, type Transport, type TransportLabel } from '../core/vocabulary';
 
 export interface RunInfo {
   workflow_id: string;

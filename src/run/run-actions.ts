@@ -6,7 +6,7 @@
  * the run's first action that needs an answer; a run that only streams checkpoints never
  * makes one.
  */
-import type { Logger } from '../log';
+import type { Logger } from '../core/log';
 import type { InFlightAction, RunSnapshot } from '../coordination/run-snapshot';
 import type { Action, ActionResponse } from '../workflow/contract';
 import { errorAnswer, serveAction, type ActionContext } from './action-answers';

@@ -3,10 +3,10 @@
  * metrics, its one log line, and — for an accepted detached run — the segment-end
  * callback that lets the owner dispatch the next segment.
  */
-import type { Logger } from '../log';
-import type { Metrics } from '../metrics';
+import type { Logger } from '../core/log';
+import type { Metrics } from '../observability/metrics';
 import type { InFlightAction, OwnerClient } from '../owner/owner-client';
-import { segmentEndReason, type EndReason, type StopOutcome, type Transport } from '../vocabulary';
+import { segmentEndReason, type EndReason, type StopOutcome, type Transport } from '../core/vocabulary';
 import type { StreamEnd } from '../workflow/workflow-stream';
 import type { RunRegistry } from './registry';
 

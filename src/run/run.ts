@@ -21,12 +21,12 @@
  * registry, then hands over to run-end.ts (metrics, the run's log line, the segment-end
  * callback).
  */
-import type { Logger } from '../log';
-import type { Metrics } from '../metrics';
+import type { Logger } from '../core/log';
+import type { Metrics } from '../observability/metrics';
 import type { OwnerClient } from '../owner/owner-client';
 import type { RunCoordination } from '../coordination/run-coordination';
 import type { McpToolbox } from '../mcp/toolbox';
-import { STOPS, transportLabels, type EndReason, type StopOutcome, type StopReason, type Transport } from '../vocabulary';
+import { STOPS, transportLabels, type EndReason, type StopOutcome, type StopReason, type Transport } from '../core/vocabulary';
 import type { Action, ClientEvent, StartWorkflowRequest } from '../workflow/contract';
 import type { BillingStream } from '../workflow/billing-stream';
 import { WorkflowStream, type CallHandle, type StreamEnd } from '../workflow/workflow-stream';

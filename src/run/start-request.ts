@@ -5,12 +5,12 @@
  * approval is forwarded (it resumes a turn paused for tool approval).
  */
 import * as grpc from '@grpc/grpc-js';
-import { metadataValue, type Caller } from '../caller';
-import { GatewayError } from '../errors';
-import type { Transport } from '../vocabulary';
+import { metadataValue, type Caller } from '../core/caller';
+import { GatewayError } from '../core/errors';
+import type { Transport } from '../core/vocabulary';
 import type { DuoWorkflowAuth } from '../owner/preauth';
 import { messageTypes, type McpTool, type StartWorkflowRequest } from '../workflow/contract';
-import { JsonBodyError, parseJsonBody } from '../shared/json-body';
+import { JsonBodyError, parseJsonBody } from '../core/json-body';
 import { MAX_JSON_DEPTH, ProtoJsonError, decodeProtoJson } from '../workflow/protojson';
 
 /**

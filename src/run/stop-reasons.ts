@@ -27,7 +27,7 @@ import {
   workhorseStopWords,
   type EndReason,
   type InfraStop,
-} from '../vocabulary';
+} from '../core/vocabulary';
 
 /** A stop: what it is (its end reason), the word sent to the service, and the status that acknowledges it. */
 export interface StopCause {

@@ -12,8 +12,8 @@
  * closed to make room, or the stream goes on the plain `longrun/<version>` connections.
  */
 import * as grpc from '@grpc/grpc-js';
-import { metadataValue } from '../caller';
-import { userAgent } from '../version';
+import { metadataValue } from '../core/caller';
+import { userAgent } from '../core/version';
 import type { BillingCall } from './billing-stream';
 import { duoWorkflowClientService, type Action, type ClientEvent } from './contract';
 

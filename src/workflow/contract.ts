@@ -8,7 +8,7 @@
 import * as protoLoader from '@grpc/proto-loader';
 import type * as grpc from '@grpc/grpc-js';
 import protobuf from 'protobufjs';
-import { fromRoot } from '../paths';
+import { fromRoot } from '../core/paths';
 
 export const protoPath = fromRoot('proto', 'contract.proto');
 export const executeWorkflowPath = '/DuoWorkflow/ExecuteWorkflow';

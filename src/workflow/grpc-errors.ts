@@ -3,7 +3,7 @@
  * caller's error code (docs/spec.md §3 status table; the status is http/error-status.ts's).
  */
 import * as grpc from '@grpc/grpc-js';
-import { GatewayError } from '../errors';
+import { GatewayError } from '../core/errors';
 import type { StreamEnd } from './workflow-stream';
 
 function detail(end: StreamEnd): string {

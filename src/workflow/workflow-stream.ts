@@ -10,7 +10,7 @@
  * over only once that buffer has been read ('end'): no checkpoint is dropped.
  */
 import * as grpc from '@grpc/grpc-js';
-import type { StopOutcome } from '../vocabulary';
+import type { StopOutcome } from '../core/vocabulary';
 import type { Action, ActionResponse, ClientEvent, StartWorkflowRequest } from './contract';
 
 export interface StreamEnd {

@@ -10,7 +10,7 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import YAML from 'yaml';
-import { fromRoot } from '../../src/paths';
+import { fromRoot } from '../../src/core/paths';
 
 export const BASE_DIR = fromRoot('deploy/kubernetes/base');
 export const SENTINEL_DIR = fromRoot('deploy/kubernetes/overlays/sentinel');

@@ -8,7 +8,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
-import { fromRoot } from '../../src/paths';
+import { fromRoot } from '../../src/core/paths';
 import { freePort } from './ports';
 
 export interface EverythingServer {

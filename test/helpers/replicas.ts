@@ -5,8 +5,8 @@
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request, type Dispatcher } from 'undici';
-import { signOwnerJwt } from '../../src/shared/jwt';
-import { scenarioMetadata, type Step } from '../../src/sandbox/scenario';
+import { signOwnerJwt } from '../../src/core/jwt';
+import { scenarioMetadata, type Step } from '../../sandbox/scenario';
 import { startChild, type Child } from './child';
 import { freePort } from './ports';
 import { testSecret } from './secret';

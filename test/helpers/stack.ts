@@ -9,10 +9,10 @@ import { Redis } from 'ioredis';
 import { request, type Dispatcher } from 'undici';
 import { gatewayConfig, loadConfig } from '../../src/config';
 import { Gateway } from '../../src/gateway';
-import { createLogger } from '../../src/log';
-import { OwnerServiceSimulator, type PreauthConfig } from '../../src/sandbox/owner-sim';
-import { scenarioMetadata, type Step } from '../../src/sandbox/scenario';
-import { WorkflowServiceSimulator, type WorkflowSimulatorOptions } from '../../src/sandbox/workflow-sim';
+import { createLogger } from '../../src/core/log';
+import { OwnerServiceSimulator, type PreauthConfig } from '../../sandbox/owner-sim';
+import { scenarioMetadata, type Step } from '../../sandbox/scenario';
+import { WorkflowServiceSimulator, type WorkflowSimulatorOptions } from '../../sandbox/workflow-sim';
 import { resume, startRedis, type RedisServer } from './redis';
 import { removeSecretFile, testSecret, writeSecretFile } from './secret';
 

@@ -4,7 +4,7 @@
  */
 import { request } from 'undici';
 import WebSocket from 'ws';
-import { scenarioMetadata, type Step } from '../../src/sandbox/scenario';
+import { scenarioMetadata, type Step } from '../../sandbox/scenario';
 
 export interface Client {
   ws: WebSocket;

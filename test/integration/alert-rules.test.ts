@@ -10,7 +10,7 @@
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fromRoot } from '../../src/paths';
+import { fromRoot } from '../../src/core/paths';
 import { baseResources, containerEnv, findResource, gatewayContainer, readYaml, type Deployment } from '../helpers/deploy';
 import { findBinary, parseExposition, skipReason, type Sample } from '../helpers/prometheus';
 import { startStack, type Stack } from '../helpers/stack';
@@ -20,7 +20,7 @@ const RULE_TESTS = fromRoot('deploy/prometheus/longrun-rules.test.yml');
 
 /**
  * Metrics the rules use that the gateway does not export yet: proposed in
- * docs/operating.md ("Alerts"). When one is added to src/metrics.ts, remove it here.
+ * docs/operating.md ("Alerts"). When one is added to src/observability/metrics.ts, remove it here.
  */
 /** Metrics the rules use that the gateway does not export yet (none today). */
 const PROPOSED: string[] = [];

@@ -1,5 +1,5 @@
 /**
- * The bridge's inbox (src/bridge/inbox.ts, bridge-send.lua, bridge-trim.lua) on a real
+ * The bridge's inbox (src/websocket/bridge/inbox.ts, bridge-send.lua, bridge-trim.lua) on a real
  * redis-server: what is appended after the reader emptied its inbox — even within the same
  * millisecond — sorts after everything it read, so the reader sees it, and an emptied inbox
  * does not stay. Before, an emptied inbox was deleted at once, a stream made anew numbered
@@ -11,14 +11,14 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import Redis from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { inboxKey, RedisInbox } from '../../src/bridge/inbox';
-import type { BridgeMessage } from '../../src/bridge/protocol';
+import { inboxKey, RedisInbox } from '../../src/websocket/bridge/inbox';
+import type { BridgeMessage } from '../../src/websocket/bridge/protocol';
 import { parseRedisUrl } from '../../src/coordination/redis-url';
 import { startRedis, type RedisServer } from '../helpers/redis';
 
 let server: RedisServer;
 let redis: Redis;
-const lua = (name: string): string => readFileSync(path.join(__dirname, '..', '..', 'src', 'bridge', name), 'utf8');
+const lua = (name: string): string => readFileSync(path.join(__dirname, '..', '..', 'src', 'websocket', 'bridge', name), 'utf8');
 
 beforeAll(async () => {
   server = await startRedis();

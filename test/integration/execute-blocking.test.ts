@@ -7,9 +7,9 @@ import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { lockKey } from '../../src/coordination/keys';
 import type { MemoryBackend } from '../../src/coordination/memory-backend';
-import { OWNER_OAUTH_TOKEN } from '../../src/sandbox/owner-sim';
-import { scenarioMetadata, type Step } from '../../src/sandbox/scenario';
-import { verifyJwt, WORKHORSE_ISSUER } from '../../src/shared/jwt';
+import { OWNER_OAUTH_TOKEN } from '../../sandbox/owner-sim';
+import { scenarioMetadata, type Step } from '../../sandbox/scenario';
+import { verifyJwt, WORKHORSE_ISSUER } from '../../src/core/jwt';
 import { testSecret } from '../helpers/secret';
 import { metricValue, ndjsonLines, startStack, type Stack } from '../helpers/stack';
 

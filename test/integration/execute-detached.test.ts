@@ -5,8 +5,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { request } from 'undici';
 import { lockKey } from '../../src/coordination/keys';
-import { signOwnerJwt } from '../../src/shared/jwt';
-import type { Step } from '../../src/sandbox/scenario';
+import { signOwnerJwt } from '../../src/core/jwt';
+import type { Step } from '../../sandbox/scenario';
 import { testSecret } from '../helpers/secret';
 import { metricValue, startStack, type Stack } from '../helpers/stack';
 

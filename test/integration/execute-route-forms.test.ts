@@ -7,7 +7,7 @@
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import { plainExecuteWorkflowId } from '../../src/http/execute-route';
-import { scenarioMetadata } from '../../src/sandbox/scenario';
+import { scenarioMetadata } from '../../sandbox/scenario';
 import { startStack, type Stack } from '../helpers/stack';
 
 let stack: Stack | undefined;

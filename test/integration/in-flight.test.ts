@@ -7,9 +7,9 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { LongrunClient } from '../../src/client';
-import { McpServerSimulator } from '../../src/sandbox/mcp-sim';
-import type { SegmentEnd } from '../../src/sandbox/owner-sim';
-import { scenarioMetadata, type Step } from '../../src/sandbox/scenario';
+import { McpServerSimulator } from '../../sandbox/mcp-sim';
+import type { SegmentEnd } from '../../sandbox/owner-sim';
+import { scenarioMetadata, type Step } from '../../sandbox/scenario';
 import { startRedis, type RedisServer } from '../helpers/redis';
 import { testSecret } from '../helpers/secret';
 import { startStack, type Stack } from '../helpers/stack';

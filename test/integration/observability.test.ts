@@ -9,10 +9,10 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { request } from 'undici';
-import { fromRoot } from '../../src/paths';
-import { OWNER_OAUTH_TOKEN } from '../../src/sandbox/owner-sim';
-import type { Step } from '../../src/sandbox/scenario';
-import { version } from '../../src/version';
+import { fromRoot } from '../../src/core/paths';
+import { OWNER_OAUTH_TOKEN } from '../../sandbox/owner-sim';
+import type { Step } from '../../sandbox/scenario';
+import { version } from '../../src/core/version';
 import { findBinary, parseExposition, promtoolCheckMetrics, seriesKey, skipReason, type Sample } from '../helpers/prometheus';
 import { startStack, type Stack } from '../helpers/stack';
 

@@ -6,7 +6,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { afterEach, expect, it } from 'vitest';
-import { fromRoot } from '../../src/paths';
+import { fromRoot } from '../../src/core/paths';
 import { findBinary, skipReason, startPrometheus, type PrometheusServer } from '../helpers/prometheus';
 import { startStack, type Stack } from '../helpers/stack';
 

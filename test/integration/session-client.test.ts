@@ -11,8 +11,8 @@ import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { LongrunSession, type LongrunSessionOptions, type SessionAction, type SessionClose, type SessionEvent } from '../../src/client';
-import { WEBSOCKET_PREAUTH } from '../../src/sandbox/owner-sim';
-import { scenarioMetadata, type Step } from '../../src/sandbox/scenario';
+import { WEBSOCKET_PREAUTH } from '../../sandbox/owner-sim';
+import { scenarioMetadata, type Step } from '../../sandbox/scenario';
 import { startStack, type Stack } from '../helpers/stack';
 
 let stack: Stack | undefined;

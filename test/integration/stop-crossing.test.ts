@@ -17,10 +17,10 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { request } from 'undici';
-import { signOwnerJwt } from '../../src/shared/jwt';
-import type { SegmentEnd } from '../../src/sandbox/owner-sim';
-import type { Step } from '../../src/sandbox/scenario';
-import type { WorkflowSimulatorOptions } from '../../src/sandbox/workflow-sim';
+import { signOwnerJwt } from '../../src/core/jwt';
+import type { SegmentEnd } from '../../sandbox/owner-sim';
+import type { Step } from '../../sandbox/scenario';
+import type { WorkflowSimulatorOptions } from '../../sandbox/workflow-sim';
 import { testSecret } from '../helpers/secret';
 import { metricValue, startStack, type Stack } from '../helpers/stack';
 

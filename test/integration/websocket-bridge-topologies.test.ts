@@ -8,9 +8,9 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import type WebSocket from 'ws';
-import { inboxKey } from '../../src/bridge/inbox';
-import { WEBSOCKET_PREAUTH } from '../../src/sandbox/owner-sim';
-import type { Step } from '../../src/sandbox/scenario';
+import { inboxKey } from '../../src/websocket/bridge/inbox';
+import { WEBSOCKET_PREAUTH } from '../../sandbox/owner-sim';
+import type { Step } from '../../sandbox/scenario';
 import { startRedisCluster, type RedisClusterTopology } from '../helpers/redis-cluster';
 import { startSentinelTopology, type SentinelTopology } from '../helpers/sentinel';
 import { metricValue, startStack, type Stack } from '../helpers/stack';

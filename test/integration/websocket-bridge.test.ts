@@ -9,10 +9,10 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { inboxKey } from '../../src/bridge/inbox';
+import { inboxKey } from '../../src/websocket/bridge/inbox';
 import { lockKey } from '../../src/coordination/keys';
-import { WEBSOCKET_PREAUTH, type PreauthConfig } from '../../src/sandbox/owner-sim';
-import type { Step } from '../../src/sandbox/scenario';
+import { WEBSOCKET_PREAUTH, type PreauthConfig } from '../../sandbox/owner-sim';
+import type { Step } from '../../sandbox/scenario';
 import { resume as resumeRedis } from '../helpers/redis';
 import { metricValue, startStack, type Peer, type Stack } from '../helpers/stack';
 import { kindOf, openSession, resume, runsState, start, type Client } from '../helpers/ws-session';

@@ -9,7 +9,7 @@
 import { readdirSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { scenarioMetadata } from '../../src/sandbox/scenario';
+import { scenarioMetadata } from '../../sandbox/scenario';
 import { metricValue, startStack, type Stack } from '../helpers/stack';
 
 const SESSIONS = 1_000;

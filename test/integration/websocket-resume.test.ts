@@ -11,9 +11,9 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { lockKey } from '../../src/coordination/keys';
-import { WEBSOCKET_PREAUTH, type PreauthConfig } from '../../src/sandbox/owner-sim';
-import type { Step } from '../../src/sandbox/scenario';
-import type { CallRecord, WorkflowSimulatorOptions } from '../../src/sandbox/workflow-sim';
+import { WEBSOCKET_PREAUTH, type PreauthConfig } from '../../sandbox/owner-sim';
+import type { Step } from '../../sandbox/scenario';
+import type { CallRecord, WorkflowSimulatorOptions } from '../../sandbox/workflow-sim';
 import { metricValue, startStack, type Stack } from '../helpers/stack';
 import { kindOf, openSession, resume, runsState, start, type Client } from '../helpers/ws-session';
 

@@ -11,10 +11,10 @@ import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { request } from 'undici';
 import { lockKey } from '../../src/coordination/keys';
-import { WEBSOCKET_PREAUTH } from '../../src/sandbox/owner-sim';
-import { scenarioMetadata, type Step } from '../../src/sandbox/scenario';
-import type { CallRecord } from '../../src/sandbox/workflow-sim';
-import { McpServerSimulator } from '../../src/sandbox/mcp-sim';
+import { WEBSOCKET_PREAUTH } from '../../sandbox/owner-sim';
+import { scenarioMetadata, type Step } from '../../sandbox/scenario';
+import type { CallRecord } from '../../sandbox/workflow-sim';
+import { McpServerSimulator } from '../../sandbox/mcp-sim';
 import { metricValue, startStack, type Stack, type StackOptions } from '../helpers/stack';
 
 let stack: Stack | undefined;

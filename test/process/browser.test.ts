@@ -1,5 +1,5 @@
 /**
- * The sandbox's web chat page (src/sandbox/chat.html) in a real browser: Debian's headless
+ * The sandbox's web chat page (sandbox/chat.html) in a real browser: Debian's headless
  * Chromium driven by puppeteer-core, against the sandbox as `npm start` composes it — the
  * simulated owner and workflow service, and the gateway with the sandbox's routes — in this
  * process. What a user sees (the checkpoints, close code 1000) and what the peers received
@@ -19,10 +19,10 @@ import { request } from 'undici';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config';
 import { Gateway } from '../../src/gateway';
-import { createLogger } from '../../src/log';
-import { CHAT_PATH, DROP_PATH, chatUrl } from '../../src/sandbox/chat-page';
-import { startSandbox, type Sandbox } from '../../src/sandbox/sandbox';
-import type { CallRecord } from '../../src/sandbox/workflow-sim';
+import { createLogger } from '../../src/core/log';
+import { CHAT_PATH, DROP_PATH, chatUrl } from '../../sandbox/chat-page';
+import { startSandbox, type Sandbox } from '../../sandbox/sandbox';
+import type { CallRecord } from '../../sandbox/workflow-sim';
 import { metricValue, startStack } from '../helpers/stack';
 
 /** Debian's `chromium` (scripts/ensure-test-deps.sh installs it). */

@@ -19,9 +19,9 @@ import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEPLOYED_ALLOCATOR_ENV } from '../../bench/procs';
 import { lockKey } from '../../src/coordination/keys';
-import { fromRoot } from '../../src/paths';
-import { scenarioMetadata } from '../../src/sandbox/scenario';
-import { version } from '../../src/version';
+import { fromRoot } from '../../src/core/paths';
+import { scenarioMetadata } from '../../sandbox/scenario';
+import { version } from '../../src/core/version';
 import { baseResources, containerEnv, findResource, gatewayContainer, parseDockerfile, type Deployment, type DockerInstruction, type DockerStage } from '../helpers/deploy';
 import { testSecret } from '../helpers/secret';
 import { startRedis, type RedisServer } from '../helpers/redis';
@@ -234,17 +234,17 @@ describe('the Dockerfile', () => {
     for (const stage of dockerfile.stages) expect(stage.from, `stage ${stage.name}`).toBe('${NODE_IMAGE}');
   });
 
-  it('copies only what runs: package.json, production dependencies, dist/src, proto, the Lua scripts, the sandbox chat page', () => {
-    const lua = ['coordination', 'bridge'].flatMap((dir) =>
-      readdirSync(fromRoot('src', dir))
-        .filter((f) => f.endsWith('.lua'))
-        .map((f) => `src/${dir}/${f}`),
-    );
-    expect(lua.filter((f) => f.startsWith('src/bridge/')).length).toBeGreaterThan(0);
-    expect([...copied].sort()).toEqual(['dist/src', 'node_modules', 'package.json', 'proto', ...lua, 'src/sandbox/chat.html'].sort());
-    expect(readdirSync(app).sort()).toEqual(['dist', 'node_modules', 'package.json', 'proto', 'src']);
-    expect(readdirSync(path.join(app, 'src')).sort()).toEqual(['bridge', 'coordination', 'sandbox']);
-    expect(readdirSync(path.join(app, 'dist'))).toEqual(['src']);
+  it('copies only the build output and the production dependencies: dist/ (the gateway, what it reads at run time, the simulators) and node_modules', () => {
+    expect([...copied].sort()).toEqual(['dist/package.json', 'dist/proto', 'dist/sandbox', 'dist/src', 'node_modules']);
+    expect(readdirSync(app).sort()).toEqual(['dist', 'node_modules']);
+    expect(readdirSync(path.join(app, 'dist')).sort()).toEqual(['package.json', 'proto', 'sandbox', 'src']);
+    // What the gateway reads at run time reached dist/ through the build: the Lua scripts beside their modules, the chat page.
+    for (const dir of ['coordination', 'websocket/bridge']) {
+      const lua = readdirSync(fromRoot('src', dir)).filter((f) => f.endsWith('.lua'));
+      expect(lua.length, dir).toBeGreaterThan(0);
+      for (const f of lua) expect(existsSync(path.join(app, 'dist/src', dir, f)), `${dir}/${f}`).toBe(true);
+    }
+    expect(existsSync(path.join(app, 'dist/sandbox/chat.html'))).toBe(true);
     // Production dependencies only: none of the packages the lock file marks dev-only.
     const lock = JSON.parse(readFileSync(fromRoot('package-lock.json'), 'utf8')) as { packages: Record<string, { dev?: boolean }> };
     const devOnly = Object.entries(lock.packages).filter(([at, p]) => p.dev === true && at.startsWith('node_modules/'));
@@ -289,7 +289,7 @@ describe('the gateway started from the image layout with the manifest environmen
     expect(metrics.text).toContain(`longrun_build_info{version="${version}"} 1`);
   });
 
-  it('as the sandbox, serves the chat page it prints (read from src/sandbox/chat.html)', async () => {
+  it('as the sandbox, serves the chat page it prints (read from sandbox/chat.html)', async () => {
     const g = gateway as Gateway;
     const url = /in a browser: (http:\/\/\S+)/.exec(g.output())?.[1];
     expect(url).toBe(`${g.mainUrl}/-/sandbox/chat`);

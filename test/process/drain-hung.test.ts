@@ -5,9 +5,9 @@
  * still exits 0 within its drain budget — no connection or queued command keeps it alive.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { OwnerServiceSimulator } from '../../src/sandbox/owner-sim';
-import type { Step } from '../../src/sandbox/scenario';
-import { WorkflowServiceSimulator } from '../../src/sandbox/workflow-sim';
+import { OwnerServiceSimulator } from '../../sandbox/owner-sim';
+import type { Step } from '../../sandbox/scenario';
+import { WorkflowServiceSimulator } from '../../sandbox/workflow-sim';
 import { resume, startRedis, type RedisServer } from '../helpers/redis';
 import { startReplica, type Replica } from '../helpers/replicas';
 import { removeSecretFile, testSecret, writeSecretFile } from '../helpers/secret';

@@ -11,7 +11,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSy
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, expect, it } from 'vitest';
-import { fromRoot } from '../../src/paths';
+import { fromRoot } from '../../src/core/paths';
 import { findBinary } from '../helpers/prometheus';
 
 const SCRIPT = fromRoot('scripts/ensure-test-deps.sh');

@@ -7,9 +7,9 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, onTes
 import { Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { lockKey, workhorseKeys } from '../../src/coordination/keys';
-import { OwnerServiceSimulator } from '../../src/sandbox/owner-sim';
-import type { Step } from '../../src/sandbox/scenario';
-import { WorkflowServiceSimulator } from '../../src/sandbox/workflow-sim';
+import { OwnerServiceSimulator } from '../../sandbox/owner-sim';
+import type { Step } from '../../sandbox/scenario';
+import { WorkflowServiceSimulator } from '../../sandbox/workflow-sim';
 import { startRedis, type RedisServer } from '../helpers/redis';
 import { Replicas, type Replica } from '../helpers/replicas';
 import { removeSecretFile, testSecret, writeSecretFile } from '../helpers/secret';

@@ -8,8 +8,8 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { OwnerServiceSimulator } from '../../src/sandbox/owner-sim';
-import { WorkflowServiceSimulator } from '../../src/sandbox/workflow-sim';
+import { OwnerServiceSimulator } from '../../sandbox/owner-sim';
+import { WorkflowServiceSimulator } from '../../sandbox/workflow-sim';
 import { startReplica, type Replica } from '../helpers/replicas';
 import { removeSecretFile, testSecret, writeSecretFile } from '../helpers/secret';
 

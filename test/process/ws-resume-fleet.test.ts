@@ -18,7 +18,9 @@
  * each replica drained or killed comes back on the same port. No fault is fenced off: the
  * clients reconnect to any replica all through, the Redis restart included, and a client
  * answers each action it is sent once — an action the gateway sent it again after its answer
- * reached a replica is a failure, not answered again. Asserted, as the workflow simulator saw
+ * reached a replica is a failure, not answered again. (Only an answer on a connection the
+ * gateway's side lost — a replica SIGKILLed with the answer unforwarded, a bridge broken —
+ * may have died with it: that one is answered again, never executed again.) Asserted, as the workflow simulator saw
  * it: every action for the client answered exactly once per call (the simulator fails a call
  * on a second answer or a wrong one); per workflow, one startRequest plus one per fault that
  * cut its call (each extra call explained by a drain or death of its holder); no step
@@ -39,9 +41,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
 import WebSocket from 'ws';
 import { LongrunSession, type SessionAction, type SessionClose, type SessionEvent } from '../../src/client';
-import { OwnerServiceSimulator, WEBSOCKET_PREAUTH } from '../../src/sandbox/owner-sim';
-import { scenarioMetadata, type Step } from '../../src/sandbox/scenario';
-import { WorkflowServiceSimulator, type CallRecord } from '../../src/sandbox/workflow-sim';
+import { OwnerServiceSimulator, WEBSOCKET_PREAUTH } from '../../sandbox/owner-sim';
+import { scenarioMetadata, type Step } from '../../sandbox/scenario';
+import { WorkflowServiceSimulator, type CallRecord } from '../../sandbox/workflow-sim';
 import { freePort } from '../helpers/ports';
 import { startRedis, type RedisServer } from '../helpers/redis';
 import { startReplica, type Replica } from '../helpers/replicas';
@@ -49,7 +51,7 @@ import { removeSecretFile, testSecret, writeSecretFile } from '../helpers/secret
 
 /**
  * Reconnects go to a random replica, and the socket-only drain runs (the bridge of spec §12
- * "Any replica", src/bridge/). False: reconnects go to the replica holding the run, as
+ * "Any replica", src/websocket/bridge/). False: reconnects go to the replica holding the run, as
  * they had to before the bridge (a reconnect elsewhere was refused 1013 while the run was
  * parked), and there is no socket-only replica to drain.
  */
@@ -148,6 +150,15 @@ interface Client {
   actions: Map<string, { state: 'executing' } | { state: 'answered'; on: WebSocket | undefined }>;
   /** Replays of an action already answered on the connection they came on: the answer and the replay crossed. */
   crossed: number;
+  /**
+   * Actions sent again after an answer that went on a connection the gateway's side lost
+   * (its replica SIGKILLed, a bridge broken: 1006 not of the client's making, 1012 "the run
+   * is unreachable"): the answer may have died with it, so it is answered again (never
+   * executed again), as a client that keeps its answers does.
+   */
+  reanswered: number;
+  /** How each connection ended: dropped by the client itself (after its answers were flushed), or closed with a code. */
+  ends: Map<WebSocket, 'dropped' | number>;
   /** The step numbers of the checkpoints seen, in order. */
   checkpoints: number[];
   events: Array<SessionEvent & { at: number }>;
@@ -249,6 +260,8 @@ function newClient(i: number): Client {
     resent: 0,
     lastSentAt: 0,
     crossed: 0,
+    reanswered: 0,
+    ends: new Map(),
     executed: [],
     actions: new Map(),
     checkpoints: [],
@@ -316,7 +329,15 @@ function onAction(c: Client, action: SessionAction, session: LongrunSession): vo
       c.crossed += 1;
       return;
     }
-    // Answered, and the answer flushed, on an earlier connection: the gateway had it.
+    // Answered on an earlier connection that the gateway's side lost: the answer may have died with it.
+    const end = c.ends.get(known.on);
+    if (end !== 'dropped' && end !== 1000 && end !== 1001 && end !== 1012) {
+      c.reanswered += 1;
+      answer();
+      return;
+    }
+    // Answered, and the answer flushed, on a connection the client dropped or the gateway
+    // closed cleanly (a socket-only drain's 1012 included): the gateway had it.
     c.resent += 1;
     c.failure ??= `${key} sent again after its answer reached the gateway`;
     return;
@@ -342,6 +363,7 @@ function drop(c: Client): void {
   }
   ws.terminate();
   c.drops += 1;
+  c.ends.set(ws, 'dropped');
   c.trace.push([Date.now(), 'drop']);
 }
 
@@ -371,7 +393,13 @@ async function openSession(c: Client, resume: boolean): Promise<void> {
     onEvent: (event) => {
       c.events.push({ ...event, at: Date.now() });
       // Every connection's close, those LongrunSession does not report as a loss (a reconnect refused 1013) included.
-      if (event.kind === 'open') session.socket?.once('close', (code: number, reason: Buffer) => c.trace.push([Date.now(), `close ${code} ${reason.toString()}`]));
+      if (event.kind === 'open') {
+        const ws = session.socket;
+        ws?.once('close', (code: number, reason: Buffer) => {
+          c.trace.push([Date.now(), `close ${code} ${reason.toString()}`]);
+          if (!c.ends.has(ws)) c.ends.set(ws, code === 1012 && reason.toString() !== 'service restart' ? -1012 : code);
+        });
+      }
     },
     onClose: (close) => onClose(c, close),
   });
@@ -454,7 +482,7 @@ describe('WebSocket sessions across a fleet, under faults', () => {
             t0,
             bridged: BRIDGED,
             faults: faults.map((f) => ({ name: f.name, at: f.at - t0, held: f.held === 'all' ? 'all' : [...f.held] })),
-            clients: clients.map(({ session: _s, actions: _a, heardOn: _h, dropTimer: _d, done: _p, finish: _f, holder, ...rest }) => ({ ...rest, holder: holder.name })),
+            clients: clients.map(({ session: _s, actions: _a, ends: _e, heardOn: _h, dropTimer: _d, done: _p, finish: _f, holder, ...rest }) => ({ ...rest, holder: holder.name })),
             calls: workflow.calls.map((call) => ({ ...call, startRequest: { goal: call.startRequest.goal }, metadata: undefined, actionResponses: call.actionResponses.length })),
             logs: Object.fromEntries(
               [...retired, ...slots.flatMap((s) => (s.replica ? [s.replica] : []))].map((r, i) => [`${r.name}#${i}`, `${r.child.stdout()}\n${r.child.stderr()}`]),
@@ -638,7 +666,7 @@ describe('WebSocket sessions across a fleet, under faults', () => {
         [
           `ws resume fleet (${BRIDGED ? 'reconnects to a random replica' : 'reconnects to the holder'}): ${SESSIONS} sessions of ${STEPS} steps in ${Date.now() - t0} ms; ${workflow.calls.length} workflow-service calls`,
           `sockets dropped ${sum((cl) => cl.drops)}, connections ${sum((cl) => cl.connects)}, losses seen by clients by code ${[...byCode].map(([code, n]) => `${code}: ${n}`).join(', ')}`,
-          `actions replayed after a reconnect ${sum((cl) => cl.replays)} (crossing an answer sent on the same connection, not answered again: ${sum((cl) => cl.crossed)}; sent again after their answer reached a replica: ${sum((cl) => cl.resent)})`,
+          `actions replayed after a reconnect ${sum((cl) => cl.replays)} (crossing an answer sent on the same connection, not answered again: ${sum((cl) => cl.crossed)}; answered again after the gateway's side lost the connection the answer went on: ${sum((cl) => cl.reanswered)}; sent again after their answer reached a replica: ${sum((cl) => cl.resent)})`,
           `starts refused while the Redis restarted empty was fenced: ${fenced}; locks taken back by their holders: ${reasserted}`,
           ...report,
         ].join('\n'),

@@ -1,5 +1,5 @@
 /**
- * Beats between replicas (src/bridge/bridges.ts): each lists the bridges the sender still
+ * Beats between replicas (src/websocket/bridge/bridges.ts): each lists the bridges the sender still
  * has with the receiver, and a holder gives up a bridge the socket's replica no longer
  * lists (peer_dropped). A claim still out is listed too: the holder may have attached it
  * already, and a beat that left it out — one sent in the moment between the claim and its
@@ -8,11 +8,11 @@
  * A replica with nothing left with another tells it so once, then stops beating to it.
  */
 import { describe, expect, it } from 'vitest';
-import { Bridges } from '../../src/bridge/bridges';
-import type { BridgeHeader, BridgeMessage, BridgeTransport } from '../../src/bridge/protocol';
+import { Bridges } from '../../src/websocket/bridge/bridges';
+import type { BridgeHeader, BridgeMessage, BridgeTransport } from '../../src/websocket/bridge/protocol';
 import type { CoordinationBackend } from '../../src/coordination/backend';
-import { createLogger } from '../../src/log';
-import { Metrics } from '../../src/metrics';
+import { createLogger } from '../../src/core/log';
+import { Metrics } from '../../src/observability/metrics';
 
 function fakeTransport(replicaId: string): BridgeTransport & { sent: Array<{ to: string; header: BridgeHeader }>; deliver(message: BridgeMessage): void } {
   let handler: (message: BridgeMessage) => void = () => undefined;

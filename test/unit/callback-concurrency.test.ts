@@ -8,8 +8,8 @@ import { getEventListeners } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { OwnerClient, type SegmentEndBody } from '../../src/owner/owner-client';
-import { Semaphore } from '../../src/shared/semaphore';
-import { OwnerServiceSimulator } from '../../src/sandbox/owner-sim';
+import { Semaphore } from '../../src/core/semaphore';
+import { OwnerServiceSimulator } from '../../sandbox/owner-sim';
 import { testSecret } from '../helpers/secret';
 
 describe('Semaphore', () => {

@@ -5,7 +5,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { getEventListeners } from 'node:events';
 import { describe, expect, it } from 'vitest';
-import { deadline } from '../../src/shared/deadline';
+import { deadline } from '../../src/core/deadline';
 
 describe('deadline', () => {
   it('aborts when the parent aborts, with the parent reason, and not as a timeout', () => {

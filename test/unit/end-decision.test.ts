@@ -21,7 +21,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { decideEnd, endsTurn, type EndDecision } from '../../src/run/end-decision';
 import { ackFor } from '../../src/run/stop-reasons';
 import { isResumable } from '../../src/client/segment-end';
-import { segmentEndReason, type EndReason } from '../../src/vocabulary';
+import { segmentEndReason, type EndReason } from '../../src/core/vocabulary';
 import { WorkflowStream } from '../../src/workflow/workflow-stream';
 import { FakeCall } from '../helpers/fake-call';
 

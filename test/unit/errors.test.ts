@@ -9,9 +9,9 @@ import { Writable } from 'node:stream';
 import express from 'express';
 import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
-import { errorCatalog } from '../../src/errors';
+import { errorCatalog } from '../../src/core/errors';
 import { sendError } from '../../src/http/error-response';
-import { createLogger } from '../../src/log';
+import { createLogger } from '../../src/core/log';
 
 const root = path.resolve(__dirname, '../..');
 

@@ -8,9 +8,9 @@
 import * as grpc from '@grpc/grpc-js';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { MemoryBackend } from '../../src/coordination/memory-backend';
-import { scenarioMetadata } from '../../src/sandbox/scenario';
-import { WorkflowServiceSimulator } from '../../src/sandbox/workflow-sim';
-import { version } from '../../src/version';
+import { scenarioMetadata } from '../../sandbox/scenario';
+import { WorkflowServiceSimulator } from '../../sandbox/workflow-sim';
+import { version } from '../../src/core/version';
 import { ChannelPool, type WorkflowCall } from '../../src/workflow/channel-pool';
 import { metricValue, startStack, type Stack } from '../helpers/stack';
 

@@ -8,7 +8,7 @@
 import { SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { request } from 'undici';
-import { OWNER_ISSUER, signOwnerJwt, WORKHORSE_ISSUER, type OwnerTokenClaims } from '../../src/shared/jwt';
+import { OWNER_ISSUER, signOwnerJwt, WORKHORSE_ISSUER, type OwnerTokenClaims } from '../../src/core/jwt';
 import { testSecret, wrongSecret } from '../helpers/secret';
 import { startStack, type Stack } from '../helpers/stack';
 

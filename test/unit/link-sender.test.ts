@@ -1,12 +1,12 @@
 /**
- * A bridge's sends through a Redis outage (src/bridge/link-sender.ts): a send that fails holds
+ * A bridge's sends through a Redis outage (src/websocket/bridge/link-sender.ts): a send that fails holds
  * every later one, and they go out in order once the store takes them again; beats never
  * report a message still waiting; a store that refuses for longer than the give-up time gives
  * the bridge up. Driven on a fake clock with a store that refuses while it is "down".
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { LinkSender } from '../../src/bridge/link-sender';
-import type { BridgeHeader } from '../../src/bridge/protocol';
+import { LinkSender } from '../../src/websocket/bridge/link-sender';
+import type { BridgeHeader } from '../../src/websocket/bridge/protocol';
 
 const frame = (s: number): BridgeHeader => ({ t: 'frame', b: 'bridge-1', s });
 

@@ -6,7 +6,7 @@
 import { createHmac } from 'node:crypto';
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { createLogger, type Logger } from '../../src/log';
+import { createLogger, type Logger } from '../../src/core/log';
 
 function capture(level = 'debug'): { logger: Logger; raw: () => string; lines: () => Array<Record<string, unknown>> } {
   const chunks: Buffer[] = [];

@@ -1,6 +1,6 @@
 /**
  * MCP tools (docs/spec.md §2, §4), against real MCP servers on loopback built on the SDK's server
- * side (src/sandbox/mcp-sim.ts): discovery at the run's start into the
+ * side (sandbox/mcp-sim.ts): discovery at the run's start into the
  * StartWorkflowRequest, runMCPTool answered on the server that offered the tool, the
  * owner's own `gitlab`/`orbit` servers, refused private addresses, and sessions that end
  * with their run — finished, stopped or drained — while a hung server holds neither the
@@ -8,14 +8,14 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { request } from 'undici';
-import { createLogger } from '../../src/log';
-import { Metrics } from '../../src/metrics';
-import { WORKHORSE_ISSUER, signOwnerJwt, verifyJwt } from '../../src/shared/jwt';
+import { createLogger } from '../../src/core/log';
+import { Metrics } from '../../src/observability/metrics';
+import { WORKHORSE_ISSUER, signOwnerJwt, verifyJwt } from '../../src/core/jwt';
 import { McpConnector } from '../../src/mcp/connector';
-import { OWNER_OAUTH_TOKEN } from '../../src/sandbox/owner-sim';
-import { McpServerSimulator, type McpSimulatorOptions } from '../../src/sandbox/mcp-sim';
-import { scenarioMetadata, type Step } from '../../src/sandbox/scenario';
-import { version } from '../../src/version';
+import { OWNER_OAUTH_TOKEN } from '../../sandbox/owner-sim';
+import { McpServerSimulator, type McpSimulatorOptions } from '../../sandbox/mcp-sim';
+import { scenarioMetadata, type Step } from '../../sandbox/scenario';
+import { version } from '../../src/core/version';
 import { messageTypes } from '../../src/workflow/contract';
 import { metricValue, ndjsonLines, startStack, type Stack, type StackOptions } from '../helpers/stack';
 import { freePort } from '../helpers/ports';

@@ -5,7 +5,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { request } from 'undici';
 import { MemoryBackend } from '../../src/coordination/memory-backend';
-import { signOwnerJwt } from '../../src/shared/jwt';
+import { signOwnerJwt } from '../../src/core/jwt';
 import { testSecret } from '../helpers/secret';
 import { startStack, type Stack } from '../helpers/stack';
 

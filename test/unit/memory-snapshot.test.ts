@@ -5,7 +5,7 @@
  */
 import { getHeapSpaceStatistics } from 'node:v8';
 import { describe, expect, it } from 'vitest';
-import { compactAndMeasure } from '../../src/memory-snapshot';
+import { compactAndMeasure } from '../../src/core/memory-snapshot';
 
 const MiB = 1024 * 1024;
 

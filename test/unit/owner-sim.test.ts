@@ -6,8 +6,8 @@
 import http from 'node:http';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Agent, request } from 'undici';
-import { signJwt, OWNER_ISSUER, WORKHORSE_ISSUER } from '../../src/shared/jwt';
-import { OWNER_OAUTH_TOKEN, OwnerServiceSimulator, type SegmentEnd } from '../../src/sandbox/owner-sim';
+import { signJwt, OWNER_ISSUER, WORKHORSE_ISSUER } from '../../src/core/jwt';
+import { OWNER_OAUTH_TOKEN, OwnerServiceSimulator, type SegmentEnd } from '../../sandbox/owner-sim';
 import { testSecret, wrongSecret } from '../helpers/secret';
 
 const WORKFLOW_URI = '127.0.0.1:50051';

@@ -1,12 +1,12 @@
 /**
- * readCapped (src/shared/read-capped.ts), the one capped read of request and response
+ * readCapped (src/core/read-capped.ts), the one capped read of request and response
  * bodies: a body within the cap whole, past it the first `limit` bytes and how many were
  * seen, the stream left to the caller (paused or destroyed — a destroy's error raises
  * nothing), and a stream's own error rejected.
  */
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { readCapped } from '../../src/shared/read-capped';
+import { readCapped } from '../../src/core/read-capped';
 
 function feed(chunks: string[], end = true): PassThrough {
   const stream = new PassThrough();

@@ -13,7 +13,7 @@ import { MemoryBackend } from '../../src/coordination/memory-backend';
 import { RunCoordination } from '../../src/coordination/run-coordination';
 import { RunSnapshot } from '../../src/coordination/run-snapshot';
 import { StopWatcher } from '../../src/coordination/stop-watcher';
-import { Metrics } from '../../src/metrics';
+import { Metrics } from '../../src/observability/metrics';
 
 const TTL_MS = 600;
 

@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { clusterOptions, redisOptions, sentinelOptions } from '../../src/coordination/redis-connection';
 import { RedisUrlError, describeRedisTarget, parseRedisUrl, type SentinelRedisTarget } from '../../src/coordination/redis-url';
-import { maskUrl, scrubLine } from '../../src/log';
+import { maskUrl, scrubLine } from '../../src/core/log';
 
 const settings = { commandTimeoutMs: 2_000, connectTimeoutMs: 2_000 };
 

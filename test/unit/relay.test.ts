@@ -9,11 +9,11 @@
 import dns from 'node:dns';
 import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { version } from '../../src/version';
-import { verifyJwt, WORKHORSE_ISSUER } from '../../src/shared/jwt';
+import { version } from '../../src/core/version';
+import { verifyJwt, WORKHORSE_ISSUER } from '../../src/core/jwt';
 import { networkErrorText } from '../../src/owner/network-errors';
-import { OWNER_OAUTH_TOKEN } from '../../src/sandbox/owner-sim';
-import type { Step } from '../../src/sandbox/scenario';
+import { OWNER_OAUTH_TOKEN } from '../../sandbox/owner-sim';
+import type { Step } from '../../sandbox/scenario';
 import type { HttpResponse } from '../../src/workflow/contract';
 import { testSecret } from '../helpers/secret';
 import { metricValue, startStack, type Stack } from '../helpers/stack';

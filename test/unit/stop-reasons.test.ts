@@ -7,7 +7,7 @@
  * whatever word was sent.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { scenarioMetadata, type Step } from '../../src/sandbox/scenario';
+import { scenarioMetadata, type Step } from '../../sandbox/scenario';
 import { StopReasons } from '../../src/run/stop-reasons';
 import { startStack, type Stack } from '../helpers/stack';
 

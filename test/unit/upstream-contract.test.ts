@@ -14,8 +14,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { SCHEDULE_NOTIFICATION_DECLINED } from '../../src/run/action-answers';
-import { everyActionPayload } from '../../src/sandbox/every-action';
-import { scenarioMetadata } from '../../src/sandbox/scenario';
+import { everyActionPayload } from '../../sandbox/every-action';
+import { scenarioMetadata } from '../../sandbox/scenario';
 import { actionKinds, messageTypes } from '../../src/workflow/contract';
 import { decodeProtoJson, MAX_JSON_DEPTH } from '../../src/workflow/protojson';
 import { hostileBody, nestedText } from '../helpers/hostile-json';

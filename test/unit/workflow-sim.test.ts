@@ -6,11 +6,11 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { setTimeout as sleep } from 'node:timers/promises';
 import * as grpc from '@grpc/grpc-js';
-import type { PingPolicy } from '../../src/sandbox/h2-front';
-import { WorkflowServiceSimulator, type CallRecord } from '../../src/sandbox/workflow-sim';
-import { scenarioMetadata, type Step } from '../../src/sandbox/scenario';
+import type { PingPolicy } from '../../sandbox/h2-front';
+import { WorkflowServiceSimulator, type CallRecord } from '../../sandbox/workflow-sim';
+import { scenarioMetadata, type Step } from '../../sandbox/scenario';
 import type protobuf from 'protobufjs';
-import { everyActionPayload } from '../../src/sandbox/every-action';
+import { everyActionPayload } from '../../sandbox/every-action';
 import { actionKinds, duoWorkflowService, messageTypes, type Action, type ActionResponse } from '../../src/workflow/contract';
 import { WorkflowTestClient, type WorkflowTestCall } from '../helpers/workflow-client';
 

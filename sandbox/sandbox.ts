@@ -7,8 +7,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { RequestHandler } from 'express';
-import type { Config, EnvConfig } from '../config';
-import { chatRoutes } from './chat-page';
+import type { Config, EnvConfig } from '../src/config';
+import { chatRoutes, chatUrl } from './chat-page';
 import { OwnerServiceSimulator, WEBSOCKET_PREAUTH } from './owner-sim';
 import { scenarioMetadata } from './scenario';
 import { WorkflowServiceSimulator } from './workflow-sim';
@@ -19,6 +19,8 @@ export interface Sandbox {
   workflow: WorkflowServiceSimulator;
   /** The sandbox's pages, for the gateway's main listener (GatewayOptions.sandboxRoutes). */
   routes: RequestHandler;
+  /** What `npm start` prints once the gateway listens: a curl to start a run, the chat page. */
+  banner(mainUrl: string, opsUrl: string): string;
   close(): Promise<void>;
 }
 
@@ -43,6 +45,11 @@ export async function startSandbox(config: EnvConfig): Promise<Sandbox> {
     owner,
     workflow,
     routes: chatRoutes(),
+    banner: (mainUrl, opsUrl) =>
+      `\nlongrun sandbox is up: gateway ${mainUrl}, ops ${opsUrl}\n` +
+      `Start a detached run:\n\n  ${sandboxCurl(mainUrl)}\n\n` +
+      `Or chat over the WebSocket route in a browser: ${chatUrl(mainUrl)}\n\n` +
+      `Then watch it: curl -s ${opsUrl}/runs\n\n`,
     close: async () => {
       await Promise.allSettled([owner.close(), workflow.close()]);
     },

@@ -16,10 +16,10 @@
  * socket's replica closes its client 1012 and the reconnect finds the run parked.
  */
 import { randomBytes } from 'node:crypto';
-import type { CoordinationBackend } from '../coordination/backend';
-import type { ClientRun, ParkedRuns } from '../http/ws-client-run';
-import type { Logger } from '../log';
-import type { Metrics } from '../metrics';
+import type { CoordinationBackend } from '../../coordination/backend';
+import type { ClientRun, ParkedRuns } from '../client-run';
+import type { Logger } from '../../core/log';
+import type { Metrics } from '../../observability/metrics';
 import { HolderLink } from './holder-link';
 import { LinkSender } from './link-sender';
 import type { BreakWhy, BridgeHeader, BridgeMessage, BridgeTransport, LinkEnv } from './protocol';

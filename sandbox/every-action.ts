@@ -4,7 +4,7 @@
  * against the loaded contract). The simulator's `every_action` step sends them in
  * field-number order, so a test sees each kind reach longrun and what longrun answered.
  */
-import type { ActionKind } from '../workflow/contract';
+import type { ActionKind } from '../src/workflow/contract';
 
 export const everyActionPayload: Readonly<Record<ActionKind, Readonly<Record<string, unknown>>>> = {
   runCommand: { program: 'ls', arguments: ['-l', 'a b'], flags: ['--all'], timeout: '30' },

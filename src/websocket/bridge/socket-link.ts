@@ -1,21 +1,20 @@
 /**
  * The socket side of a bridge (docs/spec.md §12): a connection on this replica whose run is
- * parked on another. To the session (ws-session.ts) it stands where the run would: the
+ * parked on another. To the session (connection.ts) it stands where the run would: the
  * client's events go to the holder, and so do its end (a stop) and its loss (park); the
  * holder's frames are written to the socket, and each written byte acknowledged so the
  * holder may send more (holder-link.ts).
  *
- * How it ends: the holder's `end` carries the close the run's end chose (ws-close.ts); a
+ * How it ends: the holder's `end` carries the close the run's end chose (close-codes.ts); a
  * bridge that breaks — a gap, a failed send, a holder silent past its deadline or no
  * longer listing it, no answer to the claim — closes the socket with 1012, and the
  * client's reconnect finds the run parked again (or, once the holder's lease has expired,
  * starts it anew).
  */
-import { RUN_UNREACHABLE, SERVICE_RESTART, type Close } from '../http/ws-close';
-import type { StopReason } from '../vocabulary';
-import type { ClientEvent } from '../workflow/contract';
-import type { LinkSender } from './link-sender';
-import type { BreakWhy, BridgeBody, BridgeHeader, ClaimOutcome, LinkEnv } from './protocol';
+import { RUN_UNREACHABLE, SERVICE_RESTART, type Close } from '../close-codes';
+import type { StopReason } from '../../core/vocabulary';
+import type { ClientEvent } from '../../workflow/contract';
+import type { BreakWhy, BridgeBody, BridgeHeader, ClaimOutcome, LinkEnv, OrderedSender } from './protocol';
 
 /** Bytes written to the client before the holder is told (and at every beat, whatever is left). */
 const ACK_EVERY_BYTES = 128 * 1024;
@@ -36,7 +35,7 @@ type State = 'claiming' | 'attached' | 'done';
 export class SocketLink {
   private state: State = 'claiming';
   private sent = 0;
-  private readonly sender: LinkSender;
+  private readonly sender: OrderedSender;
   private heard = 0;
   private unreported = 0;
   /** The socket closed before the claim was answered: an attach is handed straight back. */

@@ -5,7 +5,7 @@
  * socket is gone already.
  */
 import * as grpc from '@grpc/grpc-js';
-import type { ErrorCode } from '../errors';
+import type { ErrorCode } from '../core/errors';
 import type { RunResult } from '../run/run';
 
 export interface Close {

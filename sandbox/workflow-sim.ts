@@ -25,10 +25,10 @@ import {
   type DecodedClientEvent,
   type StartWorkflowRequest,
   type TokenBreakdown,
-} from '../workflow/contract';
+} from '../src/workflow/contract';
 import { H2Front, type PingPolicy } from './h2-front';
 import protobuf from 'protobufjs';
-import { decodeProtoJson, fieldJsonName, ProtoJsonError } from '../workflow/protojson';
+import { decodeProtoJson, fieldJsonName, ProtoJsonError } from '../src/workflow/protojson';
 import { everyActionPayload } from './every-action';
 import { parseScenario, type GrpcCodeName, type Step } from './scenario';
 

@@ -12,14 +12,14 @@
  * start takes over is stopped with WORKHORSE_WEBSOCKET_PING_FAILED: an infrastructure
  * reason the public service allows, so the workflow stays resumable.
  */
-import type { Metrics } from '../metrics';
+import type { Metrics } from '../observability/metrics';
 import type { SessionRun } from '../run/launcher';
 import type { ActionSink, RunResult } from '../run/run';
-import { STOPS, type StopReason } from '../vocabulary';
+import { STOPS, type StopReason } from '../core/vocabulary';
 import { workhorseActionJson } from '../workflow/action-line';
 import type { Action, ClientEvent } from '../workflow/contract';
 
-/** The connection a run is served on now (ws-session.ts). */
+/** The connection a run is served on now (connection.ts). */
 export interface Connection {
   sendFrame(frame: Buffer): 'ok' | 'full' | 'gone';
   drained(): Promise<void>;
@@ -32,7 +32,7 @@ export interface ClientRunSettings {
   backlogBytes: number;
 }
 
-/** Parked runs by workflow: where a re-attaching start finds its run — here, or through a bridge (src/bridge/). */
+/** Parked runs by workflow: where a re-attaching start finds its run — here, or through a bridge (src/websocket/bridge/). */
 export type ParkedRuns = Map<string, ClientRun>;
 
 /** Answered requestIDs remembered per run (a turn's actions since the last re-attach, and then some). */

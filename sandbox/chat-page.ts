@@ -12,7 +12,7 @@ import type http from 'node:http';
 import type { Server, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import express from 'express';
-import { fromRoot } from '../paths';
+import path from 'node:path';
 
 export const CHAT_PATH = '/-/sandbox/chat';
 /**
@@ -28,7 +28,7 @@ export const DROP_PATH = '/-/sandbox/drop';
  */
 export const WORKFLOW_COOKIE = 'longrun_sandbox_workflow';
 
-const CHAT_FILE = fromRoot('src', 'sandbox', 'chat.html');
+const CHAT_FILE = path.join(__dirname, 'chat.html');
 
 /**
  * The page may run its own inline script and style and talk to its own origin (the

@@ -18,7 +18,7 @@ import { waitForChange } from './wait-for';
 import type { AddressInfo } from 'node:net';
 import type http from 'node:http';
 import express from 'express';
-import { verifyJwt, WORKHORSE_ISSUER } from '../shared/jwt';
+import { verifyJwt, WORKHORSE_ISSUER } from '../src/core/jwt';
 import { McpEndpointSimulator } from './mcp-sim';
 
 export interface PreauthConfig {

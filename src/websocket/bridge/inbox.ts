@@ -23,9 +23,9 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { readFileSync } from 'node:fs';
 import type { Cluster, Redis } from 'ioredis';
-import { fromRoot } from '../paths';
-import { closeRedis, createRedis, type ConnectionSettings, type RedisClient } from '../coordination/redis-connection';
-import type { RedisTarget } from '../coordination/redis-url';
+import path from 'node:path';
+import { closeRedis, createRedis, type ConnectionSettings, type RedisClient } from '../../coordination/redis-connection';
+import type { RedisTarget } from '../../coordination/redis-url';
 import type { BridgeHeader, BridgeMessage, BridgeTransport } from './protocol';
 
 /** A replica's inbox. Hash-tagged by replica: each is one key, in one slot. */
@@ -52,7 +52,8 @@ interface Scripts {
   bridgeTrim(key: string, minId: string, emptyTtlMs: number): Promise<number>;
 }
 
-const script = (name: string): string => readFileSync(fromRoot('src', 'bridge', name), 'utf8');
+// Beside this module in both layouts: the build copies the scripts into dist/ (scripts/copy-assets.mjs).
+const script = (name: string): string => readFileSync(path.join(__dirname, name), 'utf8');
 
 export class RedisInbox implements BridgeTransport {
   private readonly commands: RedisClient & Scripts;

@@ -13,7 +13,7 @@
  * What the beats report as sent (`reportedSeq`) is what went out in order: never a message
  * still waiting, which the peer would otherwise count as lost.
  */
-import type { BridgeHeader } from './protocol';
+import type { BridgeHeader, OrderedSender } from './protocol';
 
 interface Waiting {
   header: BridgeHeader;
@@ -22,7 +22,7 @@ interface Waiting {
   settle: (sent: boolean) => void;
 }
 
-export class LinkSender {
+export class LinkSender implements OrderedSender {
   /** Messages waiting for Redis, in order; set from the first failure until all are sent. */
   private waiting: Waiting[] | undefined;
   private retryTimer: NodeJS.Timeout | undefined;

@@ -4,23 +4,23 @@
  * Origin check (cross-site WebSocket hijacking is refused), the owner's preauthorization
  * (GET, same path and query; a denial is the owner's answer, passed through) — then the
  * upgrade (`ws`, no subprotocol, no compression, frames of at most 4 MiB) and the session
- * (ws-session.ts). A refusal is a plain HTTP answer with the error body and the status
+ * (connection.ts). A refusal is a plain HTTP answer with the error body and the status
  * error-status.ts gives its code.
  */
 import { STATUS_CODES, type IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer } from 'ws';
-import type { Bridges } from '../bridge/bridges';
-import { callerOf } from '../caller';
-import { GatewayError, toGatewayError } from '../errors';
-import type { Logger } from '../log';
-import type { Metrics } from '../metrics';
+import type { Bridges } from './bridge/bridges';
+import { callerOf } from '../core/caller';
+import { GatewayError, toGatewayError } from '../core/errors';
+import type { Logger } from '../core/log';
+import type { Metrics } from '../observability/metrics';
 import type { OwnerClient } from '../owner/owner-client';
 import type { Launcher } from '../run/launcher';
-import { errorStatus, retryAfterOf } from './error-status';
-import { requestIdOf } from './request-id';
-import type { ClientRunSettings, ParkedRuns } from './ws-client-run';
-import { WebSocketSession, type SessionSettings } from './ws-session';
+import { errorStatus, retryAfterOf } from '../http/error-status';
+import { requestIdOf } from '../http/request-id';
+import type { ClientRunSettings, ParkedRuns } from './client-run';
+import { WebSocketConnection, type SessionSettings } from './connection';
 
 export const WEBSOCKET_PATH = '/api/v4/ai/duo_workflows/ws';
 /** The largest frame a client may send (a startRequest is at most what an execute body is). */
@@ -46,7 +46,7 @@ export interface WebSocketRouteDeps {
 export class WebSocketRoute {
   private readonly server = new WebSocketServer({ noServer: true, maxPayload: MAX_FRAME_BYTES, perMessageDeflate: false, clientTracking: false });
   /** Sessions upgraded or being authorized: what the cap counts. */
-  private readonly sessions = new Set<WebSocketSession>();
+  private readonly sessions = new Set<WebSocketConnection>();
   private pending = 0;
   private readonly parked: ParkedRuns;
   /**
@@ -132,7 +132,7 @@ export class WebSocketRoute {
       const auth = preauth.answer.DuoWorkflow;
       const caller = callerOf(req);
       this.server.handleUpgrade(req, socket, head, (ws) => {
-        const session = new WebSocketSession(
+        const session = new WebSocketConnection(
           ws,
           { auth, requestId, caller },
           { launcher: deps.launcher, metrics: deps.metrics, logger: deps.logger, settings: deps.settings, parked: this.parked, bridges: deps.bridges },

@@ -10,19 +10,18 @@
  * them, ever holds more than that for one session; a client that never reads stalls the
  * run as a local one would (its write timeout).
  */
-import type { ClientRun, Connection } from '../http/ws-client-run';
-import { closeForRunEnd } from '../http/ws-close';
-import { STOPS } from '../vocabulary';
-import type { ClientEvent } from '../workflow/contract';
-import type { LinkSender } from './link-sender';
-import type { BreakWhy, BridgeBody, BridgeHeader, LinkEnv } from './protocol';
+import type { ClientRun, Connection } from '../client-run';
+import { closeForRunEnd } from '../close-codes';
+import { STOPS } from '../../core/vocabulary';
+import type { ClientEvent } from '../../workflow/contract';
+import type { BreakWhy, BridgeBody, BridgeHeader, LinkEnv, OrderedSender } from './protocol';
 
 /** Bytes sent and not yet acknowledged past which the run pauses (as a local socket's buffer). */
 export const HIGH_WATER_BYTES = 1024 * 1024;
 
 export class HolderLink implements Connection {
   private sent = 0;
-  private readonly sender: LinkSender;
+  private readonly sender: OrderedSender;
   /** The last sequence number heard from the socket side (the claim was 1). */
   private heard = 1;
   private unacked = 0;

@@ -6,7 +6,7 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { version } from './version';
+import { version } from '../core/version';
 import {
   acceptedOn,
   callbackResults,
@@ -41,11 +41,11 @@ import {
   type RelayErrorType,
   type StopOutcome,
   type Transport,
-} from './vocabulary';
-import { actionKinds } from './workflow/contract';
+} from '../core/vocabulary';
+import { actionKinds } from '../workflow/contract';
 
 const relayMethods = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD'] as const;
-/** The close codes the gateway sends (ws-close.ts), as metric labels. */
+/** The close codes the gateway sends (close-codes.ts), as metric labels. */
 const websocketCloseCodes = ['1000', '1001', '1008', '1009', '1012', '1013', '4400'] as const;
 
 const grpcCodeNames = Object.keys(grpc.status).filter((k) => Number.isNaN(Number(k)));

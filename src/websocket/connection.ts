@@ -1,11 +1,11 @@
 /**
  * One WebSocket connection (docs/spec.md §11, §12), from the upgrade to the close: the
  * client's frames in, the run's actions for the client out (through its ClientRun,
- * ws-client-run.ts, which outlives a lost connection), liveness, and how it ends.
+ * client-run.ts, which outlives a lost connection), liveness, and how it ends.
  *
  *   awaiting_start ──startRequest──► starting (lock, MCP discovery, stream open: the launcher)
  *     ──► open: client events → the run (run.fromClient); actions → binary frames (ActionSink)
- *     ──► closed: the run's end chooses the close code (ws-close.ts), or the client's end the stop
+ *     ──► closed: the run's end chooses the close code (close-codes.ts), or the client's end the stop
  *
  * How the client's end reaches the run (Workhorse's runner): a close frame 1000/1001 stops
  * it with WORKHORSE_WEBSOCKET_CLOSE_<code>; no pong within the read deadline with
@@ -19,19 +19,19 @@
  * given back when its socket closes, whichever side closed it.
  */
 import type { WebSocket } from 'ws';
-import type { Bridges } from '../bridge/bridges';
-import { SocketLink } from '../bridge/socket-link';
-import { GatewayError } from '../errors';
-import type { Logger } from '../log';
-import type { Metrics } from '../metrics';
+import type { Bridges } from './bridge/bridges';
+import { SocketLink } from './bridge/socket-link';
+import { GatewayError } from '../core/errors';
+import type { Logger } from '../core/log';
+import type { Metrics } from '../observability/metrics';
 import type { AuthorizedStart, Launcher, SessionRun } from '../run/launcher';
-import { ClientRun, type ClientRunSettings, type Connection, type ParkedRuns } from './ws-client-run';
-import { parseJsonBody } from '../shared/json-body';
+import { ClientRun, type ClientRunSettings, type Connection, type ParkedRuns } from './client-run';
+import { parseJsonBody } from '../core/json-body';
 import { authorizeStartRequest } from '../run/start-request';
-import { STOPS, type StopReason } from '../vocabulary';
+import { STOPS, type StopReason } from '../core/vocabulary';
 import { messageTypes, type ClientEvent, type DecodedClientEvent, type StartWorkflowRequest } from '../workflow/contract';
 import { MAX_JSON_DEPTH, decodeProtoJson } from '../workflow/protojson';
-import { HEARTBEAT_FLOOD, NORMAL, NO_START, RUN_UNREACHABLE, SERVICE_RESTART, closeForRefusal, closeForRunEnd, invalidRequest, type Close } from './ws-close';
+import { HEARTBEAT_FLOOD, NORMAL, NO_START, RUN_UNREACHABLE, SERVICE_RESTART, closeForRefusal, closeForRunEnd, invalidRequest, type Close } from './close-codes';
 
 export interface SessionSettings {
   pingMs: number;
@@ -72,7 +72,7 @@ const MAX_HEARTBEATS_PER_SECOND = 20;
 
 const { client_gone: CLIENT_GONE, pong_timeout: PONG_TIMEOUT, ping_failed: PING_FAILED } = STOPS;
 
-export class WebSocketSession implements Connection {
+export class WebSocketConnection implements Connection {
   private state: State = 'awaiting_start';
   private client: SessionClient | undefined;
   /** A claim sent to the replica where the workflow's run is parked, not answered yet. */

@@ -22,8 +22,7 @@
  * A send Redis refused is sent again, in order, once Redis is back (link-sender.ts); a
  * message that arrives twice (sent again after all) is read once.
  */
-import type { StopReason } from '../vocabulary';
-import type { LinkSender } from './link-sender';
+import type { StopReason } from '../../core/vocabulary';
 
 /** How a claim was answered. attached: the run is the socket's; released: the parked run was stopped (start anew); none: nothing parked here. */
 export type ClaimOutcome = 'attached' | 'released' | 'none';
@@ -59,12 +58,20 @@ export type BreakWhy = 'gap' | 'send_failed' | 'peer_silent' | 'peer_dropped' | 
 /** A message of one bridge less its bridge id and sequence number, which the link fills in. */
 export type BridgeBody = BridgeHeader extends infer H ? (H extends OfBridge ? Omit<H, 'b' | 's'> : never) : never;
 
+/** One bridge's messages in one direction, in order through a Redis outage (link-sender.ts). */
+export interface OrderedSender {
+  /** The last sequence number sent in order (what a beat may say was sent). */
+  readonly reportedSeq: number;
+  /** Sends after every message posted before; resolves whether it was sent (false: given up). */
+  post(header: BridgeHeader, data?: Buffer): Promise<boolean>;
+}
+
 /** What a link needs of the process's bridges. */
 export interface LinkEnv {
   /** Sends through the process's transport (counted). */
   send(replica: string, header: BridgeHeader, data?: Buffer): Promise<void>;
   /** A link's ordered sender to `replica` (link-sender.ts), whose giving up is told to `onGiveUp`. */
-  sender(replica: string, onGiveUp: () => void): LinkSender;
+  sender(replica: string, onGiveUp: () => void): OrderedSender;
   /** Told once, when the link is done (it is forgotten). */
   done(link: { readonly id: string }): void;
   /** Told when the link gives its bridge up. */
