@@ -36,7 +36,6 @@ async function main(): Promise<void> {
     logger.info({ owner: sandbox.owner.url, workflow_service: sandbox.workflow.address }, 'sandbox: simulated owner and workflow service started');
   }
   const gateway = await Gateway.start(config, { logger, sandboxRoutes: sandbox?.routes });
-  if (sandbox) process.stdout.write(sandbox.banner(gateway.mainUrl, gateway.opsUrl));
 
   let signals = 0;
   const onSignal = (signal: NodeJS.Signals): void => {
@@ -72,6 +71,8 @@ async function main(): Promise<void> {
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
+  // Printed once a signal drains: whoever reads it may stop the process at once.
+  if (sandbox) process.stdout.write(sandbox.banner(gateway.mainUrl, gateway.opsUrl));
 }
 
 main().catch((err: unknown) => {

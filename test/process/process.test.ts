@@ -2,6 +2,9 @@
  * The gateway as users run it: `npm start` with no configuration is the sandbox; a
  * process that ran turns exits by itself once closed (nothing left behind).
  */
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -20,6 +23,45 @@ const SANDBOX_ENV = {
 
 afterEach(async () => {
   for (const child of children.splice(0)) await child.kill();
+});
+
+describe('what a start loads', () => {
+  /** The modules a gateway started with `env` loaded by the time SIGTERM made it exit. */
+  async function loadedBy(env: Record<string, string>): Promise<string[]> {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'longrun-loaded-'));
+    try {
+      const secret = path.join(dir, 'secret');
+      writeFileSync(secret, randomBytes(32).toString('base64'));
+      const loadedFile = path.join(dir, 'loaded.txt');
+      const child = startChild(['-r', path.join(root, 'test/fixtures/loaded-modules.cjs'), path.join(root, 'dist/src/main.js')], {
+        ...SANDBOX_ENV,
+        LONGRUN_SECRET_FILE: secret,
+        LONGRUN_TEST_LOADED_FILE: loadedFile,
+        ...env,
+      });
+      children.push(child);
+      await child.waitForOutput(/sandbox is up|"msg":"longrun listening"/, 15_000);
+      child.process.kill('SIGTERM');
+      expect(await child.exited(15_000)).toBe(0);
+      return readFileSync(loadedFile, 'utf8').split('\n');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+  const simulators = (loaded: string[]): string[] => loaded.filter((f) => f.startsWith(path.join(root, 'dist/sandbox/')));
+  // The SDK's MCP server and its HTTP transport (its client reaches a few shared helpers kept under server/, which do not count).
+  const mcpServerSdk = (loaded: string[]): string[] => loaded.filter((f) => /@modelcontextprotocol\/sdk\/.*\/server\/(mcp|index|streamableHttp)\.js$/.test(f));
+
+  it('a production start (an owner configured) loads no simulator module, nor the MCP server SDK they use; the sandbox loads them', async () => {
+    // The owner need not answer: nothing is asked of it until an execute comes.
+    const production = await loadedBy({ LONGRUN_OWNER_URL: 'http://127.0.0.1:9', LONGRUN_LOG_LEVEL: 'info' });
+    expect(production.some((f) => f.endsWith(path.join('dist', 'src', 'gateway.js')))).toBe(true);
+    expect(simulators(production)).toEqual([]);
+    expect(mcpServerSdk(production)).toEqual([]);
+    const sandbox = await loadedBy({});
+    expect(simulators(sandbox).length).toBeGreaterThan(0);
+    expect(mcpServerSdk(sandbox).length).toBeGreaterThan(0);
+  });
 });
 
 describe('the sandbox (npm start with no configuration)', () => {
