@@ -72,9 +72,19 @@ export class Bridges {
       // A send Redis refused goes again every beat; one refused as long as a peer may stay silent gives its bridge up.
       sender: (replica, onGiveUp) => new LinkSender((header, data) => send(replica, header, data), deps.settings.beatMs, deps.settings.deadAfterMs, onGiveUp),
       done: (link) => this.forget(link.id),
-      broke: (why: BreakWhy) => metrics.bridgeBreaks.inc({ why }),
+      broke: (link, why: BreakWhy) => {
+        metrics.bridgeBreaks.inc({ why });
+        deps.logger.info({ bridge: link.id, why }, 'bridge given up');
+      },
     };
-    transport.onMessage((message) => this.route(message));
+    transport.onMessage((message) => {
+      try {
+        this.route(message);
+      } catch (err) {
+        // The message is lost to its bridge (the next one, or a beat, shows the gap); the others go on.
+        deps.logger.error({ err, from: message.from, kind: message.header.t }, 'bridge message could not be handled');
+      }
+    });
   }
 
   get replicaId(): string {

@@ -113,7 +113,7 @@ export class HolderLink implements Connection {
    */
   lost(why?: BreakWhy): void {
     if (this.gone) return;
-    if (why) this.env.broke(why);
+    if (why) this.env.broke(this, why);
     const served = this.client.servedOn(this);
     this.finish();
     if (served && !this.client.park()) this.client.stop(STOPS.client_gone);

@@ -75,7 +75,7 @@ export interface LinkEnv {
   /** Told once, when the link is done (it is forgotten). */
   done(link: { readonly id: string }): void;
   /** Told when the link gives its bridge up. */
-  broke(why: BreakWhy): void;
+  broke(link: { readonly id: string }, why: BreakWhy): void;
 }
 
 /** A message as it arrives: who sent it, what it says, and its bytes (a frame, an event). */

@@ -86,7 +86,7 @@ export class SocketLink {
     void this.post({ t: 'claim', wf: workflowId, ...(actor !== undefined ? { actor } : {}), input });
     this.claimTimer = setTimeout(() => {
       if (this.state !== 'claiming') return;
-      this.env.broke('unanswered');
+      this.env.broke(this, 'unanswered');
       this.finish();
       this.settleOutcome('unreachable');
     }, timeoutMs);
@@ -176,7 +176,7 @@ export class SocketLink {
   /** The bridge broke: the holder is told (when it can be) and the client closed 1012. */
   broken(why: BreakWhy): void {
     if (this.state === 'done') return;
-    this.env.broke(why);
+    this.env.broke(this, why);
     const wasClaiming = this.state === 'claiming';
     if (this.state === 'attached') void this.post({ t: 'lost' });
     clearTimeout(this.claimTimer);
