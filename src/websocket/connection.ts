@@ -3,9 +3,18 @@
  * client's frames in, the run's actions for the client out (through its ClientRun,
  * client-run.ts, which outlives a lost connection), liveness, and how it ends.
  *
- *   awaiting_start ──startRequest──► starting (lock, MCP discovery, stream open: the launcher)
- *     ──► open: client events → the run (run.fromClient); actions → binary frames (ActionSink)
- *     ──► closed: the run's end chooses the close code (close-codes.ts), or the client's end the stop
+ *   awaiting_start ──startRequest──► starting ──► claiming   (its run is parked on another
+ *                                                             replica: the claim is out)
+ *                                              ──► opening    (the launcher takes the lock, discovers
+ *                                                             MCP tools, opens the stream)
+ *     claiming | opening ──► open: client events → its client (the run here, or the bridge to
+ *                                  it); actions → binary frames (ActionSink)
+ *     any ──the socket closes──► closed: the run's end chooses the close code
+ *                                        (close-codes.ts), or the client's end the stop
+ *
+ * The phase carries what each step knows (the workflow, the events that came early, the
+ * claim, the run being opened, the client); the close handshake of the socket itself (our
+ * close frame sent, its timer) is close-handshake.ts.
  *
  * How the client's end reaches the run (Workhorse's runner): a close frame 1000/1001 stops
  * it with WORKHORSE_WEBSOCKET_CLOSE_<code>; no pong within the read deadline with
@@ -32,6 +41,8 @@ import { STOPS, type StopReason } from '../core/vocabulary';
 import { messageTypes, type ClientEvent, type DecodedClientEvent, type StartWorkflowRequest } from '../workflow/contract';
 import { MAX_JSON_DEPTH, decodeProtoJson } from '../workflow/protojson';
 import { HEARTBEAT_FLOOD, NORMAL, NO_START, RUN_UNREACHABLE, SERVICE_RESTART, closeForRefusal, closeForRunEnd, invalidRequest, type Close } from './close-codes';
+import { CloseHandshake } from './close-handshake';
+import { Backpressure } from './flow-control';
 
 export interface SessionSettings {
   pingMs: number;
@@ -53,57 +64,64 @@ export interface SessionDeps {
   bridges?: Bridges | undefined;
 }
 
-/** What the session's events go to: its run here (ClientRun), or a run on another replica through a bridge (SocketLink). */
-type SessionClient = Pick<ClientRun, 'fromClient' | 'stop' | 'park'>;
+/** What the connection's events go to: its run here (ClientRun), or a run on another replica through a bridge (SocketLink). */
+type SessionClient = ClientRun | SocketLink;
 
-/** What the session was authorized for: the start, less the request the client sends. */
+/** What the connection was authorized for: the start, less the request the client sends. */
 export type SessionAuth = Omit<AuthorizedStart, 'request' | 'signal'>;
 
-type State = 'awaiting_start' | 'starting' | 'open' | 'closed';
+/**
+ * Where the connection is, and what it knows there. `early`: client events that came
+ * before the run could take them, passed on once it can.
+ */
+type Phase =
+  | { readonly state: 'awaiting_start' }
+  | { readonly state: 'starting'; readonly workflowId: string; readonly early: ClientEvent[] }
+  | { readonly state: 'claiming'; readonly workflowId: string; readonly early: ClientEvent[]; readonly link: SocketLink }
+  | {
+      readonly state: 'opening';
+      readonly workflowId: string;
+      readonly early: ClientEvent[];
+      /** The run being opened (the launcher has not answered yet). */
+      readonly run: ClientRun;
+      /** Aborted when the socket closes while the run is being opened (the launcher's caller signal)... */
+      readonly gone: AbortController;
+      /** ...unless the connection was lost and that run parked: then the start goes on, for the client's re-attach. */
+      parked: boolean;
+    }
+  | {
+      readonly state: 'open';
+      readonly workflowId: string;
+      readonly client: SessionClient;
+      /** A drain closes this bridged connection (1012): what the client sends until its close still goes to the run, handed back after. */
+      handingBack: boolean;
+    }
+  | { readonly state: 'closed'; readonly workflowId: string | undefined };
 
-/** Bytes queued to a client before it counts as not reading (the run pauses the service). */
-const HIGH_WATER_BYTES = 1024 * 1024;
+type State = Phase['state'];
 
 /**
  * Heartbeats a client may send in one second. The language server sends one a minute;
- * past this the client is flooding the service, and the session is closed 1008.
+ * past this the client is flooding the service, and the connection is closed 1008.
  */
 const MAX_HEARTBEATS_PER_SECOND = 20;
 
+const AWAITING_START: Phase = Object.freeze({ state: 'awaiting_start' });
 const { client_gone: CLIENT_GONE, pong_timeout: PONG_TIMEOUT, ping_failed: PING_FAILED } = STOPS;
 
 export class WebSocketConnection implements Connection {
-  private state: State = 'awaiting_start';
-  private client: SessionClient | undefined;
-  /** A claim sent to the replica where the workflow's run is parked, not answered yet. */
-  private claiming: SocketLink | undefined;
-  /** The run being opened for this connection (the launcher has not answered yet). */
-  private opening: ClientRun | undefined;
-  /** The connection was lost while its run was being opened, and that run parked: the start goes on. */
-  private openingParked = false;
-  /** This side sent its close frame: what the client sends after is not read, and its close echoes ours. */
-  private closeSent = false;
-  /** Client events that came while the run was being opened, passed on once it is. */
-  private early: ClientEvent[] | undefined;
-  /** Aborted when the socket closes while the run is being opened (the launcher's caller signal). */
-  private gone: AbortController | undefined;
+  private phase: Phase = AWAITING_START;
   /** Liveness, checked by the route's one tick (WebSocketRoute.tick): the last ping sent, the last pong heard. */
   private pingedAt = Date.now();
   private pongAt = Date.now();
-  private closeTimer: NodeJS.Timeout | undefined;
   private startTimer: NodeJS.Timeout | undefined;
   /** Heartbeats in the current one-second window, and when it began. */
   private heartbeats = 0;
   private heartbeatWindow = 0;
-  /** Bytes handed to ws not yet written to the socket, and who waits for them to drain. */
-  private queuedBytes = 0;
-  private drainWaiters: Array<() => void> | undefined;
+  /** Frames handed to ws and not yet written to the socket (flow-control.ts). */
+  private readonly flow = new Backpressure();
+  private readonly handshake: CloseHandshake;
   private readonly closed: Promise<void>;
-  private workflowId: string | undefined;
-  /** The lock was asked for: a second startRequest cannot take it again (Workhorse: 1013). */
-  private locking = false;
-  /** A drain closes this bridged session (1012): what the client sends until its close still goes to the run, which is then handed back. */
-  private handingBack = false;
 
   constructor(
     private readonly socket: WebSocket,
@@ -111,11 +129,26 @@ export class WebSocketConnection implements Connection {
     private readonly deps: SessionDeps,
   ) {
     this.closed = new Promise((resolve) => socket.once('close', () => resolve()));
+    this.handshake = new CloseHandshake(socket, deps.settings.closeTimeoutMs, (close) => deps.metrics.websocketClose(close.code));
   }
 
   /** How long a stalled client may hold the run before it counts as gone. */
   get stallMs(): number {
     return this.deps.settings.writeTimeoutMs;
+  }
+
+  private get state(): State {
+    return this.phase.state;
+  }
+
+  /** The workflow the connection started, once it did. */
+  private get workflowId(): string | undefined {
+    return this.phase.state === 'awaiting_start' ? undefined : this.phase.workflowId;
+  }
+
+  /** Whether the run holds (or is taking) the lock: a second startRequest cannot take it again (Workhorse: 1013). */
+  private get locking(): boolean {
+    return (this.state === 'opening' || this.state === 'open') && this.auth.auth.LockConcurrentFlow === true;
   }
 
   /** Starts reading and the liveness checks; resolves once the socket has closed and the run (if any) ended. */
@@ -132,7 +165,7 @@ export class WebSocketConnection implements Connection {
   }
 
   /**
-   * The process is draining: a session that opened no run yet is closed 1001 `server
+   * The process is draining: a connection that opened no run yet is closed 1001 `server
    * shutdown`; one bridged to a run on another replica hands it back there, parked, and
    * is closed 1012 so its client reconnects elsewhere (docs/spec.md §12: no resume).
    *
@@ -144,13 +177,13 @@ export class WebSocketConnection implements Connection {
    * the run is handed back (the client's close came, or the close timeout cut it off).
    */
   async shutdownIdle(): Promise<void> {
-    if (this.state === 'awaiting_start') this.close(closeForRefusal('DRAINING', ''));
-    const link = this.client;
-    if (!(link instanceof SocketLink) || this.state !== 'open') return;
-    this.handingBack = true;
+    const phase = this.phase;
+    if (phase.state === 'awaiting_start') this.close(closeForRefusal('DRAINING', ''));
+    if (phase.state !== 'open' || !(phase.client instanceof SocketLink)) return;
+    phase.handingBack = true;
     this.close(SERVICE_RESTART);
     await this.closed;
-    await link.handBack();
+    await phase.client.handBack();
   }
 
   /** The process is closing: the socket goes at once. */
@@ -166,39 +199,32 @@ export class WebSocketConnection implements Connection {
     // action stays unanswered, replayed on a re-attach), and the close decides — parked
     // (no close frame) or stopped (a close frame). 'gone' here ended the run client_gone.
     if (this.socket.readyState !== this.socket.OPEN) return 'ok';
-    this.queuedBytes += frame.length;
+    const room = this.flow.add(frame.length);
     this.deps.metrics.websocketFrame('out', frame.length);
     this.socket.send(frame, { binary: true }, (err) => {
-      this.queuedBytes -= frame.length;
+      this.flow.done(frame.length);
       if (!err) written?.();
       if (err && this.state !== 'closed') this.lost(CLIENT_GONE);
-      if (this.queuedBytes <= HIGH_WATER_BYTES / 2) this.wakeDrainWaiters();
     });
-    return this.queuedBytes > HIGH_WATER_BYTES ? 'full' : 'ok';
+    return room ? 'ok' : 'full';
   }
 
   /** Connection: resolves once what was queued for the client is mostly written (or the socket closed). */
   drained(): Promise<void> {
-    if (this.queuedBytes <= HIGH_WATER_BYTES / 2 || this.state === 'closed') return Promise.resolve();
-    return new Promise((resolve) => (this.drainWaiters ??= []).push(resolve));
-  }
-
-  private wakeDrainWaiters(): void {
-    const waiters = this.drainWaiters;
-    this.drainWaiters = undefined;
-    for (const wake of waiters ?? []) wake();
+    return this.state === 'closed' ? Promise.resolve() : this.flow.drained();
   }
 
   private onFrame(data: Buffer, isBinary: boolean): void {
+    const phase = this.phase;
     // After our close frame (a drain's 1001 before any start, a refusal) nothing more is
-    // served — but for a bridged session handed back by a drain, whose client's last answers still go to its run.
-    if (this.state === 'closed' || (this.closeSent && !this.handingBack)) return;
+    // served — but for a bridged connection handed back by a drain, whose client's last answers still go to its run.
+    if (phase.state === 'closed' || (this.handshake.sent && !(phase.state === 'open' && phase.handingBack))) return;
     this.deps.metrics.websocketFrame('in', data.length);
     let decoded: DecodedClientEvent;
     try {
       decoded = decodeProtoJson(messageTypes.ClientEvent, parseJsonBody(data, MAX_JSON_DEPTH)) as DecodedClientEvent;
     } catch (err) {
-      // Workhorse ends the session with a normal close, no stop: the call is cancelled.
+      // Workhorse ends the connection with a normal close, no stop: the call is cancelled.
       this.log().info({ err: (err as Error).message, binary: isBinary }, 'websocket frame undecodable: closing');
       this.stopRun(CLIENT_GONE);
       this.close(NORMAL);
@@ -217,24 +243,40 @@ export class WebSocketConnection implements Connection {
       this.close(HEARTBEAT_FLOOD);
       return;
     }
-    if (this.state === 'awaiting_start') {
-      // The service reads a startRequest first; anything else is what it would refuse.
-      this.close(invalidRequest('the first event must be startRequest'));
-      return;
+    this.toClient(event);
+  }
+
+  /** A client event for the run: passed on, or kept in order until the run can take it. */
+  private toClient(event: ClientEvent): void {
+    const phase = this.phase;
+    switch (phase.state) {
+      case 'awaiting_start':
+        // The service reads a startRequest first; anything else is what it would refuse.
+        this.close(invalidRequest('the first event must be startRequest'));
+        return;
+      case 'starting':
+      case 'claiming':
+      case 'opening':
+        phase.early.push(event);
+        return;
+      case 'open':
+        phase.client.fromClient(event);
+        return;
+      case 'closed':
+        return;
     }
-    if (this.state === 'starting') (this.early ??= []).push(event);
-    else this.client?.fromClient(event);
   }
 
   private onStart(request: StartWorkflowRequest): void {
-    if (this.state !== 'awaiting_start') {
+    const phase = this.phase;
+    if (phase.state !== 'awaiting_start') {
       // A second start: under the lock it cannot take the lock again (Workhorse: 1013); else the service decides.
       if (this.locking) {
         this.stopRun(CLIENT_GONE);
         this.close(closeForRefusal('WORKFLOW_LOCKED', ''));
         return;
       }
-      // Rewritten as the first was (capabilities, the session's workflow); the service decides.
+      // Rewritten as the first was (capabilities, the connection's workflow); the service decides.
       let again: ClientEvent;
       try {
         again = { startRequest: authorizeStartRequest(request, { ...this.auth.auth, WorkflowID: this.workflowId ?? '' }, 'websocket') };
@@ -243,8 +285,7 @@ export class WebSocketConnection implements Connection {
         this.close(invalidRequest((err as Error).message));
         return;
       }
-      if (this.state === 'starting') (this.early ??= []).push(again);
-      else this.client?.fromClient(again);
+      this.toClient(again);
       return;
     }
     const workflowId = request.workflowID ?? '';
@@ -257,9 +298,8 @@ export class WebSocketConnection implements Connection {
       this.close(invalidRequest(`workflowID ${JSON.stringify(workflowId)} does not match the authorized workflow`));
       return;
     }
-    this.state = 'starting';
+    this.phase = { state: 'starting', workflowId, early: [] };
     clearTimeout(this.startTimer);
-    this.workflowId = workflowId;
     const actor = actorOf(this.auth);
     const carriesInput = Boolean(request.goal) || Boolean(request.approval);
     const parked = this.deps.parked.get(workflowId);
@@ -293,16 +333,16 @@ export class WebSocketConnection implements Connection {
         return;
       }
     }
-    if (this.state !== 'starting') return;
+    const starting = this.phase;
+    if (starting.state !== 'starting') return;
     if (holder === undefined) {
       this.launch(request, workflowId, actor);
       return;
     }
     const link = bridges.claim(holder, workflowId, actor, carriesInput, this);
-    this.claiming = link;
+    this.phase = { state: 'claiming', workflowId, early: starting.early, link };
     const outcome = await link.outcome;
-    this.claiming = undefined;
-    if (this.state !== 'starting') return;
+    if (this.state !== 'claiming') return;
     if (outcome === 'attached') {
       this.log().info({ holder }, 'websocket session bridged to its parked run');
       this.opened(link);
@@ -315,14 +355,14 @@ export class WebSocketConnection implements Connection {
   }
 
   private launch(request: StartWorkflowRequest, workflowId: string, actor: string | undefined): void {
-    if (this.state !== 'starting') return;
-    this.locking = this.auth.auth.LockConcurrentFlow === true;
-    const client = new ClientRun(workflowId, actor, this, this.deps.parked, this.deps.settings, this.deps.metrics);
-    this.opening = client;
-    this.gone = new AbortController();
-    const start = { ...this.auth, auth: { ...this.auth.auth, WorkflowID: workflowId }, request, signal: this.gone.signal };
-    this.deps.launcher.launch({ ...start, transport: 'websocket', sink: client }).then(
-      ({ run }) => this.launched(client, run),
+    const before = this.phase;
+    if (before.state !== 'starting' && before.state !== 'claiming') return;
+    const run = new ClientRun(workflowId, actor, this, this.deps.parked, this.deps.settings, this.deps.metrics);
+    const gone = new AbortController();
+    this.phase = { state: 'opening', workflowId, early: before.early, run, gone, parked: false };
+    const start = { ...this.auth, auth: { ...this.auth.auth, WorkflowID: workflowId }, request, signal: gone.signal };
+    this.deps.launcher.launch({ ...start, transport: 'websocket', sink: run }).then(
+      ({ run: opened }) => this.launched(run, opened),
       (err: unknown) => {
         const error = err instanceof GatewayError ? err : new GatewayError('INTERNAL', 'internal error', { cause: err });
         if (error.code === 'INTERNAL') this.log().error({ err }, 'websocket session could not start');
@@ -334,24 +374,21 @@ export class WebSocketConnection implements Connection {
 
   private launched(client: ClientRun, run: SessionRun): void {
     client.opened(run);
-    this.opening = undefined;
     if (this.state === 'closed') {
       // The client left while the run was opening: parked if its connection was lost (and
       // another may have re-attached already), else the call is cancelled.
       if (!client.isParked && client.servedOn(this)) void run.stop(CLIENT_GONE);
       return;
     }
-    this.gone = undefined;
     this.opened(client);
   }
 
-  /** The session serves `client` from now on: the events that came meanwhile go to it, and its end closes the socket. */
-  private opened(client: ClientRun | SocketLink): void {
-    this.client = client;
-    this.state = 'open';
-    this.locking = this.auth.auth.LockConcurrentFlow === true;
-    for (const event of this.early ?? []) client.fromClient(event);
-    this.early = undefined;
+  /** The connection serves `client` from now on: the events that came meanwhile go to it, and its end closes the socket. */
+  private opened(client: SessionClient): void {
+    const before = this.phase;
+    if (before.state === 'awaiting_start' || before.state === 'closed') return;
+    this.phase = { state: 'open', workflowId: before.workflowId, client, handingBack: false };
+    for (const event of 'early' in before ? before.early : []) client.fromClient(event);
     if (client instanceof SocketLink) void client.ended.then(({ close }) => this.endWith(close));
     else
       void client.done.then((result) => {
@@ -367,7 +404,7 @@ export class WebSocketConnection implements Connection {
   }
 
   private stopRun(reason: StopReason): void {
-    this.client?.stop(reason);
+    if (this.phase.state === 'open') this.phase.client.stop(reason);
   }
 
   /**
@@ -375,35 +412,39 @@ export class WebSocketConnection implements Connection {
    * can be, else stopped for `reason`; the socket is cut off.
    */
   private lost(reason: StopReason): void {
-    const wasOpen = this.state === 'open';
-    const wasStarting = this.state === 'starting';
-    this.state = 'closed';
-    if (wasOpen && this.client && !this.client.park()) this.client.stop(reason);
-    if (wasStarting) this.parkOpening();
+    const phase = this.phase;
+    this.phase = { state: 'closed', workflowId: this.workflowId };
+    if (phase.state === 'open' && !phase.client.park()) phase.client.stop(reason);
+    if (phase.state === 'opening') this.leaveOpening(phase, true);
+    if (phase.state === 'claiming') phase.link.abandon();
     this.socket.terminate();
   }
 
-  /** Lost while its run is being opened: that run parks (docs/spec.md §12), and the start goes on for the client's re-attach. */
-  private parkOpening(): void {
-    if (!this.openingParked && this.opening?.park()) this.openingParked = true;
+  /**
+   * The connection goes while its run is being opened: lost, that run parks (docs/spec.md
+   * §12) and the start goes on for the client's re-attach; else, or when it cannot park,
+   * the launcher's caller signal is aborted.
+   */
+  private leaveOpening(opening: Extract<Phase, { state: 'opening' }>, lost: boolean): void {
+    if (lost && !opening.parked && opening.run.park()) opening.parked = true;
+    if (!opening.parked) opening.gone.abort();
   }
 
   private onClose(code: number): void {
-    const wasOpen = this.state === 'open';
-    if (this.state === 'starting' && code === 1006 && !this.closeSent) this.parkOpening();
-    this.state = 'closed';
-    if (!this.openingParked) this.gone?.abort();
-    clearTimeout(this.closeTimer);
+    const phase = this.phase;
+    this.phase = { state: 'closed', workflowId: this.workflowId };
+    // No close frame, and none of ours: the connection was lost.
+    if (phase.state === 'opening') this.leaveOpening(phase, code === 1006 && !this.handshake.sent);
+    this.handshake.dispose();
     clearTimeout(this.startTimer);
-    this.wakeDrainWaiters();
-    this.early = undefined;
-    this.claiming?.abandon();
+    this.flow.wake();
+    if (phase.state === 'claiming') phase.link.abandon();
     // Handed back to its holder by the drain (shutdownIdle), parked: not the client's end.
-    if (!wasOpen || this.handingBack) return;
+    if (phase.state !== 'open' || phase.handingBack) return;
     // A client's close frame 1000/1001 is a stop it asked for; another code ends the call.
-    if (code === 1000 || code === 1001) this.stopRun({ kind: 'client_closed', code });
+    if (code === 1000 || code === 1001) phase.client.stop({ kind: 'client_closed', code });
     // No close frame at all (1006): the connection was lost, and the run waits for its client.
-    else if (code !== 1006 || !this.client?.park()) this.stopRun(CLIENT_GONE);
+    else if (code !== 1006 || !phase.client.park()) phase.client.stop(CLIENT_GONE);
   }
 
   /** Counts a heartbeat; true once the client sends more than the bound in one second. */
@@ -437,11 +478,7 @@ export class WebSocketConnection implements Connection {
 
   /** Sends the close frame; a client that does not answer it within the close timeout is cut off. */
   private close(close: Close): void {
-    if (this.socket.readyState !== this.socket.OPEN) return;
-    this.closeSent = true;
-    this.deps.metrics.websocketClose(close.code);
-    this.socket.close(close.code, close.reason);
-    this.closeTimer = setTimeout(() => this.socket.terminate(), this.deps.settings.closeTimeoutMs);
+    this.handshake.send(close);
   }
 
   private log(): Logger {
@@ -457,7 +494,7 @@ function clientEvent(decoded: DecodedClientEvent): ClientEvent | undefined {
   return undefined;
 }
 
-/** Who a session is for, as a re-attach must match it (docs/spec.md §12): ActorID, else the cloud-connector user id. */
+/** Who a connection is for, as a re-attach must match it (docs/spec.md §12): ActorID, else the cloud-connector user id. */
 function actorOf(auth: SessionAuth): string | undefined {
   const actor = auth.auth.ActorID ?? auth.auth.Service.Headers?.['x-gitlab-global-user-id'];
   return actor ? actor : undefined;

@@ -96,10 +96,11 @@ describe('a lost connection parks the run; the client re-attaches', () => {
   });
 
   it('a client that stops answering pings is parked too, and the actor in x-gitlab-global-user-id is enough', async () => {
-    const s = await resumeStack({}, { lockConcurrentFlow: true, serviceHeaders: { 'x-gitlab-global-user-id': 'global-9' } });
+    // A pong timeout that leaves a loaded machine time to open the run first (the loss must come after checkpoint a, before b).
+    const s = await resumeStack({ LONGRUN_WS_PONG_TIMEOUT_MS: '1500' }, { lockConcurrentFlow: true, serviceHeaders: { 'x-gitlab-global-user-id': 'global-9' } });
     const id = '6002';
     const silent = await open(s, { autoPong: false });
-    silent.send(start(id, [{ op: 'checkpoint', text: 'a' }, { op: 'wait', ms: 800 }, { op: 'checkpoint', text: 'b' }, { op: 'end' }]));
+    silent.send(start(id, [{ op: 'checkpoint', text: 'a' }, { op: 'wait', ms: 3_000 }, { op: 'checkpoint', text: 'b' }, { op: 'end' }]));
     await silent.next('newCheckpoint');
     expect((await silent.closed).code).toBe(1006);
     const back = await open(s);

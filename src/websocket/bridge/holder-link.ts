@@ -4,7 +4,7 @@
  * to the socket side as `frame` messages; the client's events, its end and its loss come
  * back and reach the run as they would from a socket of this replica.
  *
- * Flow control: the socket side acknowledges the bytes it has written to its client. Past
+ * Flow control (flow-control.ts): the socket side acknowledges the bytes it has written to its client. Past
  * HIGH_WATER_BYTES unacknowledged the run is told the connection is full and pauses
  * reading the service, as for a slow socket here — so neither replica, nor Redis between
  * them, ever holds more than that for one session; a client that never reads stalls the
@@ -13,19 +13,17 @@
 import type { ClientRun, Connection } from '../client-run';
 import { closeForRunEnd } from '../close-codes';
 import { STOPS } from '../../core/vocabulary';
+import { Backpressure } from '../flow-control';
 import type { ClientEvent } from '../../workflow/contract';
 import type { BreakWhy, BridgeBody, BridgeHeader, LinkEnv, OrderedSender } from './protocol';
-
-/** Bytes sent and not yet acknowledged past which the run pauses (as a local socket's buffer). */
-export const HIGH_WATER_BYTES = 1024 * 1024;
 
 export class HolderLink implements Connection {
   private sent = 0;
   private readonly sender: OrderedSender;
   /** The last sequence number heard from the socket side (the claim was 1). */
   private heard = 1;
-  private unacked = 0;
-  private drainWaiters: Array<() => void> | undefined;
+  /** Frames sent and not yet acknowledged by the socket side (flow-control.ts). */
+  private readonly flow = new Backpressure();
   private gone = false;
 
   constructor(
@@ -65,15 +63,14 @@ export class HolderLink implements Connection {
   /** Connection: one frame for the client, through the socket side. */
   sendFrame(frame: Buffer): 'ok' | 'full' | 'gone' {
     if (this.gone) return 'gone';
-    this.unacked += frame.length;
+    const room = this.flow.add(frame.length);
     this.post({ t: 'frame' }, frame);
-    return this.unacked > HIGH_WATER_BYTES ? 'full' : 'ok';
+    return room ? 'ok' : 'full';
   }
 
   /** Connection: resolves once the socket side has written most of what it was sent (or the link is gone). */
   drained(): Promise<void> {
-    if (this.unacked <= HIGH_WATER_BYTES / 2 || this.gone) return Promise.resolve();
-    return new Promise((resolve) => (this.drainWaiters ??= []).push(resolve));
+    return this.gone ? Promise.resolve() : this.flow.drained();
   }
 
   /** A message of this bridge from the socket side; one out of sequence gives the bridge up. */
@@ -92,8 +89,7 @@ export class HolderLink implements Connection {
         if (served && data) this.client.fromClient(JSON.parse(data.toString()) as ClientEvent);
         break;
       case 'ack':
-        this.unacked = Math.max(0, this.unacked - header.bytes);
-        if (this.unacked <= HIGH_WATER_BYTES / 2) this.wake();
+        this.flow.done(header.bytes);
         break;
       case 'stop':
         if (served) this.client.stop(header.reason);
@@ -104,6 +100,18 @@ export class HolderLink implements Connection {
       default:
         break;
     }
+  }
+
+  /**
+   * A message of this bridge after it was given up (bridges.ts keeps given-up links a
+   * while): the client's answer to an action, sent before its replica learnt the bridge was
+   * gone, still reaches the run — the run takes each answer once (client-run.ts), so a
+   * replay already answered on a new connection changes nothing. The rest is too late.
+   */
+  receiveLate(header: BridgeHeader, data: Buffer | undefined): void {
+    if (header.t !== 'event' || !data) return;
+    const event = JSON.parse(data.toString()) as ClientEvent;
+    if ('actionResponse' in event) this.client.fromClient(event);
   }
 
   /**
@@ -128,13 +136,7 @@ export class HolderLink implements Connection {
   private finish(): void {
     if (this.gone) return;
     this.gone = true;
-    this.wake();
+    this.flow.wake();
     this.env.done(this);
-  }
-
-  private wake(): void {
-    const waiters = this.drainWaiters;
-    this.drainWaiters = undefined;
-    for (const wake of waiters ?? []) wake();
   }
 }
