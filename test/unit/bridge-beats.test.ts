@@ -14,11 +14,12 @@ import type { CoordinationBackend } from '../../src/coordination/backend';
 import { createLogger } from '../../src/core/log';
 import { Metrics } from '../../src/observability/metrics';
 
-function fakeTransport(replicaId: string): BridgeTransport & { sent: Array<{ to: string; header: BridgeHeader }>; deliver(message: BridgeMessage): void } {
+function fakeTransport(replicaId: string): BridgeTransport & { sent: Array<{ to: string; header: BridgeHeader }>; deliver(message: BridgeMessage): void; reachable: boolean } {
   let handler: (message: BridgeMessage) => void = () => undefined;
   const sent: Array<{ to: string; header: BridgeHeader }> = [];
   return {
     replicaId,
+    reachable: true,
     sent,
     send: (to, header) => {
       sent.push({ to, header });
@@ -61,6 +62,74 @@ describe('beats', () => {
     const told = beats().length;
     await new Promise((resolve) => setTimeout(resolve, 100));
     expect(beats().length).toBe(told);
+    await bridges.close();
+  });
+});
+
+describe('a bridge and the holder’s view of it', () => {
+  const settings = { beatMs: 20, deadAfterMs: 300, claimTimeoutMs: 10_000, stallMs: 10_000 };
+
+  /** A run parked on the holder, as bridges.ts sees it (client-run.ts), recording what reaches it. */
+  function parkedRun() {
+    const received: unknown[] = [];
+    let parks = 0;
+    const run = {
+      resumableBy: () => true,
+      attach: () => undefined,
+      servedOn: () => true,
+      park: () => (parks += 1) > 0,
+      stop: () => undefined,
+      fromClient: (event: unknown) => received.push(event) > 0,
+      done: new Promise<undefined>(() => undefined),
+    };
+    return { run, received, parks: () => parks };
+  }
+
+  function holderOf(parked: Map<string, unknown>) {
+    const transport = fakeTransport('replica-a');
+    const bridges = new Bridges({
+      transport,
+      backend: {} as CoordinationBackend,
+      parked: parked as never,
+      metrics: new Metrics({ defaultMetrics: false }),
+      logger: createLogger('silent'),
+      settings,
+    });
+    return { transport, bridges };
+  }
+
+  const answer = (requestID: string) => Buffer.from(JSON.stringify({ actionResponse: { requestID, plainTextResponse: { response: 'done' } } }));
+
+  it('an answer the socket side sent before it learnt the bridge was given up still reaches the run (once given up, nothing else does)', async () => {
+    const { run, received, parks } = parkedRun();
+    const { transport, bridges } = holderOf(new Map([['7101', run]]));
+    transport.deliver({ from: 'replica-b', header: { t: 'claim', b: 'bridge-1', s: 1, wf: '7101', actor: 'user-7', input: false } });
+    // The socket's replica no longer lists the bridge: the holder gives it up and parks the run again.
+    transport.deliver({ from: 'replica-b', header: { t: 'beat', holding: [], sockets: [] } });
+    expect(parks()).toBe(1);
+    // What the socket side sent before it knew: the answer goes to the run; a heartbeat or a stop does not.
+    transport.deliver({ from: 'replica-b', header: { t: 'event', b: 'bridge-1', s: 2 }, data: answer('7') });
+    transport.deliver({ from: 'replica-b', header: { t: 'event', b: 'bridge-1', s: 3 }, data: Buffer.from(JSON.stringify({ heartbeat: { timestamp: '1' } })) });
+    transport.deliver({ from: 'replica-b', header: { t: 'stop', b: 'bridge-1', s: 4, reason: { kind: 'client_gone' } } });
+    // Another replica cannot use the bridge's id.
+    transport.deliver({ from: 'replica-c', header: { t: 'event', b: 'bridge-1', s: 5 }, data: answer('8') });
+    expect(received).toEqual([{ actionResponse: { requestID: '7', plainTextResponse: { response: 'done' } } }]);
+    await bridges.close();
+  });
+
+  it('while this replica cannot reach Redis no peer counts as silent; once it can, a peer has the whole deadline to be heard again', async () => {
+    const { run, parks } = parkedRun();
+    const { transport, bridges } = holderOf(new Map([['7102', run]]));
+    transport.deliver({ from: 'replica-b', header: { t: 'claim', b: 'bridge-2', s: 1, wf: '7102', actor: 'user-7', input: false } });
+    transport.reachable = false;
+    // Three deadlines without a word from the peer, Redis away all along: the bridge stays.
+    await new Promise((resolve) => setTimeout(resolve, 3 * settings.deadAfterMs));
+    expect(parks()).toBe(0);
+    transport.reachable = true;
+    await new Promise((resolve) => setTimeout(resolve, settings.deadAfterMs / 3));
+    expect(parks()).toBe(0);
+    // Still nothing from it a deadline after Redis came back: the peer is silent, the run parks again.
+    await expect.poll(() => parks(), { timeout: 5 * settings.deadAfterMs, interval: 20 }).toBe(1);
     await bridges.close();
   });
 });

@@ -46,6 +46,9 @@ export interface BridgeDeps {
   settings: BridgeSettings;
 }
 
+/** Holder links remembered after they are given up: enough for every bridge of a busy replica given up at once. */
+const RETIRED_KEPT = 10_000;
+
 export class Bridges {
   /** Links to runs held here, by bridge id. */
   private readonly holders = new Map<string, HolderLink>();
@@ -53,6 +56,13 @@ export class Bridges {
   private readonly sockets = new Map<string, SocketLink>();
   /** When each replica was last heard from. */
   private readonly heard = new Map<string, number>();
+  /** When this replica last could not reach Redis: no peer is silent for longer than it has been heard of since. */
+  private unreachableAt = 0;
+  /**
+   * Holder links given up lately, by bridge id (at most RETIRED_KEPT): a client's answer the
+   * socket side sent before it learnt the bridge was gone still reaches the run (below).
+   */
+  private readonly retired = new Map<string, HolderLink>();
   private beat: NodeJS.Timeout | undefined;
   /** The replicas beaten last time: one that has no bridge left with us is told so once (an empty list). */
   private beaten = new Set<string>();
@@ -144,6 +154,11 @@ export class Bridges {
       if (holder.peer === from) holder.receive(header, data);
       return;
     }
+    const retired = this.retired.get(header.b);
+    if (retired) {
+      if (retired.peer === from) retired.receiveLate(header, data);
+      return;
+    }
     const socket = this.sockets.get(header.b);
     if (socket && socket.holder === from) socket.receive(header, data);
   }
@@ -201,6 +216,8 @@ export class Bridges {
   /** Every beat: replicas gone silent lose their bridges; the others are sent our list and our acknowledgements. */
   private tick(): void {
     const now = Date.now();
+    // Our own Redis outage (a restart, a failover): nobody could be heard, so nobody is silent yet.
+    if (!this.deps.transport.reachable) this.unreachableAt = now;
     type Lists = { holding: string[]; sockets: string[]; holdingSent: number[]; socketsSent: number[] };
     const peers = new Map<string, Lists>();
     const of = (peer: string): Lists => {
@@ -223,7 +240,7 @@ export class Bridges {
     // Told once: a peer with nothing left is not carried into the next beat (it would be beaten for ever).
     this.beaten = new Set([...peers].filter(([, lists]) => lists.holding.length + lists.sockets.length > 0).map(([peer]) => peer));
     for (const [peer, lists] of peers) {
-      if (now - (this.heard.get(peer) ?? now) > this.deps.settings.deadAfterMs) {
+      if (now - Math.max(this.heard.get(peer) ?? now, this.unreachableAt) > this.deps.settings.deadAfterMs) {
         const bridges = lists.holding.length + lists.sockets.length;
         this.beaten.delete(peer);
         if (bridges === 0) continue;
@@ -246,7 +263,12 @@ export class Bridges {
   }
 
   private forget(id: string): void {
-    if (this.holders.delete(id)) this.deps.metrics.bridgesOpen.dec({ side: 'holder' });
-    else if (this.sockets.delete(id)) this.deps.metrics.bridgesOpen.dec({ side: 'socket' });
+    const holder = this.holders.get(id);
+    if (holder) {
+      this.holders.delete(id);
+      this.deps.metrics.bridgesOpen.dec({ side: 'holder' });
+      this.retired.set(id, holder);
+      if (this.retired.size > RETIRED_KEPT) this.retired.delete(this.retired.keys().next().value as string);
+    } else if (this.sockets.delete(id)) this.deps.metrics.bridgesOpen.dec({ side: 'socket' });
   }
 }

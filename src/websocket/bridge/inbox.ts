@@ -85,6 +85,10 @@ export class RedisInbox implements BridgeTransport {
     this.handler = handler;
   }
 
+  get reachable(): boolean {
+    return this.commands.status === 'ready' && this.reader.status === 'ready';
+  }
+
   send(replica: string, header: BridgeHeader, data?: Buffer): Promise<void> {
     const fields: Array<string | Buffer> = ['f', this.replicaId, 'h', JSON.stringify(header)];
     if (data) fields.push('d', data);

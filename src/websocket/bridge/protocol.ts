@@ -93,6 +93,11 @@ export interface BridgeTransport {
   send(replica: string, header: BridgeHeader, data?: Buffer): Promise<void>;
   /** Every message for this replica, in each sender's order. */
   onMessage(handler: (message: BridgeMessage) => void): void;
+  /**
+   * Whether this replica reaches the store the messages go through now. While it does not,
+   * no peer can be heard, and a peer's silence says nothing about the peer.
+   */
+  readonly reachable: boolean;
   /** Stops reading; sends still in flight are answered first. */
   close(): Promise<void>;
 }
