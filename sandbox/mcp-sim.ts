@@ -21,6 +21,7 @@ import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult, type Tool } from '@modelcontextprotocol/sdk/types.js';
 import express from 'express';
+import { RECORD_LIMIT, record } from './recorded';
 import { waitForChange } from './wait-for';
 
 export interface McpSimulatorOptions {
@@ -156,12 +157,12 @@ export class McpEndpointSimulator {
     if (req.method === 'POST') {
       for (const message of Array.isArray(body) ? body : [body]) {
         const { method, params } = (message ?? {}) as { method?: string; params?: unknown };
-        this.received.push({ method: method ?? '(response)', params, sessionId, headers });
+        record(this.received, { method: method ?? '(response)', params, sessionId, headers }, RECORD_LIMIT);
       }
     } else if (req.method === 'DELETE') {
-      this.deletes.push({ sessionId, headers });
+      record(this.deletes, { sessionId, headers }, RECORD_LIMIT);
     } else if (req.method === 'GET') {
-      this.gets.push({ sessionId, headers });
+      record(this.gets, { sessionId, headers }, RECORD_LIMIT);
     }
     // Seen now, before an answer that may take long (a slow tool, a held request).
     this.events.emit('change');

@@ -13,6 +13,7 @@
  * user's token). Answers use canonical header names, with GitLab's X-Next-Page/X-Total
  * pagination on `/api/v4/projects/:id/issues`.
  */
+import { RECORD_LIMIT, record } from './recorded';
 import { EventEmitter } from 'node:events';
 import { waitForChange } from './wait-for';
 import type { AddressInfo } from 'node:net';
@@ -81,6 +82,8 @@ export interface OwnerSimulatorOptions {
   defaults?: PreauthConfig;
   /** The user's API token put in Service.Headers["x-gitlab-oauth-token"]. */
   oauthToken?: string;
+  /** How many requests of each kind are kept for assertions, the latest first (recorded.ts). */
+  recordLimit?: number;
 }
 
 export const OWNER_OAUTH_TOKEN = 'sim-oauth-token-0123456789';
@@ -96,6 +99,7 @@ export class OwnerServiceSimulator {
   readonly rejectedApi: ReceivedRequest[] = [];
   /** Issues in every project's paginated `/api/v4/projects/:id/issues`. */
   issuesPerProject = 7;
+  private readonly recordLimit: number;
   /** The owner's own MCP servers: `gitlab` (/api/v4/mcp) and `orbit` (/api/v4/orbit/mcp). */
   readonly mcp: McpEndpointSimulator;
   readonly orbitMcp: McpEndpointSimulator;
@@ -124,6 +128,7 @@ export class OwnerServiceSimulator {
     private readonly options: OwnerSimulatorOptions,
   ) {
     this.events.setMaxListeners(0);
+    this.recordLimit = options.recordLimit ?? RECORD_LIMIT;
     const bearerToken = options.oauthToken ?? OWNER_OAUTH_TOKEN;
     this.mcp = new McpEndpointSimulator({ bearerToken });
     this.orbitMcp = new McpEndpointSimulator({ bearerToken });
@@ -215,22 +220,22 @@ export class OwnerServiceSimulator {
     const websocketPreauth = req.path === '/api/v4/ai/duo_workflows/ws' && req.method === 'GET';
     const segmentEndMatch = /\/api\/v4\/internal\/ai\/duo_workflows\/workflows\/([^/]+)\/segment_end$/.exec(req.path);
     if ((executeMatch || segmentEndMatch || websocketPreauth) && !(await this.jwtOk(req))) {
-      this.rejectedJwt.push(received);
+      record(this.rejectedJwt, received, this.recordLimit);
       res.status(401).json({ message: '401 Unauthorized: missing or invalid Gitlab-Workhorse-Api-Request' });
       return;
     }
     if (executeMatch) {
-      this.preauths.push(received);
+      record(this.preauths, received, this.recordLimit);
       await this.answerPreauth(decodeURIComponent(executeMatch[1] as string), res);
       return;
     }
     if (websocketPreauth) {
-      this.preauths.push(received);
+      record(this.preauths, received, this.recordLimit);
       await this.answerPreauth(WEBSOCKET_PREAUTH, res);
       return;
     }
     if (segmentEndMatch) {
-      this.segmentEndRequests.push(received);
+      record(this.segmentEndRequests, received, this.recordLimit);
       if (this.hangSegmentEnds) return;
       if (this.segmentEndFailures.remaining > 0) {
         this.segmentEndFailures.remaining -= 1;
@@ -238,7 +243,7 @@ export class OwnerServiceSimulator {
         return;
       }
       const end = JSON.parse(received.body || '{}') as SegmentEnd;
-      this.segmentEnds.push(end);
+      record(this.segmentEnds, end, this.recordLimit);
       res.status(204).end();
       this.onSegmentEnd?.(end);
       return;
@@ -257,11 +262,11 @@ export class OwnerServiceSimulator {
     }
     const refusal = await this.workhorseGuard(req);
     if (refusal) {
-      this.rejectedApi.push(received);
+      record(this.rejectedApi, received, this.recordLimit);
       res.status(403).json({ message: refusal });
       return;
     }
-    this.apiRequests.push(received);
+    record(this.apiRequests, received, this.recordLimit);
     this.answerApi(req, res, received);
   }
 

@@ -24,18 +24,23 @@ export interface Sandbox {
   close(): Promise<void>;
 }
 
+/** What the sandbox's simulators keep of what they saw (recorded.ts). */
+export const SANDBOX_RECORD_LIMIT = 200;
+
 /** The actor the sandbox's WebSocket preauth names (ActorID). */
 export const SANDBOX_ACTOR = '1';
 
 /** Starts the simulators and returns the gateway's Config pointing at them. */
 export async function startSandbox(config: EnvConfig): Promise<Sandbox> {
   const secret = config.secret ?? randomBytes(32);
-  const workflow = await WorkflowServiceSimulator.start({ host: '127.0.0.1' });
+  // Nobody asserts on what a sandbox records: a short history keeps one left running for days flat.
+  const workflow = await WorkflowServiceSimulator.start({ host: '127.0.0.1', recordLimit: SANDBOX_RECORD_LIMIT });
   const owner = await OwnerServiceSimulator.start({
     secret,
     workflowServiceUri: workflow.address,
     host: '127.0.0.1',
     defaults: { detached: true, lockConcurrentFlow: true },
+    recordLimit: SANDBOX_RECORD_LIMIT,
   });
   // The WebSocket route's preauth names an actor, as Rails' does: only a start of the same
   // actor may re-attach to a run parked by a lost connection (docs/spec.md §12).

@@ -12,6 +12,7 @@
  */
 import { EventEmitter } from 'node:events';
 import { isDeepStrictEqual } from 'node:util';
+import { RECORD_LIMIT, record as keep, remember } from './recorded';
 import { waitForChange } from './wait-for';
 import { setTimeout as sleep } from 'node:timers/promises';
 import * as grpc from '@grpc/grpc-js';
@@ -197,6 +198,8 @@ export interface WorkflowSimulatorOptions {
   progress?: Map<string, number>;
   /** How TrackSelfHostedExecuteWorkflow behaves (default: answer every event). */
   billing?: BillingBehaviour;
+  /** How many calls (and billing calls, and turns' progress) are kept for assertions, the latest first (recorded.ts). */
+  recordLimit?: number;
 }
 
 /**
@@ -238,6 +241,7 @@ export class WorkflowServiceSimulator {
   stopEndDelayMs: number;
   /** Progress of `turn` steps, by `<workflow id>/<turn id>` (see WorkflowSimulatorOptions.progress). */
   readonly progress: Map<string, number>;
+  private readonly recordLimit: number;
   private readonly events = new EventEmitter();
   /** Open calls, each with the function that ends it. */
   private readonly live = new Map<grpc.ServerDuplexStream<DecodedClientEvent, Action>, Finish>();
@@ -257,6 +261,7 @@ export class WorkflowServiceSimulator {
     this.endsCrossingStops = options.endsCrossingStops ?? false;
     this.stopEndDelayMs = options.stopEndDelayMs ?? 0;
     this.progress = options.progress ?? new Map();
+    this.recordLimit = options.recordLimit ?? RECORD_LIMIT;
     this.billing = options.billing ?? { mode: 'answer' };
     this.events.setMaxListeners(0);
     front?.onChange(() => this.changed());
@@ -356,7 +361,7 @@ export class WorkflowServiceSimulator {
     const metadata: Record<string, string> = {};
     for (const [k, v] of Object.entries(call.metadata.getMap())) metadata[k] = String(v);
     const record: BillingCallRecord = { metadata, startedAt: Date.now(), events: [], answered: 0 };
-    this.billingCalls.push(record);
+    keep(this.billingCalls, record, this.recordLimit);
     let ended = false;
     let clearGrace = (): void => undefined;
     const finish: Finish = (how, code, message) => {
@@ -657,7 +662,7 @@ export class WorkflowServiceSimulator {
         }
         // A checkpoint written is a checkpoint kept, even if the call ends before the client reads it.
         if (ended) throw CALL_ENDED;
-        this.progress.set(key, i);
+        remember(this.progress, key, i, this.recordLimit);
         progress.to = i;
         await send({
           requestID: String(nextRequestId++),
@@ -740,7 +745,7 @@ export class WorkflowServiceSimulator {
           paginations: [],
           llmCalls: [],
         };
-        this.calls.push(record);
+        keep(this.calls, record, this.recordLimit);
         callNumber = this.callsFor(record.workflowId).length;
         this.changed();
         if (this.refusesResume(event.startRequest)) {
