@@ -200,6 +200,9 @@ const metadataSchema = z.object({ scenario: z.array(stepSchema).optional() }).pa
 
 export const defaultScenario: Step[] = [{ op: 'checkpoint', text: 'done' }, { op: 'end' }];
 
+/** A scenario the simulator cannot play, found while playing it (the call ends INVALID_ARGUMENT 'bad scenario: …'). */
+export class BadScenario extends Error {}
+
 /** Parses workflowMetadata; throws with a readable message when the scenario is malformed. */
 export function parseScenario(workflowMetadata: string | undefined): Step[] {
   if (!workflowMetadata) return defaultScenario;
