@@ -2,7 +2,7 @@
  * `npm run bench`: the scenarios of docs/spec.md §10, each measuring longrun and its baseline in
  * the same run, against a real redis-server and the simulators, each in its own process.
  * Prints a table, writes JSON to $BENCH_OUT (default bench/out/latest.json) and the charts
- * of bench/charts.ts beside it (`<name>.svg`; `npm run bench:charts` redraws them from a report).
+ * of bench/report/charts.ts beside it (`<name>.svg`; `npm run bench:charts` redraws them from a report).
  *
  *   npm run bench -- [--scenario NAME[,NAME]] [--runs N] [--rate R] [--duration S] [--turn-ms MS] [--sizes N,N] [--burst]
  *
@@ -18,9 +18,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { version } from '../src/core/version';
-import { writeCharts } from './charts';
-import { startRedis } from './procs';
-import { printTable } from './report';
+import { writeCharts } from './report/charts';
+import { startRedis } from './processes/procs';
+import { printTable } from './report/report';
 import type { BenchOptions, Scenario, ScenarioOutcome } from './scenario';
 import { accept } from './scenarios/accept';
 import { BURST_SIZE } from './scenarios/accept-burst';
@@ -33,7 +33,7 @@ import { stopLatency } from './scenarios/stop-latency';
 import { wsCapacity } from './scenarios/ws-capacity';
 import { wsFrames } from './scenarios/ws-frames';
 import { wsResume } from './scenarios/ws-resume';
-import { createBenchEnv } from './stack';
+import { createBenchEnv } from './processes/stack';
 
 const scenarios: Scenario[] = [capacity, wsCapacity, accept, relay, drain, stopLatency, dispatcherHold, scale, wsResume, wsFrames];
 

@@ -13,11 +13,11 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { OWNER_OAUTH_TOKEN } from '../../sandbox/owner-sim';
 import { scenarioMetadata } from '../../sandbox/scenario';
-import { waitUntil, withTimeout } from '../procs';
-import { RawClientPool } from '../raw-grpc';
+import { waitUntil, withTimeout } from '../processes/procs';
+import { RawClientPool } from '../baselines/raw-grpc';
 import { formatMs, type ScenarioContext, type ScenarioOutcome } from '../scenario';
-import { startStack, type Stack } from '../stack';
-import { percentile, ratio, round } from '../stats';
+import { startStack, type Stack } from '../processes/stack';
+import { percentile, ratio, round } from '../measure/stats';
 import { FIRST_ACTION_MS, RUN_LIFE_MS, errorCount, steps, type Tally } from './accept-run';
 
 /** Executes issued at once. */

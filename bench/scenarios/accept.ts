@@ -8,11 +8,11 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { OWNER_OAUTH_TOKEN } from '../../sandbox/owner-sim';
 import { scenarioMetadata } from '../../sandbox/scenario';
-import { openLoop } from '../load';
-import { RawClientPool } from '../raw-grpc';
+import { openLoop } from '../clients/load';
+import { RawClientPool } from '../baselines/raw-grpc';
 import { formatMs, type Scenario, type ScenarioContext, type ScenarioOutcome } from '../scenario';
-import { startStack, type Stack } from '../stack';
-import { percentile, ratio, round } from '../stats';
+import { startStack, type Stack } from '../processes/stack';
+import { percentile, ratio, round } from '../measure/stats';
 import { BURST_DEFAULT_RUNS, BURST_SIZE, acceptInBursts } from './accept-burst';
 import { FIRST_ACTION_MS, errorCount, steps, type Tally } from './accept-run';
 const DEFAULT_RATE = 200;
@@ -63,7 +63,7 @@ async function directPhase(address: string, prefix: string, rate: number, count:
   }
 }
 
-/** One step of the ladder, as recorded in `max_rate_ladder` (and drawn by bench/charts.ts). */
+/** One step of the ladder, as recorded in `max_rate_ladder` (and drawn by bench/report/charts.ts). */
 type LadderStep = { rate: number; p50_ms: number | null; p99_ms: number | null; errors: number };
 
 /**

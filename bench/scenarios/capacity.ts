@@ -20,19 +20,19 @@
  *
  * With `--sizes N,N` the whole measurement is also made at each of those sizes first (a
  * fresh stack and raw holder each, about a minute per size at 10 000 runs), and `per_size`
- * lists every size's memory per run: the memory chart's points (bench/charts.ts).
+ * lists every size's memory per run: the memory chart's points (bench/report/charts.ts).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { OWNER_OAUTH_TOKEN } from '../../sandbox/owner-sim';
 import { scenarioMetadata, type Step } from '../../sandbox/scenario';
-import { IpcChild } from '../ipc';
-import { closedLoop } from '../load';
-import { compareMemory, perRun, sampler, type PerRun } from '../memory-per-run';
-import { DEPLOYED_ALLOCATOR_ENV, commandDelta, readCpuMs } from '../procs';
-import type { RawHolderQueries } from '../raw-holder';
+import { IpcChild } from '../processes/ipc';
+import { closedLoop } from '../clients/load';
+import { compareMemory, perRun, sampler, type PerRun } from '../measure/memory-per-run';
+import { DEPLOYED_ALLOCATOR_ENV, commandDelta, readCpuMs } from '../processes/procs';
+import type { RawHolderQueries } from '../baselines/raw-holder';
 import { formatBytes, formatMs, loopLagP99Ms, type Scenario, type ScenarioContext, type ScenarioOutcome } from '../scenario';
-import { startStack, type Stack } from '../stack';
-import { round } from '../stats';
+import { startStack, type Stack } from '../processes/stack';
+import { round } from '../measure/stats';
 
 const WARM_RUNS = 200;
 const RAMP_CONCURRENCY = 100;
@@ -60,7 +60,7 @@ interface RawFigures {
 }
 
 async function measureRaw(ctx: ScenarioContext, workflowAddress: string, runs: number): Promise<RawFigures> {
-  const holder = await IpcChild.start<RawHolderQueries>('raw-stream holder', 'raw-holder.js', { execArgv: ['--expose-gc'], env: { ...DEPLOYED_ALLOCATOR_ENV } });
+  const holder = await IpcChild.start<RawHolderQueries>('raw-stream holder', 'baselines/raw-holder.js', { execArgv: ['--expose-gc'], env: { ...DEPLOYED_ALLOCATOR_ENV } });
   try {
     const hold = (prefix: string, count: number) =>
       holder.query(
@@ -96,7 +96,7 @@ async function measureRaw(ctx: ScenarioContext, workflowAddress: string, runs: n
   }
 }
 
-/** One size's memory per run, as listed in `per_size` (and drawn by bench/charts.ts). */
+/** One size's memory per run, as listed in `per_size` (and drawn by bench/report/charts.ts). */
 export interface SizeFigures {
   runs: number;
   bytes_per_run: number;

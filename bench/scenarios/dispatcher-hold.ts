@@ -6,10 +6,10 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Step } from '../../sandbox/scenario';
-import { waitUntil } from '../procs';
+import { waitUntil } from '../processes/procs';
 import { formatMs, type Scenario, type ScenarioOutcome } from '../scenario';
-import { startStack } from '../stack';
-import { median, ratio, round } from '../stats';
+import { startStack } from '../processes/stack';
+import { median, ratio, round } from '../measure/stats';
 
 const DEFAULT_TURN_MS = 30_000;
 const TARGET_MS = 50;

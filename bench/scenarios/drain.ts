@@ -6,11 +6,11 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Step } from '../../sandbox/scenario';
-import { closedLoop } from '../load';
-import { commandDelta, waitUntil, withTimeout } from '../procs';
+import { closedLoop } from '../clients/load';
+import { commandDelta, waitUntil, withTimeout } from '../processes/procs';
 import { formatMs, type Scenario, type ScenarioOutcome } from '../scenario';
-import { startStack } from '../stack';
-import { round } from '../stats';
+import { startStack } from '../processes/stack';
+import { round } from '../measure/stats';
 
 const held: Step[] = [{ op: 'checkpoint', text: 'holding' }, { op: 'hang' }];
 const RAMP_CONCURRENCY = 100;

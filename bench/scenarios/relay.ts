@@ -6,10 +6,10 @@
  */
 import { OWNER_OAUTH_TOKEN } from '../../sandbox/owner-sim';
 import type { Step } from '../../sandbox/scenario';
-import { waitUntil } from '../procs';
+import { waitUntil } from '../processes/procs';
 import type { Scenario, ScenarioOutcome } from '../scenario';
-import { startStack, type Stack } from '../stack';
-import { median, ratio, round } from '../stats';
+import { startStack, type Stack } from '../processes/stack';
+import { median, ratio, round } from '../measure/stats';
 
 const PATH = '/api/v4/projects/1';
 /** Runs in flight at once, each relaying one request at a time (as a turn does). */

@@ -22,12 +22,12 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Step } from '../../sandbox/scenario';
-import { GatewayProcess, gatewayMainJs, metricTotal, scriptCommands } from '../gateway-process';
-import { ExecuteClient, closedLoop } from '../load';
-import { commandDelta, waitUntil } from '../procs';
+import { GatewayProcess, gatewayMainJs, metricTotal, scriptCommands } from '../processes/gateway-process';
+import { ExecuteClient, closedLoop } from '../clients/load';
+import { commandDelta, waitUntil } from '../processes/procs';
 import { formatBytes, type Scenario, type ScenarioOutcome } from '../scenario';
-import { startSimulators } from '../stack';
-import { round } from '../stats';
+import { startSimulators } from '../processes/stack';
+import { round } from '../measure/stats';
 
 const PROCESSES = 3;
 const WARM_RUNS = 100;

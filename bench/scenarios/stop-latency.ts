@@ -9,11 +9,11 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
 import { signOwnerJwt } from '../../src/core/jwt';
 import type { Step } from '../../sandbox/scenario';
-import { closedLoop } from '../load';
-import { waitUntil } from '../procs';
+import { closedLoop } from '../clients/load';
+import { waitUntil } from '../processes/procs';
 import { formatMs, type Scenario, type ScenarioOutcome } from '../scenario';
-import { startStack, type Stack } from '../stack';
-import { percentile, round } from '../stats';
+import { startStack, type Stack } from '../processes/stack';
+import { percentile, round } from '../measure/stats';
 
 const held: Step[] = [{ op: 'checkpoint', text: 'holding' }, { op: 'hang' }];
 const STOP_INTERVAL_MS = 25;

@@ -31,15 +31,15 @@ import type WebSocket from 'ws';
 import { WEBSOCKET_PATH } from '../../src/websocket/route';
 import { OWNER_OAUTH_TOKEN, WEBSOCKET_PREAUTH } from '../../sandbox/owner-sim';
 import type { Step } from '../../sandbox/scenario';
-import { metricSample } from '../gateway-process';
-import { IpcChild } from '../ipc';
-import { closedLoop, openWsSession } from '../load';
-import { compareMemory, perRun, sampler, type PerRun } from '../memory-per-run';
-import { CpuMeter, DEPLOYED_ALLOCATOR_ENV, commandDelta } from '../procs';
-import type { RawWsHolderQueries } from '../raw-ws-holder';
+import { metricSample } from '../processes/gateway-process';
+import { IpcChild } from '../processes/ipc';
+import { closedLoop, openWsSession } from '../clients/load';
+import { compareMemory, perRun, sampler, type PerRun } from '../measure/memory-per-run';
+import { CpuMeter, DEPLOYED_ALLOCATOR_ENV, commandDelta } from '../processes/procs';
+import type { RawWsHolderQueries } from '../baselines/raw-ws-holder';
 import { formatBytes, formatMs, loopLagP99Ms, type Scenario, type ScenarioContext, type ScenarioOutcome } from '../scenario';
-import { startStack, type Stack } from '../stack';
-import { round } from '../stats';
+import { startStack, type Stack } from '../processes/stack';
+import { round } from '../measure/stats';
 
 const WARM_SESSIONS = 200;
 const RAMP_CONCURRENCY = 100;
@@ -91,7 +91,7 @@ interface RawFigures {
 }
 
 async function measureRaw(ctx: ScenarioContext, stack: Stack, sessions: number): Promise<RawFigures> {
-  const holder = await IpcChild.start<RawWsHolderQueries>('raw-ws holder', 'raw-ws-holder.js', {
+  const holder = await IpcChild.start<RawWsHolderQueries>('raw-ws holder', 'baselines/raw-ws-holder.js', {
     execArgv: ['--expose-gc'],
     env: {
       ...DEPLOYED_ALLOCATOR_ENV,

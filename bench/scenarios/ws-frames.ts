@@ -51,13 +51,13 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Step } from '../../sandbox/scenario';
 import { WEBSOCKET_PREAUTH } from '../../sandbox/owner-sim';
-import { answeredStep, FrameSession, holdStep, type FrameCounts } from '../frames-client';
-import { GatewayProcess, gatewayMainJs, scriptCommands } from '../gateway-process';
-import { addReadings, clientCounts, emptyReading, PhaseMeters, total, type Reading } from '../phase-meters';
-import { waitUntil } from '../procs';
+import { answeredStep, FrameSession, holdStep, type FrameCounts } from '../clients/frames-client';
+import { GatewayProcess, gatewayMainJs, scriptCommands } from '../processes/gateway-process';
+import { addReadings, clientCounts, emptyReading, PhaseMeters, total, type Reading } from '../measure/phase-meters';
+import { waitUntil } from '../processes/procs';
 import type { Scenario, ScenarioOutcome } from '../scenario';
-import { startSimulators } from '../stack';
-import { round } from '../stats';
+import { startSimulators } from '../processes/stack';
+import { round } from '../measure/stats';
 
 const PREFIX = 'wsframes-';
 const HOLDER = 0;

@@ -34,14 +34,14 @@
  */
 import { WEBSOCKET_PREAUTH } from '../../sandbox/owner-sim';
 import { workhorseKeys } from '../../src/coordination/keys';
-import { GatewayProcess, gatewayMainJs, metricTotal } from '../gateway-process';
-import { closedLoop } from '../load';
-import { CpuMeter, commandDelta, waitUntil } from '../procs';
-import { reattachKinds, runSession, type ReattachKind, type SessionPlan, type SessionRecord } from '../resume-client';
-import { countActions } from '../resume-ledger';
+import { GatewayProcess, gatewayMainJs, metricTotal } from '../processes/gateway-process';
+import { closedLoop } from '../clients/load';
+import { CpuMeter, commandDelta, waitUntil } from '../processes/procs';
+import { reattachKinds, runSession, type ReattachKind, type SessionPlan, type SessionRecord } from '../clients/resume-client';
+import { countActions } from '../measure/resume-ledger';
 import { formatMs, type Scenario, type ScenarioOutcome } from '../scenario';
-import { startSimulators } from '../stack';
-import { median, percentile, ratio, round } from '../stats';
+import { startSimulators } from '../processes/stack';
+import { median, percentile, ratio, round } from '../measure/stats';
 
 const GATEWAYS = 2;
 const PREFIX = 'wsresume-';

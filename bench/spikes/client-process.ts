@@ -4,7 +4,7 @@
  * reports ready; each `run` question runs one load shape and answers this process's CPU
  * per call and the latencies. It exits when the driver disconnects.
  */
-import { serveIpc } from '../ipc';
+import { serveIpc } from '../processes/ipc';
 import { runShape, warmUp, type ShapeResult, type ShapeSpec } from './load';
 import { variants } from './variants';
 

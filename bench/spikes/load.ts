@@ -10,7 +10,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { percentile, round } from '../stats';
+import { percentile, round } from '../measure/stats';
 
 /** One unit of wire work; resolves when its answer is in and read, rejects on any failure. */
 export type Call = () => Promise<void>;

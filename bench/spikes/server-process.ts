@@ -21,7 +21,7 @@ import { readBody } from '../../src/http/read-body';
 import { requestIdMiddleware, requestIdOf } from '../../src/http/request-id';
 import { readCapped } from '../../src/core/read-capped';
 import { duoWorkflowService, type Action, type DecodedClientEvent } from '../../src/workflow/contract';
-import { serveIpc } from '../ipc';
+import { serveIpc } from '../processes/ipc';
 import { syscallCounts } from './load';
 import { EXECUTE_ANSWER_FIELDS, FIRST_ACTION, HOST, OWNER_ANSWER } from './wire';
 

@@ -17,7 +17,7 @@ import path from 'node:path';
 import Redis from 'ioredis';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DEPLOYED_ALLOCATOR_ENV } from '../../bench/procs';
+import { DEPLOYED_ALLOCATOR_ENV } from '../../bench/processes/procs';
 import { lockKey } from '../../src/coordination/keys';
 import { fromRoot } from '../../src/core/paths';
 import { scenarioMetadata } from '../../sandbox/scenario';

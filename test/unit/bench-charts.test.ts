@@ -1,5 +1,5 @@
 /**
- * The bench's pictures (bench/charts.ts, drawn by bench/render-svg.ts): each chart drawn from a small report as an SVG
+ * The bench's pictures (bench/report/charts.ts, drawn by bench/report/render-svg.ts): each chart drawn from a small report as an SVG
  * with its series, axis titles and one mark per point, bar or line, and no picture for a
  * chart whose figures the report does not hold.
  */
@@ -7,8 +7,8 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { chartSpecs, writeCharts, type BenchReport, type ChartName } from '../../bench/charts';
-import { renderSvg } from '../../bench/render-svg';
+import { chartSpecs, writeCharts, type BenchReport, type ChartName } from '../../bench/report/charts';
+import { renderSvg } from '../../bench/report/render-svg';
 
 /** The shape bench/index.ts writes, three ladder steps, two capacity sizes, three relay rounds. */
 function fixture(): BenchReport {

@@ -1,12 +1,12 @@
 /**
- * ws_resume's count of lost and duplicated actions (bench/resume-ledger.ts): what the
+ * ws_resume's count of lost and duplicated actions (bench/measure/resume-ledger.ts): what the
  * service sent and was answered against what the client was delivered, socket by socket.
  * A replay of the action left unanswered at the loss, on the new socket, is expected.
  */
 import { describe, expect, it } from 'vitest';
-import type { SessionRecord } from '../../bench/resume-client';
-import { countActions } from '../../bench/resume-ledger';
-import type { CallAnswers } from '../../bench/sim-protocol';
+import type { SessionRecord } from '../../bench/clients/resume-client';
+import { countActions } from '../../bench/measure/resume-ledger';
+import type { CallAnswers } from '../../bench/processes/sim-protocol';
 
 /** A session delivered these (socket, requestID) pairs, and answered each id delivered once per delivery unless `answers` says which. */
 function session(deliveries: Array<[socket: number, id: number]>, answers?: number[]): SessionRecord {

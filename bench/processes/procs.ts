@@ -3,7 +3,7 @@
  * memory read from /proc, polling with a deadline, and the redis-server every scenario
  * runs against (spawned here, nothing persisted, killed at the end).
  */
-import { markNewStore } from '../src/coordination/store-marker';
+import { markNewStore } from '../../src/coordination/store-marker';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import net from 'node:net';

@@ -20,8 +20,8 @@
  * A re-attach's replay of the action left unanswered at the loss is, on its new socket,
  * that socket's first delivery of it: expected, not a duplicate.
  */
-import type { SessionRecord } from './resume-client';
-import type { CallAnswers } from './sim-protocol';
+import type { SessionRecord } from '../clients/resume-client';
+import type { CallAnswers } from '../processes/sim-protocol';
 
 export interface Ledger {
   sessions: number;

@@ -8,7 +8,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool } from 'undici';
 import WebSocket from 'ws';
-import { scenarioMetadata, type Step } from '../sandbox/scenario';
+import { scenarioMetadata, type Step } from '../../sandbox/scenario';
 
 export interface ExecuteResult {
   status: number;

@@ -2,7 +2,7 @@
  * What the bench driver may ask a simulator process (sim-process.ts, over ipc.ts): what
  * the simulator recorded, or to do a baseline's work itself.
  */
-import type { PreauthConfig } from '../sandbox/owner-sim';
+import type { PreauthConfig } from '../../sandbox/owner-sim';
 
 export type SimRole = 'workflow' | 'owner';
 

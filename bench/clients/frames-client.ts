@@ -18,8 +18,8 @@ import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import WebSocket from 'ws';
-import { WEBSOCKET_PATH } from '../src/websocket/route';
-import { scenarioMetadata, type Step } from '../sandbox/scenario';
+import { WEBSOCKET_PATH } from '../../src/websocket/route';
+import { scenarioMetadata, type Step } from '../../sandbox/scenario';
 import { ANSWER } from './resume-client';
 
 const HOLD_PREFIX = 'hold:';

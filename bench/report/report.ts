@@ -1,5 +1,5 @@
 /** The printed table: one row per scenario, longrun beside its baseline and its target. */
-import type { ScenarioOutcome } from './scenario';
+import type { ScenarioOutcome } from '../scenario';
 
 export interface ReportRow {
   name: string;

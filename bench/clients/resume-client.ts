@@ -11,8 +11,8 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import WebSocket from 'ws';
-import { WEBSOCKET_PATH } from '../src/websocket/route';
-import { scenarioMetadata, type Step } from '../sandbox/scenario';
+import { WEBSOCKET_PATH } from '../../src/websocket/route';
+import { scenarioMetadata, type Step } from '../../sandbox/scenario';
 
 /** Where a re-attach's lost socket and new socket were, relative to the replica holding the run. */
 export const reattachKinds = ['local', 'bridged', 'return', 'rebridge'] as const;

@@ -6,9 +6,9 @@
  * message is the simulator's address; then the driver's questions are answered by id.
  */
 import { Pool } from 'undici';
-import { signJwt, WORKHORSE_ISSUER } from '../src/core/jwt';
-import { OwnerServiceSimulator } from '../sandbox/owner-sim';
-import { WorkflowServiceSimulator, type CallRecord } from '../sandbox/workflow-sim';
+import { signJwt, WORKHORSE_ISSUER } from '../../src/core/jwt';
+import { OwnerServiceSimulator } from '../../sandbox/owner-sim';
+import { WorkflowServiceSimulator, type CallRecord } from '../../sandbox/workflow-sim';
 import { serveIpc, type Handlers } from './ipc';
 import type { CallAnswers, CallCounts, CallSummary, DirectRelayRequest, DirectRelayResult, SimQueries } from './sim-protocol';
 

@@ -52,7 +52,7 @@ export class IpcChild<Q extends QueryMap> {
 
   /** Forks `dist/bench/<script>` with an IPC channel; resolves once it reports ready. */
   static async start<Q extends QueryMap>(name: string, script: string, options: { env?: Record<string, string>; execArgv?: string[] } = {}): Promise<IpcChild<Q>> {
-    const child = fork(path.join(__dirname, script), [], {
+    const child = fork(path.join(__dirname, '..', script), [], {
       env: { ...process.env, ...options.env },
       execArgv: options.execArgv ?? [],
       stdio: ['ignore', 'pipe', 'pipe', 'ipc'],

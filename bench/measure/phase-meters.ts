@@ -4,8 +4,8 @@
  * stats), and what crossed the client sockets (frames-client.ts), as one Reading; and
  * Readings summed over passes.
  */
-import { addCounts, zeroCounts, type FrameCounts, type FrameSession } from './frames-client';
-import { CpuMeter, commandDelta, type RedisServer } from './procs';
+import { addCounts, zeroCounts, type FrameCounts, type FrameSession } from '../clients/frames-client';
+import { CpuMeter, commandDelta, type RedisServer } from '../processes/procs';
 
 /** What one measured window cost, per process and at Redis, and what crossed the client sockets. */
 export interface Reading {

@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { GatewayProcess } from './gateway-process';
 import { IpcChild } from './ipc';
-import { ExecuteClient } from './load';
+import { ExecuteClient } from '../clients/load';
 import { CpuMeter, type RedisServer } from './procs';
 import type { SimQueries } from './sim-protocol';
 
@@ -49,10 +49,13 @@ const simNodeArgs = (process.env['BENCH_SIM_NODE_ARGS'] ?? '').split(/\s+/).filt
 /** Starts the simulators only (for baselines that need no gateway). */
 export async function startSimulators(env: BenchEnv): Promise<{ workflow: SimChild; owner: SimChild; close(): Promise<void> }> {
   const secret = env.secret.toString('base64');
-  const workflow = await IpcChild.start<SimQueries>('workflow simulator', 'sim-process.js', { env: { BENCH_SIM_ROLE: 'workflow', BENCH_SECRET: secret }, execArgv: simNodeArgs });
+  const workflow = await IpcChild.start<SimQueries>('workflow simulator', 'processes/sim-process.js', {
+    env: { BENCH_SIM_ROLE: 'workflow', BENCH_SECRET: secret },
+    execArgv: simNodeArgs,
+  });
   let owner: SimChild;
   try {
-    owner = await IpcChild.start<SimQueries>('owner simulator', 'sim-process.js', {
+    owner = await IpcChild.start<SimQueries>('owner simulator', 'processes/sim-process.js', {
       env: { BENCH_SIM_ROLE: 'owner', BENCH_SECRET: secret, BENCH_WORKFLOW_URI: workflow.address },
       execArgv: simNodeArgs,
     });

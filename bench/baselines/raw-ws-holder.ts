@@ -16,11 +16,11 @@
  */
 import type { AddressInfo } from 'node:net';
 import { WebSocketServer, type WebSocket } from 'ws';
-import { collectAndMeasure, compactAndMeasure, type MemorySnapshot } from '../src/core/memory-snapshot';
-import { workhorseActionJson } from '../src/workflow/action-line';
-import type { Action, ClientEvent } from '../src/workflow/contract';
-import { serveIpc } from './ipc';
-import { HOST } from './procs';
+import { collectAndMeasure, compactAndMeasure, type MemorySnapshot } from '../../src/core/memory-snapshot';
+import { workhorseActionJson } from '../../src/workflow/action-line';
+import type { Action, ClientEvent } from '../../src/workflow/contract';
+import { serveIpc } from '../processes/ipc';
+import { HOST } from '../processes/procs';
 import { RawClientPool, type RawCall } from './raw-grpc';
 
 export interface RawWsCounts {

@@ -6,8 +6,8 @@
  * the V8 heap and each heap space.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { MemorySnapshot } from '../src/core/memory-snapshot';
-import { formatBytes } from './scenario';
+import type { MemorySnapshot } from '../../src/core/memory-snapshot';
+import { formatBytes } from '../scenario';
 import { ratio } from './stats';
 
 /**

@@ -1,5 +1,5 @@
 /**
- * `npm run bench:charts`: renders the charts of an existing bench report (bench/charts.ts)
+ * `npm run bench:charts`: renders the charts of an existing bench report (bench/report/charts.ts)
  * without running the bench again.
  *
  *   npm run bench:charts -- [REPORT.json] [--out DIR]

@@ -1,7 +1,7 @@
 /**
  * Pictures of a bench report (the JSON bench/index.ts writes): each chart's vega-lite spec
  * is a pure function of the report's figures, rendered to SVG headlessly by
- * bench/render-svg.ts. A chart whose figures the report does not hold (its scenario not
+ * bench/report/render-svg.ts. A chart whose figures the report does not hold (its scenario not
  * run, or failed) is left out.
  *
  * - accept-ladder: offered rate against the overhead p50 and p99, longrun's ladder steps,

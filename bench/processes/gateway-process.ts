@@ -8,7 +8,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { request } from 'undici';
 import { DEPLOYED_ALLOCATOR_ENV, HOST, exitOf, freePort, readRss, tailOutput, waitUntil, withTimeout } from './procs';
-import type { MemorySnapshot } from '../src/core/memory-snapshot';
+import type { MemorySnapshot } from '../../src/core/memory-snapshot';
 
 export interface GatewayProcessOptions {
   ownerUrl: string;
@@ -25,7 +25,7 @@ export type HeapUsage = NodeJS.MemoryUsage & Partial<Pick<MemorySnapshot, 'space
  * The gateway to run: this build's, or another build's `dist/src/main.js` given in
  * BENCH_GATEWAY_MAIN (to measure a baseline build, e.g. main, with this bench).
  */
-export const gatewayMainJs = process.env['BENCH_GATEWAY_MAIN'] || path.join(__dirname, '..', 'src', 'main.js');
+export const gatewayMainJs = process.env['BENCH_GATEWAY_MAIN'] || path.join(__dirname, '..', '..', 'src', 'main.js');
 
 /** Extra node flags for the gateway, for profiling (e.g. `--cpu-prof --cpu-prof-dir=prof`). */
 const extraNodeArgs = (process.env['BENCH_GATEWAY_NODE_ARGS'] ?? '').split(/\s+/).filter(Boolean);

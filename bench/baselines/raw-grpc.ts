@@ -6,8 +6,8 @@
  * comparison measures the gateway's own cost, not a different connection layout.
  */
 import * as grpc from '@grpc/grpc-js';
-import { channelOptions } from '../src/workflow/channel-pool';
-import { duoWorkflowService, type Action, type ClientEvent, type StartWorkflowRequest } from '../src/workflow/contract';
+import { channelOptions } from '../../src/workflow/channel-pool';
+import { duoWorkflowService, type Action, type ClientEvent, type StartWorkflowRequest } from '../../src/workflow/contract';
 
 const method = duoWorkflowService['ExecuteWorkflow'] as grpc.MethodDefinition<ClientEvent, Action>;
 

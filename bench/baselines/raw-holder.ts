@@ -3,9 +3,9 @@
  * streams, each of which got its first action, with nothing else in the process. Forked
  * with --expose-gc; the driver reads its RSS from /proc after asking it to collect.
  */
-import { serveIpc } from './ipc';
+import { serveIpc } from '../processes/ipc';
 import { RawClientPool, type RawCall } from './raw-grpc';
-import { collectAndMeasure, compactAndMeasure, type MemorySnapshot } from '../src/core/memory-snapshot';
+import { collectAndMeasure, compactAndMeasure, type MemorySnapshot } from '../../src/core/memory-snapshot';
 
 export interface HoldRequest {
   address: string;
