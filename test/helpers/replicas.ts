@@ -54,7 +54,8 @@ export async function startReplica(name: string, env: Record<string, string>): P
   });
   const url = `http://127.0.0.1:${port}`;
   const opsUrl = `http://127.0.0.1:${opsPort}`;
-  const deadline = Date.now() + 15_000;
+  // Generous: a loaded 2-core machine starting several replicas at once takes its time.
+  const deadline = Date.now() + 30_000;
   for (;;) {
     const ok = await request(`${opsUrl}/-/readiness`).then(
       async (r) => (await r.body.text(), r.statusCode === 200),

@@ -202,7 +202,8 @@ describe('runMCPTool', () => {
   it('answers every call, whatever the tool or the server does, and the run goes on', async () => {
     const mcp = await sim();
     stack = await mcpStack({
-      env: { LONGRUN_MCP_TIMEOUT_MS: '300' },
+      // Long enough for a 4 MiB answer on a loaded machine; sim_slow's 5 s stays well past it.
+      env: { LONGRUN_MCP_TIMEOUT_MS: '2000' },
       preauth: { detached: false, mcpServers: { sim: { URL: mcp.url } } },
     });
     const res = await stack.executeText('802', {
@@ -229,7 +230,7 @@ describe('runMCPTool', () => {
       { response: 'MCP tool response content type not supported' },
       { error: `MCP tool response exceeded size limit (${4 * 1024 * 1024 - 4 * 1024} bytes)` },
       { error: expect.stringMatching(/^MCP tool call failed: .*the tool broke on purpose/) as string },
-      { error: 'MCP tool call timed out after 300 ms' },
+      { error: 'MCP tool call timed out after 2000 ms' },
       { error: 'tool arguments are not valid JSON' },
       { error: 'tool arguments are not a JSON object' },
       // The server's own name is not the offered one.
