@@ -425,13 +425,7 @@ export function loadConfig(env: Env = process.env): EnvConfig {
     // accepts pings 10 s apart (min_ping_interval_without_data_ms), so 20 s is never a strike.
     grpcKeepaliveTimeMs: read(env, 'LONGRUN_GRPC_KEEPALIVE_TIME_MS', durationMs, 'a positive integer number of milliseconds', 20_000),
     grpcKeepaliveTimeoutMs: read(env, 'LONGRUN_GRPC_KEEPALIVE_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 20_000),
-    grpcKeepaliveWithoutCalls: read(
-      env,
-      'LONGRUN_GRPC_KEEPALIVE_WITHOUT_CALLS',
-      z.enum(['true', 'false']).transform((v) => v === 'true'),
-      'true or false',
-      true,
-    ),
+    grpcKeepaliveWithoutCalls: read(env, 'LONGRUN_GRPC_KEEPALIVE_WITHOUT_CALLS', flag, 'true or false', true),
     replicaId: read(
       env,
       'LONGRUN_REPLICA_ID',

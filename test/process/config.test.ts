@@ -289,6 +289,15 @@ describe('config: overrides', () => {
     expect(loadConfig({ LONGRUN_REDIS_CONFIGURE_NOTIFICATIONS: value }).redisConfigureNotifications).toBe(expected);
   });
 
+  it.each([
+    ['1', true],
+    ['0', false],
+    ['FALSE', false],
+    ['', true],
+  ])('LONGRUN_GRPC_KEEPALIVE_WITHOUT_CALLS=%j is %s, as every switch reads it', (value, expected) => {
+    expect(loadConfig({ LONGRUN_GRPC_KEEPALIVE_WITHOUT_CALLS: value }).grpcKeepaliveWithoutCalls).toBe(expected);
+  });
+
   it('reads a secret file written without a trailing newline', async () => {
     const file = await fileWith('no-newline', testSecret.toString('base64'));
     expect(readSecretFile(file).equals(testSecret)).toBe(true);
