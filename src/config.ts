@@ -76,6 +76,8 @@ export interface Config {
   wsResumeWindowMs: number;
   /** Bytes of frames a parked WebSocket run keeps for its client; past them it is stopped. */
   wsBacklogBytes: number;
+  /** Bytes of frames every parked WebSocket run of the process keeps together; past them a parked run that grows its backlog is stopped. */
+  wsBacklogBudgetBytes: number;
   /** WebSocket sessions at once in this process (503 before the upgrade when full). */
   maxWsSessions: number;
   preauthTimeoutMs: number;
@@ -390,6 +392,9 @@ export function loadConfig(env: Env = process.env): EnvConfig {
     maxWsSessions: read(env, 'LONGRUN_MAX_WS_SESSIONS', count, 'a non-negative integer', 10_000),
     wsResumeWindowMs: read(env, 'LONGRUN_WS_RESUME_WINDOW_MS', nonNegativeMs, 'a non-negative integer number of milliseconds (0 = off)', 60_000),
     wsBacklogBytes: read(env, 'LONGRUN_WS_BACKLOG_BYTES', count, 'a non-negative integer number of bytes', 8 * 1024 * 1024),
+    // 32 full backlogs: a pod's parked runs hold at most this much of what the service
+    // sent them, whatever their count (size it with the memory limit: docs/deploying.md).
+    wsBacklogBudgetBytes: read(env, 'LONGRUN_WS_BACKLOG_BUDGET_BYTES', count, 'a non-negative integer number of bytes', 256 * 1024 * 1024),
     preauthTimeoutMs: read(env, 'LONGRUN_PREAUTH_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 10_000),
     relayTimeoutMs: read(env, 'LONGRUN_RELAY_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 5_000),
     // A tool call may take a while (a search, a build); 30 s bounds a hung MCP server.
