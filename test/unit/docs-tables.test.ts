@@ -6,10 +6,13 @@
  * - docs/operating.md's metric tables list every metric the gateway's registry exposes,
  *   with its type and labels, and no metric it does not expose;
  * - docs/errors.md lists every error code (src/core/errors.ts) with its HTTP status
- *   (src/http/error-status.ts), whether it is retryable, and its Retry-After.
+ *   (src/http/error-status.ts), whether it is retryable, and its Retry-After;
+ * - every relative link of README.md and docs/*.md reaches a file and, with an anchor, a
+ *   heading of it; the README's first screen links docs/running-beside-gitlab.md.
  */
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import os from 'node:os';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config';
 import { errorCatalog, type ErrorCode } from '../../src/core/errors';
@@ -147,5 +150,42 @@ describe('docs/errors.md against the error catalogue', () => {
       }
       expect(retryable, `${code}: retryable`).toBe(errorCatalog[code].retryable ? 'yes' : 'no');
     }
+  });
+});
+
+describe('links between the docs', () => {
+  /** GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens. */
+  const slug = (heading: string): string =>
+    heading
+      .trim()
+      .toLowerCase()
+      .replace(/[^\p{L}\p{N}_\- ]/gu, '')
+      .replaceAll(' ', '-');
+  const anchors = (file: string): Set<string> => new Set([...readFileSync(file, 'utf8').matchAll(/^#+ (.*)$/gm)].map((m) => slug(m[1] as string)));
+  const pages = [
+    'README.md',
+    ...readdirSync(fromRoot('docs'))
+      .filter((f) => f.endsWith('.md'))
+      .map((f) => `docs/${f}`),
+  ];
+
+  it('every relative link reaches a file, and a heading of it when it names one', () => {
+    let checked = 0;
+    for (const page of pages) {
+      for (const [, target] of readFileSync(fromRoot(page), 'utf8').matchAll(/\]\(([^)\s]+)\)/g)) {
+        if (/^[a-z]+:/.test(target as string)) continue;
+        const [file, anchor] = (target as string).split('#');
+        const resolved = file ? path.join(path.dirname(fromRoot(page)), file) : fromRoot(page);
+        expect(existsSync(resolved), `${page}: ${target}`).toBe(true);
+        if (anchor && resolved.endsWith('.md')) expect(anchors(resolved), `${page}: ${target}`).toContain(anchor);
+        checked += 1;
+      }
+    }
+    expect(checked).toBeGreaterThan(50);
+  });
+
+  it("the README's first screen links docs/running-beside-gitlab.md", () => {
+    const firstScreen = readFileSync(fromRoot('README.md'), 'utf8').split('\n').slice(0, 15).join('\n');
+    expect(firstScreen).toContain('](docs/running-beside-gitlab.md)');
   });
 });
