@@ -39,7 +39,8 @@ WORKDIR /app
 # Only what runs: the build's output and the production dependencies. dist/ holds the
 # compiled gateway, what it reads at run time beside it (package.json for its version, the
 # gRPC contract, the Lua scripts; scripts/copy-assets.mjs) and the simulators, loaded only
-# when the image is asked to run as the sandbox. Not the benchmarks or the examples; no
+# when the image is asked to run as the sandbox (LONGRUN_SANDBOX=true: with NODE_ENV=production
+# a start without LONGRUN_OWNER_URL is refused, docs/configuration.md). Not the benchmarks or the examples; no
 # source folder, no lock file, no npm cache. test/process/deploy-image.test.ts runs
 # dist/src/main.js from a copy holding only these paths.
 COPY --from=deps /app/node_modules ./node_modules

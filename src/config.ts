@@ -76,6 +76,8 @@ export interface Config {
   wsResumeWindowMs: number;
   /** Bytes of frames a parked WebSocket run keeps for its client; past them it is stopped. */
   wsBacklogBytes: number;
+  /** Bytes of frames every parked WebSocket run of the process keeps together; past them a parked run that grows its backlog is stopped. */
+  wsBacklogBudgetBytes: number;
   /** WebSocket sessions at once in this process (503 before the upgrade when full). */
   maxWsSessions: number;
   preauthTimeoutMs: number;
@@ -117,7 +119,12 @@ export interface Config {
 
 /** The environment read: a Config whose owner URL and secret may be left to the sandbox. */
 export type EnvConfig = Omit<Config, 'ownerUrl' | 'secret'> & {
-  /** Unset → the sandbox (docs/spec.md §9) provides the owner and workflow services. */
+  /**
+   * The sandbox (docs/spec.md §9) provides the owner and workflow services: asked for by
+   * LONGRUN_SANDBOX=true, or the default with no LONGRUN_OWNER_URL outside production.
+   */
+  sandbox: boolean;
+  /** Unset only in the sandbox. */
   ownerUrl: URL | undefined;
   /** Undefined only in the sandbox (which makes one). */
   secret: Buffer | undefined;
@@ -214,6 +221,46 @@ function parseOwnerUrl(env: Env): URL | undefined {
   return url;
 }
 
+/** A switch: true, false, 1 or 0 (any case). */
+const flag = z
+  .string()
+  .transform((v) => v.toLowerCase())
+  .pipe(z.enum(['true', 'false', '1', '0']))
+  .transform((v) => v === 'true' || v === '1');
+
+/**
+ * Whether the sandbox runs (docs/configuration.md "The sandbox"). Without an owner it is
+ * the default only outside production: an image (NODE_ENV=production) started without
+ * its owner must stop, not serve simulated answers on all interfaces and report Ready.
+ * There it runs only when asked for by name, and never beside a real owner.
+ */
+function parseSandbox(env: Env, ownerUrl: URL | undefined): boolean {
+  const asked = read<boolean | undefined>(env, 'LONGRUN_SANDBOX', flag, 'true or false', undefined);
+  if (ownerUrl) {
+    if (asked === true)
+      throw new ConfigError(
+        'LONGRUN_SANDBOX',
+        'it unset or false when LONGRUN_OWNER_URL is set',
+        env['LONGRUN_SANDBOX'],
+        'the sandbox simulates the owner: it never runs beside a real one',
+      );
+    return false;
+  }
+  if (asked !== undefined) {
+    if (asked) return true;
+    throw new ConfigError('LONGRUN_OWNER_URL', 'an absolute http(s) URL of the owner service', env['LONGRUN_OWNER_URL'], 'required with LONGRUN_SANDBOX=false');
+  }
+  if (env['NODE_ENV']?.trim() === 'production') {
+    throw new ConfigError(
+      'LONGRUN_OWNER_URL',
+      'an absolute http(s) URL of the owner service (or LONGRUN_SANDBOX=true to run the simulators)',
+      env['LONGRUN_OWNER_URL'],
+      'required when NODE_ENV=production',
+    );
+  }
+  return true;
+}
+
 const redisUrlForms = 'redis://, rediss://, redis+sentinel:// or rediss+sentinel:// (see docs/configuration.md)';
 const clusterUrlForms = 'redis://[[user]:password@]host:port[,host:port…] or rediss://… naming nodes of the cluster (see docs/configuration.md)';
 
@@ -261,12 +308,6 @@ const originList = z.string().transform((text, ctx) => {
   return origins;
 });
 
-const flag = z
-  .string()
-  .transform((v) => v.toLowerCase())
-  .pipe(z.enum(['true', 'false', '1', '0']))
-  .transform((v) => v === 'true' || v === '1');
-
 /** Reads a Workhorse-format secret file: base64 of exactly 32 bytes. */
 export function readSecretFile(file: string): Buffer {
   let text: string;
@@ -286,7 +327,7 @@ export function readSecretFile(file: string): Buffer {
  * The gateway's Config from an EnvConfig whose owner URL and secret are set (by the
  * environment or by the sandbox). Throws ConfigError when they are not.
  */
-export function gatewayConfig(config: EnvConfig): Config {
+export function gatewayConfig(config: Omit<EnvConfig, 'sandbox'>): Config {
   const { ownerUrl, secret } = config;
   if (!ownerUrl) throw new ConfigError('LONGRUN_OWNER_URL', 'an absolute http(s) URL (or the sandbox)', undefined);
   if (!secret) throw new ConfigError('LONGRUN_SECRET_FILE', 'a path (required when LONGRUN_OWNER_URL is set)', undefined);
@@ -301,6 +342,7 @@ export function loadConfig(env: Env = process.env): EnvConfig {
     if (env[name] !== undefined && env[name] !== '') throw new ConfigError(name, 'it unset', env[name], `no longer read: ${instead}`);
   }
   const ownerUrl = parseOwnerUrl(env);
+  const sandbox = parseSandbox(env, ownerUrl);
   const secretFile = env['LONGRUN_SECRET_FILE'];
   let secret: Buffer | undefined;
   if (secretFile !== undefined && secretFile !== '') secret = readSecretFile(secretFile);
@@ -314,6 +356,7 @@ export function loadConfig(env: Env = process.env): EnvConfig {
   return {
     listen: parseListen(env, 'LONGRUN_LISTEN', '127.0.0.1:8181'),
     opsListen: parseListen(env, 'LONGRUN_OPS_LISTEN', '127.0.0.1:9181'),
+    sandbox,
     ownerUrl,
     secret,
     redis,
@@ -349,6 +392,9 @@ export function loadConfig(env: Env = process.env): EnvConfig {
     maxWsSessions: read(env, 'LONGRUN_MAX_WS_SESSIONS', count, 'a non-negative integer', 10_000),
     wsResumeWindowMs: read(env, 'LONGRUN_WS_RESUME_WINDOW_MS', nonNegativeMs, 'a non-negative integer number of milliseconds (0 = off)', 60_000),
     wsBacklogBytes: read(env, 'LONGRUN_WS_BACKLOG_BYTES', count, 'a non-negative integer number of bytes', 8 * 1024 * 1024),
+    // 32 full backlogs: a pod's parked runs hold at most this much of what the service
+    // sent them, whatever their count (size it with the memory limit: docs/deploying.md).
+    wsBacklogBudgetBytes: read(env, 'LONGRUN_WS_BACKLOG_BUDGET_BYTES', count, 'a non-negative integer number of bytes', 256 * 1024 * 1024),
     preauthTimeoutMs: read(env, 'LONGRUN_PREAUTH_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 10_000),
     relayTimeoutMs: read(env, 'LONGRUN_RELAY_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 5_000),
     // A tool call may take a while (a search, a build); 30 s bounds a hung MCP server.
@@ -384,13 +430,7 @@ export function loadConfig(env: Env = process.env): EnvConfig {
     // accepts pings 10 s apart (min_ping_interval_without_data_ms), so 20 s is never a strike.
     grpcKeepaliveTimeMs: read(env, 'LONGRUN_GRPC_KEEPALIVE_TIME_MS', durationMs, 'a positive integer number of milliseconds', 20_000),
     grpcKeepaliveTimeoutMs: read(env, 'LONGRUN_GRPC_KEEPALIVE_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 20_000),
-    grpcKeepaliveWithoutCalls: read(
-      env,
-      'LONGRUN_GRPC_KEEPALIVE_WITHOUT_CALLS',
-      z.enum(['true', 'false']).transform((v) => v === 'true'),
-      'true or false',
-      true,
-    ),
+    grpcKeepaliveWithoutCalls: read(env, 'LONGRUN_GRPC_KEEPALIVE_WITHOUT_CALLS', flag, 'true or false', true),
     replicaId: read(
       env,
       'LONGRUN_REPLICA_ID',

@@ -22,6 +22,7 @@ import { createMainListener } from './http/main-app';
 import { createOpsApp } from './http/ops-app';
 import { WebSocketRoute } from './websocket/route';
 import type { ParkedRuns } from './websocket/client-run';
+import { BacklogBudget } from './websocket/backlog-budget';
 import { Bridges } from './websocket/bridge/bridges';
 import { RedisInbox } from './websocket/bridge/inbox';
 import { McpConnector } from './mcp/connector';
@@ -338,6 +339,7 @@ export class Gateway {
           startTimeoutMs: config.wsStartTimeoutMs,
           resumeWindowMs: config.wsResumeWindowMs,
           backlogBytes: config.wsBacklogBytes,
+          backlogBudget: new BacklogBudget(config.wsBacklogBudgetBytes),
         },
         maxSessions: config.maxWsSessions,
         allowedOrigins: config.wsAllowedOrigins,

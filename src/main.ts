@@ -2,7 +2,8 @@
 /**
  * Entry point: config → (sandbox) → gateway → signals. SIGTERM/SIGINT drain (docs/spec.md §7);
  * a second signal exits at once. The sandbox (../sandbox/, the simulators) is loaded only
- * when it runs: a start with an owner loads none of it.
+ * when it runs (config.ts decides: asked for, or no owner outside production): a start
+ * with an owner loads none of it.
  */
 import { ConfigError, gatewayConfig, loadConfig, type Config, type EnvConfig } from './config';
 import { Gateway } from './gateway';
@@ -26,7 +27,7 @@ async function main(): Promise<void> {
   const logger = createLogger(env.logLevel);
   let sandbox: Sandbox | undefined;
   let config: Config;
-  if (env.ownerUrl) {
+  if (!env.sandbox) {
     config = gatewayConfig(env);
   } else {
     // Loaded only here: a start with an owner never loads a simulator (nor the MCP server SDK they use).

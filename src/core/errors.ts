@@ -7,10 +7,15 @@
 
 import type { ConnectionErrorType } from './vocabulary';
 
-interface ErrorSpec {
+export interface ErrorSpec {
   retryable: boolean;
   /** The `error_type` an execute refused with this code is counted under (connection errors). */
   errorType: ConnectionErrorType;
+  /**
+   * Seconds a caller should wait before trying again (Retry-After over HTTP), for the codes
+   * that ask it to come back; an error may name its own instead (the store fence's time left).
+   */
+  retryAfterS?: number;
 }
 
 export const errorCatalog = {
@@ -20,18 +25,23 @@ export const errorCatalog = {
   USAGE_QUOTA_EXCEEDED: { retryable: false, errorType: 'rejected' },
   NOT_FOUND: { retryable: false, errorType: 'internal' },
   FORBIDDEN_ORIGIN: { retryable: false, errorType: 'bad_request' },
-  WORKFLOW_LOCKED: { retryable: true, errorType: 'lock' },
+  // Long enough for a run whose 202 was lost to be seen in flight, short against a lease.
+  WORKFLOW_LOCKED: { retryable: true, errorType: 'lock', retryAfterS: 5 },
   STOPPED: { retryable: false, errorType: 'rejected' },
   NOT_CANCELLABLE: { retryable: false, errorType: 'internal' },
-  ACTOR_LIMIT: { retryable: true, errorType: 'capacity' },
+  // An actor's runs end in minutes, not seconds: a dispatcher's deadline gives up and its queue reschedules.
+  ACTOR_LIMIT: { retryable: true, errorType: 'capacity', retryAfterS: 30 },
   CLIENT_GONE: { retryable: true, errorType: 'client_gone' },
   INTERNAL: { retryable: true, errorType: 'internal' },
   OWNER_UNAVAILABLE: { retryable: true, errorType: 'preauth' },
   PREAUTH_INVALID: { retryable: true, errorType: 'preauth' },
   WORKFLOW_SERVICE_UNAVAILABLE: { retryable: true, errorType: 'stream_open' },
-  LOCK_UNAVAILABLE: { retryable: true, errorType: 'lock' },
-  DRAINING: { retryable: true, errorType: 'capacity' },
-  CAPACITY_EXHAUSTED: { retryable: true, errorType: 'capacity' },
+  // Redis unreachable: a reconnect or a failover takes seconds (under the store fence, its time left instead).
+  LOCK_UNAVAILABLE: { retryable: true, errorType: 'lock', retryAfterS: 2 },
+  // Another replica takes it at once: the load balancer has already moved on.
+  DRAINING: { retryable: true, errorType: 'capacity', retryAfterS: 1 },
+  // A full replica frees slots as runs end, and the autoscaler adds pods within a minute.
+  CAPACITY_EXHAUSTED: { retryable: true, errorType: 'capacity', retryAfterS: 5 },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof errorCatalog;
@@ -59,7 +69,7 @@ export class GatewayError extends Error {
     this.name = 'GatewayError';
     const spec: ErrorSpec = errorCatalog[code];
     this.retryable = spec.retryable;
-    this.retryAfterS = options.retryAfterS;
+    this.retryAfterS = options.retryAfterS ?? spec.retryAfterS;
     this.errorType = spec.errorType;
     this.runId = options.runId;
   }

@@ -197,3 +197,11 @@ export type McpCallResult = (typeof mcpCallResults)[number];
 /** Why a configured MCP server's tools were left out of a turn. */
 export const mcpDiscoveryFailures = ['refused', 'timeout', 'failed'] as const;
 export type McpDiscoveryFailure = (typeof mcpDiscoveryFailures)[number];
+
+/**
+ * Why longrun stopped a parked WebSocket run (docs/spec.md §12): its resume window ran out,
+ * its own backlog outgrew LONGRUN_WS_BACKLOG_BYTES, the process's parked backlogs together
+ * outgrew LONGRUN_WS_BACKLOG_BUDGET_BYTES, or a start that may not re-attach took the workflow.
+ */
+export const parkEndReasons = ['expired', 'backlog_full', 'backlog_budget', 'taken_over'] as const;
+export type ParkEndReason = (typeof parkEndReasons)[number];

@@ -2,7 +2,7 @@
  * The HTTP status of every error code (docs/spec.md §3 status table): the one place a
  * status is chosen for an error. error-response.ts writes it; docs/errors.md lists it.
  */
-import type { ErrorCode } from '../core/errors';
+import { errorCatalog, type ErrorCode, type ErrorSpec } from '../core/errors';
 
 export const errorStatus = {
   INVALID_REQUEST: 400,
@@ -28,7 +28,8 @@ export const errorStatus = {
   CAPACITY_EXHAUSTED: 503,
 } as const satisfies Record<ErrorCode, number>;
 
-/** Retry-After, in seconds: the error's own, and 1 on every 503 that names none. */
+/** Retry-After, in seconds: the error's own (its code's, errorCatalog), and 1 on every 503 that names none. */
 export function retryAfterOf(code: ErrorCode, retryAfterS: number | undefined): number | undefined {
-  return retryAfterS ?? (errorStatus[code] === 503 ? 1 : undefined);
+  const spec: ErrorSpec = errorCatalog[code];
+  return retryAfterS ?? spec.retryAfterS ?? (errorStatus[code] === 503 ? 1 : undefined);
 }

@@ -27,7 +27,7 @@ export interface InternalContext {
 }
 
 function storeError(err: unknown): GatewayError {
-  return new GatewayError('LOCK_UNAVAILABLE', 'the coordination store is unavailable; retry shortly', { cause: err, retryAfterS: 2 });
+  return new GatewayError('LOCK_UNAVAILABLE', 'the coordination store is unavailable; retry shortly', { cause: err });
 }
 
 /** The run record as JSON; `in_flight` (stored as JSON text) as a list. */

@@ -20,6 +20,7 @@ import {
   mcpCallResults,
   mcpDiscoveryFailures,
   mcpServerKinds,
+  parkEndReasons,
   redisConnections,
   redisEvents,
   relayErrorTypes,
@@ -36,6 +37,7 @@ import {
   type McpCallResult,
   type McpDiscoveryFailure,
   type McpServerKind,
+  type ParkEndReason,
   type RedisConnection,
   type RedisEvent,
   type RelayErrorType,
@@ -172,7 +174,7 @@ export class Metrics {
   });
   readonly websocketParkEnds = new Counter({
     name: 'longrun_websocket_park_ends_total',
-    help: 'Parked WebSocket runs longrun stopped, by why (expired, backlog_full, taken_over).',
+    help: 'Parked WebSocket runs longrun stopped, by why (expired, backlog_full, backlog_budget, taken_over).',
     labelNames: ['why'],
     registers: [this.registry],
   });
@@ -359,7 +361,7 @@ export class Metrics {
     for (const how of ['local', 'bridged']) this.websocketReattaches.inc({ how }, 0);
     for (const why of ['gap', 'send_failed', 'peer_silent', 'peer_dropped', 'unanswered']) this.bridgeBreaks.inc({ why }, 0);
     for (const side of ['holder', 'socket']) this.bridgesOpen.set({ side }, 0);
-    for (const why of ['expired', 'backlog_full', 'taken_over']) this.websocketParkEnds.inc({ why }, 0);
+    for (const why of parkEndReasons) this.websocketParkEnds.inc({ why }, 0);
     for (const direction of ['in', 'out']) {
       this.websocketFrames.inc({ direction }, 0);
       this.websocketBytes.inc({ direction }, 0);
@@ -412,8 +414,8 @@ export class Metrics {
   }
 
   /** A parked run longrun stopped. */
-  websocketParkEnd(why: 'expired' | 'backlog_full' | 'taken_over'): void {
-    this.websocketParkEnds.inc({ why });
+  websocketParkEnd(why: ParkEndReason): void {
+    this.websocketParkEnds.inc({ why: oneOf(why, parkEndReasons) });
   }
 
   /** A close frame the gateway sent, by code (Workhorse's codes; anything else `other`). */

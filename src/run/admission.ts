@@ -35,7 +35,7 @@ export interface AdmissionRequest {
 }
 
 function unavailable(err: unknown): GatewayError {
-  return new GatewayError('LOCK_UNAVAILABLE', 'the workflow lock store is unavailable; retry shortly', { cause: err, retryAfterS: 2 });
+  return new GatewayError('LOCK_UNAVAILABLE', 'the workflow lock store is unavailable; retry shortly', { cause: err });
 }
 
 /** The store lost its data moments ago: every start waits (never one unlocked: a live run may hold the workflow). */
@@ -57,7 +57,7 @@ export async function reserve(want: AdmissionRequest, deps: AdmissionDeps): Prom
   const slot = detached && deps.registry.reserveDetached();
   if (detached && !slot) {
     deps.metrics.capRejection('process');
-    throw new GatewayError('CAPACITY_EXHAUSTED', 'this instance holds its maximum of detached runs', { retryAfterS: 5 });
+    throw new GatewayError('CAPACITY_EXHAUSTED', 'this instance holds its maximum of detached runs');
   }
   try {
     const lock = detached || want.lockConcurrentFlow ? await takeLock(want, detached ? 'required' : 'best_effort', deps) : undefined;
@@ -88,7 +88,7 @@ async function takeLock(want: AdmissionRequest, mode: 'required' | 'best_effort'
   try {
     if (actor && !(await deps.backend.acquireActorSlot(actor.actorId, actor.member, deps.maxRunsPerActor, deps.leaseTtlMs))) {
       deps.metrics.capRejection('actor');
-      throw new GatewayError('ACTOR_LIMIT', 'this actor has reached its limit of runs in flight', { retryAfterS: 30 });
+      throw new GatewayError('ACTOR_LIMIT', 'this actor has reached its limit of runs in flight');
     }
     let taken: boolean;
     try {
@@ -110,7 +110,7 @@ async function takeLock(want: AdmissionRequest, mode: 'required' | 'best_effort'
     if (!taken) {
       deps.metrics.lock('acquire', 'taken');
       giveBackActor();
-      throw new GatewayError('WORKFLOW_LOCKED', 'another run holds this workflow', { retryAfterS: 5 });
+      throw new GatewayError('WORKFLOW_LOCKED', 'another run holds this workflow');
     }
     deps.metrics.lock('acquire', 'ok');
     return { token, acquiredAt, ...(actor ? { actor } : {}) };

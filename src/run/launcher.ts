@@ -104,7 +104,7 @@ function clientGone(runId?: string): GatewayError {
 }
 
 export function drainingError(runId?: string): GatewayError {
-  return new GatewayError('DRAINING', 'this instance is shutting down; retry on another', { retryAfterS: 1, runId });
+  return new GatewayError('DRAINING', 'this instance is shutting down; retry on another', { runId });
 }
 
 export class Launcher {

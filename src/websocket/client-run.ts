@@ -2,20 +2,22 @@
  * A WebSocket session's run, apart from the connection it is served on (docs/spec.md §12):
  * what lets a run outlive its connection. It is the run's ActionSink: every action for
  * the client goes to the connection attached now, or — while none is (the run is parked,
- * its connection lost) — into a backlog, in order, bounded by LONGRUN_WS_BACKLOG_BYTES.
+ * its connection lost) — into a backlog, in order, bounded by LONGRUN_WS_BACKLOG_BYTES,
+ * and with every other parked run's by LONGRUN_WS_BACKLOG_BUDGET_BYTES (backlog-budget.ts).
  * It remembers the actions the client was sent and has not answered, so a connection that
  * re-attaches gets, in their order, those and then the backlog, then the live stream.
  * A checkpoint written to a lost connection is not sent again (nothing tells what a dead
  * socket delivered, and an incremental checkpoint must not be applied twice).
  *
- * A parked run whose window ends, whose backlog overflows, or whose workflow another
- * start takes over is stopped with WORKHORSE_WEBSOCKET_PING_FAILED: an infrastructure
+ * A parked run whose window ends, whose backlog overflows (its own bound, or the process's
+ * budget), or whose workflow another start takes over is stopped with WORKHORSE_WEBSOCKET_PING_FAILED: an infrastructure
  * reason the public service allows, so the workflow stays resumable.
  */
 import type { Metrics } from '../observability/metrics';
 import type { SessionRun } from '../run/launcher';
 import type { ActionSink, RunResult } from '../run/run';
-import { STOPS, type StopReason } from '../core/vocabulary';
+import { STOPS, type ParkEndReason, type StopReason } from '../core/vocabulary';
+import type { BacklogBudget } from './backlog-budget';
 import { workhorseActionJson } from '../workflow/action-line';
 import type { Action, ClientEvent } from '../workflow/contract';
 
@@ -30,6 +32,8 @@ export interface ClientRunSettings {
   /** How long a run waits parked for its client; 0: never parked (Workhorse). */
   resumeWindowMs: number;
   backlogBytes: number;
+  /** The process's budget for every parked run's backlog together. */
+  backlogBudget: BacklogBudget;
 }
 
 /** Parked runs by workflow: where a re-attaching start finds its run — here, or through a bridge (src/websocket/bridge/). */
@@ -109,7 +113,9 @@ export class ClientRun implements ActionSink {
     this.backlog.push(frame);
     this.backlogSize += frame.length;
     this.metrics.websocketBacklogBytes.inc(frame.length);
+    const withinBudget = this.settings.backlogBudget.take(frame.length);
     if (this.backlogSize > this.settings.backlogBytes) void this.stopParked('backlog_full');
+    else if (!withinBudget) void this.stopParked('backlog_budget');
     return 'ok';
   }
 
@@ -149,11 +155,12 @@ export class ClientRun implements ActionSink {
   }
 
   /**
-   * Stops a parked run longrun gave up on: its window ended, its backlog overflowed, or a
-   * start that may not re-attach (new input, another actor or none) takes the workflow.
+   * Stops a parked run longrun gave up on: its window ended, its backlog overflowed (its own
+   * bound or the process's budget), or a start that may not re-attach (new input, another
+   * actor or none) takes the workflow.
    * Resolves once it has ended (its lock released).
    */
-  async stopParked(why: 'expired' | 'backlog_full' | 'taken_over'): Promise<void> {
+  async stopParked(why: ParkEndReason): Promise<void> {
     if (!this.stopping) {
       this.stopping = true;
       this.metrics.websocketParkEnd(why);
@@ -181,9 +188,7 @@ export class ClientRun implements ActionSink {
     this.run?.noteParked(undefined, this.settings.resumeWindowMs, bridgedFrom);
     const queued = new Set(this.backlog);
     const replay = [...[...this.unanswered.values()].filter((f) => !queued.has(f)), ...this.backlog];
-    this.metrics.websocketBacklogBytes.dec(this.backlogSize);
-    this.backlog = [];
-    this.backlogSize = 0;
+    this.releaseBacklog();
     for (const frame of replay) connection.sendFrame(frame);
     this.metrics.websocketReattached(bridgedFrom === undefined ? 'local' : 'bridged', lostFor / 1000);
   }
@@ -192,9 +197,15 @@ export class ClientRun implements ActionSink {
     this.finished = true;
     clearTimeout(this.window);
     if (this.parked.get(this.workflowId) === this) this.parked.delete(this.workflowId);
+    this.releaseBacklog();
+    this.unanswered.clear();
+  }
+
+  /** The backlog was replayed or dropped: its bytes leave the gauge and the process's budget. */
+  private releaseBacklog(): void {
     this.metrics.websocketBacklogBytes.dec(this.backlogSize);
+    this.settings.backlogBudget.give(this.backlogSize);
     this.backlog = [];
     this.backlogSize = 0;
-    this.unanswered.clear();
   }
 }

@@ -118,7 +118,7 @@ export class WebSocketRoute {
       deps.launcher.checkServing();
       if (this.size > deps.maxSessions) {
         deps.metrics.capRejection('websocket');
-        throw new GatewayError('CAPACITY_EXHAUSTED', 'this instance holds its maximum of WebSocket sessions', { retryAfterS: 5 });
+        throw new GatewayError('CAPACITY_EXHAUSTED', 'this instance holds its maximum of WebSocket sessions');
       }
       if (!this.originAllowed(req)) throw new GatewayError('FORBIDDEN_ORIGIN', 'this Origin may not open a WebSocket session here');
       const preauth = await deps.owner.preauthorize('GET', req.url ?? WEBSOCKET_PATH, req.headers, requestId, gone.signal, 'websocket');

@@ -4,11 +4,15 @@
  * environment parses with src/config.ts and every LONGRUN_* name in it is one that
  * config.ts reads, its ports are the ones the listeners bind, its probes are routes of
  * the ops app that behave as a drain needs, the grace period covers the drain, the
- * memory covers BENCHMARKS.md's bytes per run at the configured cap, and the selectors
- * of Services, PDB, HPA, ServiceMonitor and NetworkPolicy pick the gateway's pods. With
- * kubectl installed, `kubectl kustomize` renders the base and the Sentinel overlay.
+ * memory limit covers BENCHMARKS.md's bytes per run and per WebSocket session at the
+ * configured caps plus the parked runs' backlog budget (docs/deploying.md "Sizing"), the
+ * selectors of Services, PDB, HPA, ServiceMonitor and NetworkPolicy pick the gateway's pods,
+ * and its egress admits what the gateway calls and nothing private beyond. With kubectl
+ * installed, `kubectl kustomize` renders the base (its caps checked again as rendered), the
+ * Sentinel overlay, and an overlay that moves the alert runbooks.
  */
-import { readFileSync, readdirSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
@@ -78,6 +82,59 @@ function validate(resource: Resource): void {
 const IDLE_RSS_MIB = 90;
 /** Memory limit over the benchmark's need: V8 heap slack, blocking runs, bursts. */
 const MEMORY_HEADROOM = 2;
+const MIB = 1024 ** 2;
+
+/** BENCHMARKS.md's figures the sizing rests on (docs/deploying.md "Sizing"). */
+function benchFigures(): { perRunKiB: number; perSessionKiB: number; benchRuns: number; benchDrainMs: number } {
+  const bench = readFileSync(fromRoot('BENCHMARKS.md'), 'utf8');
+  // The worst RSS per run of any capacity pass, right after a burst of executes (not the settled figure).
+  const perRunKiB = Number(/sizing keeps (\d+(?:\.\d+)?) KiB RSS per run/.exec(bench)?.[1]);
+  // A WebSocket session held, and one parked (its socket gone, its backlog empty): the larger.
+  const held = Number(/^\| held, settled: RSS per session[^|]*\| (\d+(?:\.\d+)?) KiB/m.exec(bench)?.[1]);
+  const parked = Number(/^\| \*\*parked: RSS \/ heap per parked session\*\* \| \*\*(\d+(?:\.\d+)?) KiB/m.exec(bench)?.[1]);
+  const drain = /^\| drain \| ([\d ]+) runs: exit 0 after ([\d ]+) ms/m.exec(bench);
+  return {
+    perRunKiB,
+    perSessionKiB: Math.max(held, parked),
+    benchRuns: Number(drain?.[1]?.replaceAll(' ', '')),
+    benchDrainMs: Number(drain?.[2]?.replaceAll(' ', '')),
+  };
+}
+
+/**
+ * The pod's memory at its caps, as docs/deploying.md "Sizing" adds it up: an idle gateway,
+ * every detached run, every WebSocket session, the parked runs' backlog budget; times the
+ * headroom. Throws (an expect) when the Deployment's limit or heap ceiling does not hold it.
+ */
+function checkSizing(d: Deployment): { neededBytes: number; limit: number } {
+  const c = gatewayContainer(d);
+  const sized = loadConfig({ ...containerEnv(c.env), LONGRUN_SECRET_FILE: secretFile });
+  const { perRunKiB, perSessionKiB, benchRuns, benchDrainMs } = benchFigures();
+  expect(perRunKiB).toBeGreaterThan(0);
+  expect(perSessionKiB).toBeGreaterThan(0);
+  expect(benchRuns).toBeGreaterThan(0);
+  const runsBytes = sized.maxDetachedRuns * perRunKiB * 1024;
+  const sessionsBytes = sized.maxWsSessions * perSessionKiB * 1024;
+  expect(sized.maxDetachedRuns).toBeGreaterThan(0);
+  expect(sized.maxWsSessions, 'LONGRUN_MAX_WS_SESSIONS is set, not left to its default').toBe(Number(containerEnv(c.env)['LONGRUN_MAX_WS_SESSIONS']));
+  expect(sized.wsBacklogBudgetBytes, 'LONGRUN_WS_BACKLOG_BUDGET_BYTES is set').toBe(Number(containerEnv(c.env)['LONGRUN_WS_BACKLOG_BUDGET_BYTES']));
+  // One parked run's backlog fits the budget: the per-run bound is not the one that bites first everywhere.
+  expect(sized.wsBacklogBudgetBytes).toBeGreaterThanOrEqual(sized.wsBacklogBytes);
+  const neededBytes = MEMORY_HEADROOM * (IDLE_RSS_MIB * MIB + runsBytes + sessionsBytes + sized.wsBacklogBudgetBytes);
+  const limit = memoryBytes(c.resources?.limits?.['memory'] as string);
+  expect(limit, 'memory limit ≥ 2 × (idle + runs + sessions + backlog budget)').toBeGreaterThanOrEqual(neededBytes);
+  expect(limit, 'more than twice the need wastes nodes').toBeLessThan(2 * neededBytes);
+  expect(c.resources?.requests?.['memory'], 'memory request = limit: never evicted for overcommit').toBe(c.resources?.limits?.['memory']);
+  expect(c.resources?.limits?.['cpu'], 'a CPU limit throttles the drain').toBeUndefined();
+  // V8's old-generation ceiling: above the live heap at full caps (RSS figures bound it), and
+  // with the backlogs (Buffers, outside the heap) and an idle gateway still under the limit.
+  const oldSpaceBytes = Number(/--max-old-space-size=(\d+)/.exec(containerEnv(c.env)['NODE_OPTIONS'] ?? '')?.[1]) * MIB;
+  expect(oldSpaceBytes).toBeGreaterThan(runsBytes + sessionsBytes);
+  expect(oldSpaceBytes + sized.wsBacklogBudgetBytes + IDLE_RSS_MIB * MIB).toBeLessThan(limit);
+  // The benchmark's drain, scaled to a full pod, fits the drain budget.
+  expect((benchDrainMs * sized.maxDetachedRuns) / benchRuns).toBeLessThan(sized.drainTimeoutMs);
+  return { neededBytes, limit };
+}
 /** Seconds the grace period must leave after the drain budget for close and exit. */
 const MIN_EXIT_MARGIN_S = 2;
 
@@ -175,7 +232,9 @@ describe('the Deployment against src/config.ts', () => {
   it('its values parse into what a pod needs: all-interfaces listeners, an owner, a Redis, the pod as replica id', () => {
     expect(config.listen.host).toMatch(/^(0\.0\.0\.0|::)$/);
     expect(config.opsListen.host).toMatch(/^(0\.0\.0\.0|::)$/);
-    expect(config.ownerUrl?.protocol).toMatch(/^https?:$/);
+    // Users' tokens go to the owner on every relayed call: over TLS.
+    expect(config.ownerUrl?.protocol).toBe('https:');
+    expect(config.sandbox).toBe(false);
     expect(config.secret).toHaveLength(32);
     expect(config.replicaId).toBe(SAMPLE_POD_NAME);
     expect(config.logLevel).toBe('info');
@@ -254,28 +313,10 @@ describe('the Deployment against src/config.ts', () => {
     expect(config.shutdownDelayMs).toBeGreaterThan(0);
   });
 
-  it('memory and the run cap are sized from BENCHMARKS.md, and a full pod drains within the budget', () => {
-    const bench = readFileSync(fromRoot('BENCHMARKS.md'), 'utf8');
-    const perRunKiB = Number(/^\| capacity \|[^|]*?(\d+(?:\.\d+)?) KiB RSS per run/m.exec(bench)?.[1]);
-    expect(perRunKiB).toBeGreaterThan(0);
-    const drain = /^\| drain \| ([\d ]+) runs: exit 0 after ([\d ]+) ms/m.exec(bench);
-    const benchRuns = Number(drain?.[1]?.replaceAll(' ', ''));
-    const benchDrainMs = Number(drain?.[2]?.replaceAll(' ', ''));
-    expect(benchRuns).toBeGreaterThan(0);
-
-    const cap = config.maxDetachedRuns;
-    expect(cap).toBeGreaterThan(0);
-    const neededBytes = MEMORY_HEADROOM * (IDLE_RSS_MIB * 1024 ** 2 + cap * perRunKiB * 1024);
-    const limit = memoryBytes(container.resources?.limits?.['memory'] as string);
-    expect(limit).toBeGreaterThanOrEqual(neededBytes);
-    expect(limit, 'more than twice the need wastes nodes').toBeLessThan(2 * neededBytes);
-    expect(container.resources?.requests?.['memory'], 'memory request = limit: never evicted for overcommit').toBe(container.resources?.limits?.['memory']);
-    expect(container.resources?.limits?.['cpu'], 'a CPU limit throttles the drain').toBeUndefined();
-    const oldSpaceMiB = Number(/--max-old-space-size=(\d+)/.exec(env['NODE_OPTIONS'] ?? '')?.[1]);
-    expect(oldSpaceMiB * 1024 ** 2).toBeLessThan(limit);
-    expect(oldSpaceMiB * 1024 ** 2).toBeGreaterThan(cap * perRunKiB * 1024);
-    // The benchmark's drain, scaled to a full pod, fits the drain budget.
-    expect((benchDrainMs * cap) / benchRuns).toBeLessThan(config.drainTimeoutMs);
+  it('memory and the caps are sized together from BENCHMARKS.md (runs, WebSocket sessions, the backlog budget), and a full pod drains within the budget', () => {
+    const { neededBytes, limit } = checkSizing(deployment);
+    expect(neededBytes / MIB).toBeGreaterThan(IDLE_RSS_MIB);
+    expect(limit).toBeGreaterThan(0);
   });
 
   it('docs/deploying.md states the grace period, the cap, the memory limit and the HPA target the manifests use', () => {
@@ -286,7 +327,12 @@ describe('the Deployment against src/config.ts', () => {
       `\`terminationGracePeriodSeconds\` is ${podSpec.terminationGracePeriodSeconds} = ${config.shutdownDelayMs / 1_000} (shutdown delay) + ${config.drainTimeoutMs / 1_000} (drain)`,
     );
     expect(docs).toContain(`**${thousands(config.maxDetachedRuns)} detached runs per pod**`);
+    expect(docs).toContain(`**${thousands(config.maxWsSessions)} WebSocket sessions per pod**`);
+    expect(docs).toContain(`${config.wsBacklogBudgetBytes / MIB} MiB of parked backlogs`);
     expect(docs).toContain(`→ ${container.resources?.limits?.['memory']}`);
+    const { neededBytes } = checkSizing(deployment);
+    expect(docs).toContain(`= ${Math.round(neededBytes / MIB)} MiB`);
+    expect(docs).toContain(`--max-old-space-size=${/--max-old-space-size=(\d+)/.exec(env['NODE_OPTIONS'] ?? '')?.[1]}`);
     expect(docs).toContain(`**${thousands(Number(hpa.metrics[0]?.pods?.target.averageValue))} runs in flight per pod**`);
   });
 
@@ -376,6 +422,40 @@ describe('scaling, disruptions, scraping and network access', () => {
     }
     expect(prometheus?.[0]?.podSelector?.matchLabels).toEqual({ 'app.kubernetes.io/name': 'prometheus' });
   });
+
+  it('the NetworkPolicy lets the pods reach DNS, the owner, Redis and HTTPS on public addresses only: nothing private, no metadata endpoint', () => {
+    type Peer = {
+      namespaceSelector?: { matchLabels?: Record<string, string> };
+      podSelector?: { matchLabels?: Record<string, string> };
+      ipBlock?: { cidr: string; except?: string[] };
+    };
+    const policy = findResource(resources, 'NetworkPolicy').spec as { policyTypes: string[]; egress: Array<{ to?: Peer[]; ports?: Array<{ port: number; protocol: string }> }> };
+    expect(policy.policyTypes).toContain('Egress');
+    // A rule without peers or ports admits everything.
+    for (const rule of policy.egress) {
+      expect(rule.to?.length, 'each egress rule names its peers').toBeGreaterThan(0);
+      expect(rule.ports?.length, 'each egress rule names its ports').toBeGreaterThan(0);
+    }
+    const admits = (port: number, protocol = 'TCP'): Peer[] =>
+      policy.egress.filter((r) => r.ports?.some((p) => p.port === port && p.protocol === protocol)).flatMap((r) => r.to ?? []);
+    expect(admits(53, 'UDP').some((p) => p.podSelector?.matchLabels?.['k8s-app'] === 'kube-dns')).toBe(true);
+    const ownerPort = Number(config.ownerUrl?.port || 443);
+    expect(admits(ownerPort).some((p) => p.namespaceSelector !== undefined && p.podSelector?.matchLabels?.['app.kubernetes.io/name'] === 'owner')).toBe(true);
+    const sentinelPorts = merged['LONGRUN_REDIS_URL']?.match(/:(\d+)/g)?.map((m) => Number(m.slice(1))) ?? [];
+    for (const port of [Number(new URL(env['LONGRUN_REDIS_URL'] as string).port || 6379), ...sentinelPorts]) {
+      expect(
+        admits(port).some((p) => p.podSelector !== undefined && p.ipBlock === undefined),
+        `Redis port ${port}`,
+      ).toBe(true);
+    }
+    // Anything admitted by address is public: private, loopback, link-local (cloud metadata) and CGNAT ranges excluded.
+    const blocks = policy.egress.flatMap((r) => r.to ?? []).flatMap((p) => (p.ipBlock ? [p.ipBlock] : []));
+    expect(blocks.map((b) => b.cidr).sort()).toEqual(['0.0.0.0/0', '::/0']);
+    const v4 = blocks.find((b) => b.cidr === '0.0.0.0/0');
+    expect([...(v4?.except ?? [])].sort()).toEqual(['10.0.0.0/8', '100.64.0.0/10', '127.0.0.0/8', '169.254.0.0/16', '172.16.0.0/12', '192.168.0.0/16']);
+    expect([...(blocks.find((b) => b.cidr === '::/0')?.except ?? [])].sort()).toEqual(['::1/128', 'fc00::/7', 'fe80::/10']);
+    expect(policy.egress.filter((r) => r.to?.some((p) => p.ipBlock)).flatMap((r) => r.ports?.map((p) => p.port))).toEqual([443]);
+  });
 });
 
 describe('the Sentinel overlay', () => {
@@ -413,7 +493,50 @@ describe('kustomize', () => {
     expect(rendered.map(key).sort()).toEqual(resources.map(key).sort());
     for (const resource of rendered) expect(() => validate(resource), key(resource)).not.toThrow();
     const image = readYaml<Kustomization>(path.join(BASE_DIR, 'kustomization.yaml')).images?.[0];
-    expect(gatewayContainer(findResource<Deployment>(rendered, 'Deployment')).image).toBe(`${image?.newName}:${image?.newTag}`);
+    const renderedDeployment = findResource<Deployment>(rendered, 'Deployment');
+    expect(gatewayContainer(renderedDeployment).image).toBe(`${image?.newName}:${image?.newTag}`);
+    // The caps fit the memory limit as rendered, not only as written.
+    checkSizing(renderedDeployment);
+    // Every alert's runbook is an absolute URL: the page the PrometheusRule's annotation names.
+    const rule = findResource(rendered, 'PrometheusRule');
+    const page = (rule.metadata as { annotations?: Record<string, string> }).annotations?.['longrun/runbook-page'] as string;
+    expect(new URL(page).protocol).toBe('https:');
+    const urls = (rule.spec as { groups: Array<{ rules: Array<{ alert?: string; annotations?: { runbook_url?: string } }> }> }).groups
+      .flatMap((g) => g.rules)
+      .filter((r) => r.alert)
+      .map((r) => r.annotations?.runbook_url);
+    expect(urls.length).toBeGreaterThan(8);
+    expect(new Set(urls)).toEqual(new Set([`${page}#alerts`]));
+  });
+
+  it('an overlay moves every alert runbook by setting one annotation, as docs/deploying.md shows it', (ctx) => {
+    if (skip) {
+      console.warn(`SKIPPED kustomize render: ${skip}`);
+      ctx.skip(skip);
+      return;
+    }
+    // The overlay of docs/deploying.md "Alert runbooks", pointed at the base.
+    const docs = readFileSync(fromRoot('docs/deploying.md'), 'utf8');
+    const snippet = /## Alert runbooks[\s\S]*?```yaml\n([\s\S]*?)```/.exec(docs)?.[1];
+    expect(snippet, 'docs/deploying.md "Alert runbooks" has the overlay').toBeDefined();
+    const dir = mkdtempSync(path.join(tmpdir(), 'longrun-overlay-'));
+    try {
+      writeFileSync(
+        path.join(dir, 'kustomization.yaml'),
+        (snippet as string).replace(/^ {2}- \.\.\/\.\.\/base$|^ {2}- [^\n]*deploy\/kubernetes\/base$/m, `  - ${path.relative(dir, BASE_DIR)}`),
+      );
+      const rendered = kustomize(kubectl as string, dir);
+      const rule = findResource(rendered, 'PrometheusRule');
+      const page = (rule.metadata as { annotations?: Record<string, string> }).annotations?.['longrun/runbook-page'] as string;
+      expect(page).not.toContain('example.com');
+      const urls = (rule.spec as { groups: Array<{ rules: Array<{ alert?: string; annotations?: { runbook_url?: string } }> }> }).groups
+        .flatMap((g) => g.rules)
+        .filter((r) => r.alert)
+        .map((r) => r.annotations?.runbook_url);
+      expect(new Set(urls)).toEqual(new Set([`${page}#alerts`]));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('`kubectl kustomize` renders the Sentinel overlay: the base with the Sentinel URL, valid', (ctx) => {

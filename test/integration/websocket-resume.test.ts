@@ -317,6 +317,35 @@ describe('what ends a parked run: WORKHORSE_WEBSOCKET_PING_FAILED, the workflow 
     expect(metricValue(metrics, 'longrun_websocket_backlog_bytes')).toBe(0);
   });
 
+  it("the process's parked backlogs outgrow LONGRUN_WS_BACKLOG_BUDGET_BYTES: the parked run that grows past it is stopped, the others kept", async () => {
+    const s = await resumeStack({ LONGRUN_WS_BACKLOG_BYTES: '1000000', LONGRUN_WS_BACKLOG_BUDGET_BYTES: '150000' });
+    // Each run parks, then is sent five checkpoints of 20 000 bytes: about 100 kB of backlog.
+    const steps: Step[] = [{ op: 'checkpoint', text: 'a' }, { op: 'wait', ms: 300 }, { op: 'repeat', times: 5, steps: [{ op: 'checkpoint', bytes: 20_000 }] }, { op: 'hang' }];
+    const first = await open(s);
+    first.send(start('6010', steps));
+    await first.next('newCheckpoint');
+    first.ws.terminate();
+    await expect.poll(async () => metricValue(await s.metrics(), 'longrun_websocket_backlog_bytes'), { timeout: 5_000 }).toBeGreaterThan(100_000);
+    // The second run's backlog takes the process past 150 000 bytes: it is stopped; the first stays parked.
+    const second = await open(s);
+    second.send(start('6011', steps));
+    await second.next('newCheckpoint');
+    second.ws.terminate();
+    const call = await callOf(s, '6011');
+    await s.workflow.waitFor(() => call.ended !== undefined, 5_000, 'ended');
+    expect(call.stopReasons).toEqual(['WORKHORSE_WEBSOCKET_PING_FAILED']);
+    expect(s.workflow.stoppedWorkflows.has('6011')).toBe(false);
+    const metrics = await s.metrics();
+    expect(metricValue(metrics, 'longrun_websocket_park_ends_total', { why: 'backlog_budget' })).toBe(1);
+    expect(metricValue(metrics, 'longrun_websocket_park_ends_total', { why: 'backlog_full' })).toBe(0);
+    await expect.poll(async () => (await runsState(s)).map((r) => [r['workflow_id'], r['state']]), { timeout: 5_000 }).toEqual([['6010', 'parked']]);
+    // The first run's backlog is whole: its client re-attaches and gets every checkpoint.
+    const back = await open(s);
+    back.send(resume('6010'));
+    expect((await back.next('newCheckpoint', 5))['newCheckpoint']).toMatchObject({ checkpoint: expect.any(String) });
+    expect(metricValue(await s.metrics(), 'longrun_websocket_backlog_bytes')).toBe(0);
+  });
+
   it('a start with input, or of another actor, is a new turn: the parked run is stopped and the start goes to the service', async () => {
     const s = await resumeStack();
     for (const [id, how] of [

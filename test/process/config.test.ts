@@ -45,6 +45,7 @@ describe('config: defaults', () => {
     expect(config).toEqual({
       listen: { host: '127.0.0.1', port: 8181 },
       opsListen: { host: '127.0.0.1', port: 9181 },
+      sandbox: true,
       ownerUrl: undefined,
       secret: undefined,
       redis: undefined,
@@ -74,6 +75,7 @@ describe('config: defaults', () => {
       maxWsSessions: 10_000,
       wsResumeWindowMs: 60_000,
       wsBacklogBytes: 8 * 1024 * 1024,
+      wsBacklogBudgetBytes: 256 * 1024 * 1024,
       preauthTimeoutMs: 10_000,
       relayTimeoutMs: 5_000,
       mcpTimeoutMs: 30_000,
@@ -212,6 +214,15 @@ describe('config: overrides', () => {
     expect(loadConfig({ LONGRUN_ACCEPT_WAIT_MS: ' 1500\n' }).acceptWaitMs).toBe(1_500);
   });
 
+  it('without LONGRUN_OWNER_URL: the sandbox outside production; in production only when LONGRUN_SANDBOX asks for it', () => {
+    expect(loadConfig({}).sandbox).toBe(true);
+    expect(loadConfig({ NODE_ENV: 'development' }).sandbox).toBe(true);
+    expect(loadConfig({ NODE_ENV: 'production', LONGRUN_SANDBOX: 'true' }).sandbox).toBe(true);
+    expect(loadConfig({ LONGRUN_SANDBOX: '1', LONGRUN_OWNER_URL: '' }).sandbox).toBe(true);
+    expect(loadConfig({ NODE_ENV: 'production', LONGRUN_OWNER_URL: 'https://gitlab.example.com', LONGRUN_SECRET_FILE: secretFile }).sandbox).toBe(false);
+    expect(loadConfig({ LONGRUN_OWNER_URL: 'https://gitlab.example.com', LONGRUN_SECRET_FILE: secretFile, LONGRUN_SANDBOX: 'false' }).sandbox).toBe(false);
+  });
+
   it('accepts a secret file without LONGRUN_OWNER_URL (sandbox with a fixed secret)', () => {
     const config = loadConfig({ LONGRUN_SECRET_FILE: secretFile });
     expect(config.ownerUrl).toBeUndefined();
@@ -279,6 +290,15 @@ describe('config: overrides', () => {
     expect(loadConfig({ LONGRUN_REDIS_CONFIGURE_NOTIFICATIONS: value }).redisConfigureNotifications).toBe(expected);
   });
 
+  it.each([
+    ['1', true],
+    ['0', false],
+    ['FALSE', false],
+    ['', true],
+  ])('LONGRUN_GRPC_KEEPALIVE_WITHOUT_CALLS=%j is %s, as every switch reads it', (value, expected) => {
+    expect(loadConfig({ LONGRUN_GRPC_KEEPALIVE_WITHOUT_CALLS: value }).grpcKeepaliveWithoutCalls).toBe(expected);
+  });
+
   it('reads a secret file written without a trailing newline', async () => {
     const file = await fileWith('no-newline', testSecret.toString('base64'));
     expect(readSecretFile(file).equals(testSecret)).toBe(true);
@@ -319,6 +339,7 @@ describe('config: invalid values name the variable', () => {
     ['LONGRUN_WS_PING_MS', '0'],
     ['LONGRUN_WS_PONG_TIMEOUT_MS', 'soon'],
     ['LONGRUN_MAX_WS_SESSIONS', '-1'],
+    ['LONGRUN_WS_BACKLOG_BUDGET_BYTES', '1.5'],
     ['LONGRUN_WS_ALLOWED_ORIGINS', 'ide.example.com'],
     ['LONGRUN_WS_ALLOWED_ORIGINS', 'https://ide.example.com/path'],
     ['LONGRUN_TRUST_FORWARDED_HOST', 'maybe'],
@@ -345,6 +366,7 @@ describe('config: invalid values name the variable', () => {
     ['LONGRUN_GRPC_KEEPALIVE_TIME_MS', '0'],
     ['LONGRUN_GRPC_KEEPALIVE_TIMEOUT_MS', '20s'],
     ['LONGRUN_GRPC_KEEPALIVE_WITHOUT_CALLS', 'yes'],
+    ['LONGRUN_SANDBOX', 'yes'],
     ['LONGRUN_WORKFLOW_INFRA_STOP_REASONS', 'WORKHORSE_SERVER_SHUTDOWN,lower_case'],
     ['LONGRUN_WORKFLOW_INFRA_STOP_REASONS', 'WORKHORSE_RUN_LIMIT'],
     ['LONGRUN_WORKFLOW_INFRA_STOP_REASONS', `WORKHORSE_SERVER_SHUTDOWN,${'X'.repeat(65)}`],
@@ -362,6 +384,22 @@ describe('config: invalid values name the variable', () => {
     expect(err.name).toBe('ConfigError');
     expect(err.message).toContain(variable);
     expect(err.message).toContain(JSON.stringify(value));
+  });
+
+  it.each([
+    [{ NODE_ENV: 'production' }, /required when NODE_ENV=production.*LONGRUN_SANDBOX=true/],
+    [{ NODE_ENV: 'production', LONGRUN_OWNER_URL: '' }, /required when NODE_ENV=production/],
+    [{ LONGRUN_SANDBOX: 'false' }, /required with LONGRUN_SANDBOX=false/],
+  ])('no owner where the sandbox is not the default (%j): LONGRUN_OWNER_URL is required', (env, problem) => {
+    const err = configError(env);
+    expect(err.variable).toBe('LONGRUN_OWNER_URL');
+    expect(err.message).toMatch(problem);
+  });
+
+  it('LONGRUN_SANDBOX=true beside a real owner is refused', () => {
+    const err = configError({ LONGRUN_SANDBOX: 'true', LONGRUN_OWNER_URL: 'https://gitlab.example.com', LONGRUN_SECRET_FILE: secretFile });
+    expect(err.variable).toBe('LONGRUN_SANDBOX');
+    expect(err.message).toMatch(/never runs beside a real one/);
   });
 
   it('LONGRUN_OWNER_URL without LONGRUN_SECRET_FILE', () => {

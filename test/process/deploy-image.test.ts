@@ -5,7 +5,9 @@
  * from the npm cache), and the gateway is started from there the way the image
  * starts it — its CMD, as the image's user (when the test runs as root), on a tree it
  * cannot write, with the Kubernetes Deployment's environment (listeners moved to
- * loopback port 0, the sandbox instead of an owner, a real redis-server). So everything
+ * loopback port 0, the sandbox asked for by LONGRUN_SANDBOX=true instead of an owner, a
+ * real redis-server). Started with the image's environment and no owner at all, it
+ * refuses to start (NODE_ENV=production: no simulator in production). So everything
  * it reads at start and run time — package.json's version, the proto contract, the Lua
  * lock scripts, the secret file — is inside the paths the Dockerfile copies, and the
  * manifest's probes, shutdown delay and grace period behave as docs/deploying.md says.
@@ -137,19 +139,42 @@ async function startGateway(): Promise<Gateway> {
   writeFileSync(secretFile, `${testSecret.toString('base64')}\n`, { mode: 0o440 });
   const asImageUser = process.getuid?.() === 0;
   if (asImageUser) chownSync(secretFile, 0, imageUser[1] as number);
-  const imageEnv = Object.fromEntries(instructions('ENV').flatMap((i) => [...i.args.matchAll(/(\w+)=(\S+)/g)].map((m) => [m[1] as string, m[2] as string])));
   const env = {
-    PATH: process.env['PATH'] ?? '/usr/bin:/bin',
-    ...imageEnv,
+    ...imageEnvironment(),
     ...manifestEnv,
     // Loopback only on this machine; the manifest's addresses are checked in deploy-manifests.
-    LONGRUN_LISTEN: '127.0.0.1:0',
-    LONGRUN_OPS_LISTEN: '127.0.0.1:0',
-    // The sandbox's simulated owner and workflow service stand in for the real ones.
+    ...LOOPBACK,
+    // The sandbox's simulated owner and workflow service stand in for the real ones: in
+    // production (the image sets NODE_ENV) only when asked for by name.
     LONGRUN_OWNER_URL: '',
+    LONGRUN_SANDBOX: 'true',
     LONGRUN_SECRET_FILE: secretFile,
     LONGRUN_REDIS_URL: redis.url,
   };
+  const { child, output: out, exited } = startEntry(env, asImageUser);
+  const deadline = Date.now() + 20_000;
+  let match: RegExpMatchArray | null = null;
+  while (!(match = /sandbox is up: gateway (http:\/\/\S+), ops (http:\/\/\S+)/.exec(out())) && child.exitCode === null && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  if (!match) {
+    child.kill('SIGKILL');
+    throw new Error(`the gateway did not start from the image layout:\n${out()}`);
+  }
+  return { child, output: out, exited, mainUrl: match[1] as string, opsUrl: (match[2] as string).replace(/\/$/, '') };
+}
+
+/** Listeners on loopback port 0: nothing this test starts listens beyond this machine. */
+const LOOPBACK = { LONGRUN_LISTEN: '127.0.0.1:0', LONGRUN_OPS_LISTEN: '127.0.0.1:0' };
+
+/** The environment the image gives its entry: its ENV lines (NODE_ENV=production among them), and a PATH. */
+function imageEnvironment(): Record<string, string> {
+  const imageEnv = Object.fromEntries(instructions('ENV').flatMap((i) => [...i.args.matchAll(/(\w+)=(\S+)/g)].map((m) => [m[1] as string, m[2] as string])));
+  return { PATH: process.env['PATH'] ?? '/usr/bin:/bin', ...imageEnv };
+}
+
+/** Starts the image's CMD from the image layout with `env`, as the image's user when `asImageUser`. */
+function startEntry(env: Record<string, string>, asImageUser: boolean): { child: ChildProcess; output(): string; exited: Promise<number | string> } {
   const [command, ...args] = JSON.parse(lastArgs('CMD') as string) as string[];
   expect(command).toBe('node');
   const child = spawn(process.execPath, args, {
@@ -162,16 +187,7 @@ async function startGateway(): Promise<Gateway> {
   child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
   const exited = new Promise<number | string>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal ?? -1)));
-  const deadline = Date.now() + 20_000;
-  let match: RegExpMatchArray | null = null;
-  while (!(match = /sandbox is up: gateway (http:\/\/\S+), ops (http:\/\/\S+)/.exec(out)) && child.exitCode === null && Date.now() < deadline) {
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  if (!match) {
-    child.kill('SIGKILL');
-    throw new Error(`the gateway did not start from the image layout:\n${out}`);
-  }
-  return { child, output: () => out, exited, mainUrl: match[1] as string, opsUrl: (match[2] as string).replace(/\/$/, '') };
+  return { child, output: () => out, exited };
 }
 
 async function get(url: string): Promise<{ status: number; text: string }> {
@@ -201,7 +217,8 @@ afterAll(async () => {
     spawnSync('chmod', ['-R', 'u+w', dir]);
     rmSync(dir, { recursive: true, force: true });
   }
-});
+  // Removing the replayed node_modules took 30 s on a loaded two-core machine.
+}, 120_000);
 
 describe('the Dockerfile', () => {
   it('runs as a non-root user, by number, stops with SIGTERM and has no HEALTHCHECK (probes do that)', () => {
@@ -271,6 +288,21 @@ describe('the Dockerfile', () => {
       }
     }
   });
+});
+
+describe('the image started without an owner', () => {
+  it('fails closed: with the image environment (NODE_ENV=production) and no LONGRUN_OWNER_URL it exits 1 naming the variable, and serves nothing', async () => {
+    const env = imageEnvironment();
+    expect(env['NODE_ENV']).toBe('production');
+    for (const owner of [undefined, '']) {
+      const started = startEntry({ ...env, ...LOOPBACK, ...(owner === undefined ? {} : { LONGRUN_OWNER_URL: owner }) }, process.getuid?.() === 0);
+      const code = await Promise.race([started.exited, new Promise((r) => setTimeout(() => r('still running'), 15_000))]);
+      if (code === 'still running') started.child.kill('SIGKILL');
+      expect(code, started.output()).toBe(1);
+      expect(started.output()).toMatch(/^longrun: invalid LONGRUN_OWNER_URL: required when NODE_ENV=production; .*LONGRUN_SANDBOX=true/m);
+      expect(started.output()).not.toMatch(/sandbox is up|simulated owner/);
+    }
+  }, 40_000);
 });
 
 describe('the gateway started from the image layout with the manifest environment', () => {
