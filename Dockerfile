@@ -3,11 +3,11 @@
 #
 # Base image: pin it by digest for reproducible builds and reviewed updates. Look the
 # digest up where a registry is reachable:
-#   docker buildx imagetools inspect node:20-bookworm-slim --format '{{json .Manifest.Digest}}'
-# then build with --build-arg NODE_IMAGE=node:20-bookworm-slim@sha256:<that digest>, or
+#   docker buildx imagetools inspect node:24-bookworm-slim --format '{{json .Manifest.Digest}}'
+# then build with --build-arg NODE_IMAGE=node:24-bookworm-slim@sha256:<that digest>, or
 # write it as the default below. (Not pinned in this tree: it was written where no
 # registry could be reached to read the digest.)
-ARG NODE_IMAGE=node:20-bookworm-slim
+ARG NODE_IMAGE=node:24-bookworm-slim
 
 FROM ${NODE_IMAGE} AS build
 WORKDIR /app
@@ -59,5 +59,10 @@ EXPOSE 8181 9181
 # /-/readiness), and a Docker health check would keep running beside them. Outside
 # Kubernetes, probe those two routes from your orchestrator.
 # The gateway drains on SIGTERM (SPEC §7); node runs as PID 1 and handles it itself.
+# --max-semi-space-size=16: Node 24's V8 grows its young generation to 3 × 64 MiB where
+# Node 20's stopped at 3 × 16, and after a burst it stays resident: 26.6 KB of RSS per held
+# run at 5 000 runs, against 6.5 on Node 20. 16 MiB is Node 20's size and scavenge rate, at
+# no measurable CPU cost (BENCHMARKS.md, Node 20 and Node 24). On the command line, not in
+# an image-level NODE_OPTIONS, which a Deployment's own NODE_OPTIONS would replace.
 STOPSIGNAL SIGTERM
-CMD ["node", "dist/src/main.js"]
+CMD ["node", "--max-semi-space-size=16", "dist/src/main.js"]

@@ -7,7 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { request } from 'undici';
-import { DEPLOYED_ALLOCATOR_ENV, HOST, exitOf, freePort, readRss, tailOutput, waitUntil, withTimeout } from './procs';
+import { DEPLOYED_ALLOCATOR_ENV, DEPLOYED_NODE_ARGS, HOST, exitOf, freePort, readRss, tailOutput, waitUntil, withTimeout } from './procs';
 import type { MemorySnapshot } from '../../src/core/memory-snapshot';
 
 export interface GatewayProcessOptions {
@@ -86,7 +86,7 @@ export class GatewayProcess {
   static async start(options: GatewayProcessOptions): Promise<GatewayProcess> {
     const [port, opsPort] = [await freePort(), await freePort()];
     // Raise the soft descriptor limit to the hard one: ten thousand held runs need it.
-    const child = spawn('bash', ['-c', 'ulimit -n "$(ulimit -Hn)" && exec "$0" "$@"', process.execPath, '--expose-gc', ...extraNodeArgs, gatewayMainJs], {
+    const child = spawn('bash', ['-c', 'ulimit -n "$(ulimit -Hn)" && exec "$0" "$@"', process.execPath, '--expose-gc', ...DEPLOYED_NODE_ARGS, ...extraNodeArgs, gatewayMainJs], {
       env: {
         ...process.env,
         ...DEPLOYED_ALLOCATOR_ENV,

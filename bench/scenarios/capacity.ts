@@ -28,7 +28,7 @@ import { scenarioMetadata, type Step } from '../../sandbox/scenario';
 import { IpcChild } from '../processes/ipc';
 import { closedLoop } from '../clients/load';
 import { compareMemory, perRun, sampler, type PerRun } from '../measure/memory-per-run';
-import { DEPLOYED_ALLOCATOR_ENV, commandDelta, readCpuMs } from '../processes/procs';
+import { DEPLOYED_ALLOCATOR_ENV, DEPLOYED_NODE_ARGS, commandDelta, readCpuMs } from '../processes/procs';
 import type { RawHolderQueries } from '../baselines/raw-holder';
 import { formatBytes, formatMs, loopLagP99Ms, type Scenario, type ScenarioContext, type ScenarioOutcome } from '../scenario';
 import { startStack, type Stack } from '../processes/stack';
@@ -60,7 +60,10 @@ interface RawFigures {
 }
 
 async function measureRaw(ctx: ScenarioContext, workflowAddress: string, runs: number): Promise<RawFigures> {
-  const holder = await IpcChild.start<RawHolderQueries>('raw-stream holder', 'baselines/raw-holder.js', { execArgv: ['--expose-gc'], env: { ...DEPLOYED_ALLOCATOR_ENV } });
+  const holder = await IpcChild.start<RawHolderQueries>('raw-stream holder', 'baselines/raw-holder.js', {
+    execArgv: ['--expose-gc', ...DEPLOYED_NODE_ARGS],
+    env: { ...DEPLOYED_ALLOCATOR_ENV },
+  });
   try {
     const hold = (prefix: string, count: number) =>
       holder.query(

@@ -35,7 +35,7 @@ import { metricSample } from '../processes/gateway-process';
 import { IpcChild } from '../processes/ipc';
 import { closedLoop, openWsSession } from '../clients/load';
 import { compareMemory, perRun, sampler, type PerRun } from '../measure/memory-per-run';
-import { CpuMeter, DEPLOYED_ALLOCATOR_ENV, commandDelta } from '../processes/procs';
+import { CpuMeter, DEPLOYED_ALLOCATOR_ENV, DEPLOYED_NODE_ARGS, commandDelta } from '../processes/procs';
 import type { RawWsHolderQueries } from '../baselines/raw-ws-holder';
 import { formatBytes, formatMs, loopLagP99Ms, type Scenario, type ScenarioContext, type ScenarioOutcome } from '../scenario';
 import { startStack, type Stack } from '../processes/stack';
@@ -92,7 +92,7 @@ interface RawFigures {
 
 async function measureRaw(ctx: ScenarioContext, stack: Stack, sessions: number): Promise<RawFigures> {
   const holder = await IpcChild.start<RawWsHolderQueries>('raw-ws holder', 'baselines/raw-ws-holder.js', {
-    execArgv: ['--expose-gc'],
+    execArgv: ['--expose-gc', ...DEPLOYED_NODE_ARGS],
     env: {
       ...DEPLOYED_ALLOCATOR_ENV,
       BENCH_WORKFLOW_URI: stack.workflow.address,

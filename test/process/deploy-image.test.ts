@@ -19,7 +19,7 @@ import path from 'node:path';
 import Redis from 'ioredis';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DEPLOYED_ALLOCATOR_ENV } from '../../bench/processes/procs';
+import { DEPLOYED_ALLOCATOR_ENV, DEPLOYED_NODE_ARGS } from '../../bench/processes/procs';
 import { lockKey } from '../../src/coordination/keys';
 import { fromRoot } from '../../src/core/paths';
 import { scenarioMetadata } from '../../sandbox/scenario';
@@ -230,7 +230,11 @@ describe('the Dockerfile', () => {
     expect(dockerfile.comments.join(' ')).toMatch(/No HEALTHCHECK on purpose/);
   });
 
-  it('runs node with the allocator settings the benchmarks measured (MALLOC_ARENA_MAX)', () => {
+  it('runs node with the allocator settings and the node flags the benchmarks measured (MALLOC_ARENA_MAX, the young generation of Node 20)', () => {
+    const [command, ...args] = JSON.parse(lastArgs('CMD') as string) as string[];
+    expect(command).toBe('node');
+    expect(DEPLOYED_NODE_ARGS.length).toBeGreaterThan(0);
+    expect(args).toEqual([...DEPLOYED_NODE_ARGS, 'dist/src/main.js']);
     const env = new Map<string, string>();
     for (const i of dockerfile.stages.at(-1)?.instructions ?? []) {
       if (i.keyword !== 'ENV') continue;
@@ -246,7 +250,7 @@ describe('the Dockerfile', () => {
   it('says how to pin the base image by digest, and both stages use that one base', () => {
     expect(dockerfile.comments.join('\n')).toMatch(/@sha256:/);
     const arg = dockerfile.preamble.find((i) => i.keyword === 'ARG' && i.args.startsWith('NODE_IMAGE='));
-    expect(arg?.args).toMatch(/^NODE_IMAGE=node:20-/);
+    expect(arg?.args).toMatch(/^NODE_IMAGE=node:24-/);
     expect(dockerfile.stages.length).toBeGreaterThanOrEqual(2);
     for (const stage of dockerfile.stages) expect(stage.from, `stage ${stage.name}`).toBe('${NODE_IMAGE}');
   });
