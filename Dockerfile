@@ -12,9 +12,14 @@ ARG NODE_IMAGE=node:24-bookworm-slim
 FROM ${NODE_IMAGE} AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
+# The client package (a workspace): the build compiles it first, and the gateway's
+# compiler reads its types (type imports only: nothing of it runs in the gateway).
+COPY packages/client/package.json ./packages/client/
 # --ignore-scripts: `prepare` would build before the sources are copied.
 RUN npm ci --ignore-scripts
 COPY tsconfig.json tsconfig.build.json ./
+COPY packages/client/tsconfig.json ./packages/client/
+COPY packages/client/src ./packages/client/src
 COPY scripts/copy-assets.mjs ./scripts/
 COPY proto ./proto
 COPY src ./src
@@ -26,7 +31,9 @@ RUN npm run build
 FROM ${NODE_IMAGE} AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --ignore-scripts
+# --workspaces=false: the gateway's production dependencies only, without the client
+# package's workspace link (it would dangle in the runtime stage, which has no packages/).
+RUN npm ci --omit=dev --ignore-scripts --workspaces=false
 
 FROM ${NODE_IMAGE} AS runtime
 # MALLOC_ARENA_MAX=2: glibc otherwise gives each thread that allocates (V8's GC helpers,

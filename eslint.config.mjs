@@ -3,7 +3,7 @@ import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
   // test/fixtures/*.cjs are plain scripts run against dist/ by child-process tests.
-  { ignores: ['dist/**', 'node_modules/**', 'bench/out/**', 'eslint.config.mjs', 'test/fixtures/**'] },
+  { ignores: ['dist/**', 'packages/client/dist/**', 'node_modules/**', 'bench/out/**', 'eslint.config.mjs', 'test/fixtures/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -1,6 +1,11 @@
+import path from 'node:path';
 import { defineConfig } from 'vitest/config';
 
 export default defineConfig({
+  resolve: {
+    // The client package from its sources, as tsconfig.json's paths has it: no build needed.
+    alias: { '@longrun/client': path.resolve(__dirname, 'packages/client/src/index.ts') },
+  },
   test: {
     // Tests start real servers and child processes; keep two files at a time on 2 cores.
     maxWorkers: 2,
@@ -8,10 +13,12 @@ export default defineConfig({
     hookTimeout: 30_000,
     // The JSON report lets .ci/run print a plain "N passed, N failed" closing line.
     reporters: ['default', ['json', { outputFile: 'test-results/vitest.json' }]],
-    // Tests by what they need (`npm test` runs all three; `npm run test:<name>` one):
+    // Tests by what they need (`npm test` runs them all; `npm run test:<name>` one):
     projects: [
       // Node and node_modules only: in-process servers on loopback, no binary, no dist/.
       { extends: true, test: { name: 'unit', include: ['test/unit/**/*.test.ts'] } },
+      // The client package alone (packages/client/test): Node and its own dependencies, no gateway.
+      { extends: true, test: { name: 'client', include: ['packages/client/test/**/*.test.ts'] } },
       // An installed binary (redis-server, Sentinel, Cluster, promtool, prometheus, kubectl); the gateway in-process.
       { extends: true, test: { name: 'integration', include: ['test/integration/**/*.test.ts'] } },
       // The built gateway (dist/) as child processes, signals and killed processes: fault tests.

@@ -23,7 +23,7 @@
  */
 import { Queue, Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
-import { LongrunError, isResumable, type ExecuteResult, type InFlightEntry, type LongrunClient, type SegmentEnd } from '../../src/client';
+import { LongrunError, isResumable, type ExecuteResult, type InFlightEntry, type LongrunClient, type SegmentEnd } from '@longrun/client';
 import { OwnerState, type EndVia, type Turn, type TurnRequest, type TurnStatus } from './owner-state';
 
 export interface DispatcherOptions {

@@ -11,8 +11,8 @@
  *         and the next segment is dispatched with that fact (workflowMetadata.resume);
  *   1003  stopped by the owner halfway: the turn ends as stopped.
  */
+import { LongrunClient } from '@longrun/client';
 import { Gateway } from '../../src/gateway';
-import { LongrunClient } from '../../src/client';
 import { gatewayConfig, loadConfig } from '../../src/config';
 import { createLogger } from '../../src/core/log';
 import { startSandbox } from '../../sandbox/sandbox';

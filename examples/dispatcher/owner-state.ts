@@ -7,8 +7,8 @@
  */
 import { readFileSync } from 'node:fs';
 import type { Redis } from 'ioredis';
+import type { InFlightEntry } from '@longrun/client';
 import { fromRoot } from '../../src/core/paths';
-import type { InFlightEntry } from '../../src/client';
 
 export type TurnStatus = 'dispatching' | 'running' | 'finished' | 'stopped' | 'failed';
 

@@ -10,7 +10,7 @@ import { Queue } from 'bullmq';
 import express from 'express';
 import { Redis } from 'ioredis';
 import { request } from 'undici';
-import { LongrunClient } from '../../src/client';
+import { LongrunClient } from '@longrun/client';
 import type { Step } from '../../sandbox/scenario';
 import type { CallRecord, WorkflowSimulatorOptions } from '../../sandbox/workflow-sim';
 import { Dispatcher, type DispatcherEvent } from '../../examples/dispatcher/dispatcher';

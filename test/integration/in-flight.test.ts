@@ -6,7 +6,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
-import { LongrunClient } from '../../src/client';
+import { LongrunClient } from '@longrun/client';
 import { McpServerSimulator } from '../../sandbox/mcp-sim';
 import type { SegmentEnd } from '../../sandbox/owner-sim';
 import { scenarioMetadata, type Step } from '../../sandbox/scenario';

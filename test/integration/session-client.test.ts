@@ -10,7 +10,7 @@
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocketServer, type WebSocket } from 'ws';
-import { LongrunSession, type LongrunSessionOptions, type SessionAction, type SessionClose, type SessionEvent } from '../../src/client';
+import { LongrunSession, type LongrunSessionOptions, type SessionAction, type SessionClose, type SessionEvent } from '@longrun/client';
 import { WEBSOCKET_PREAUTH } from '../../sandbox/owner-sim';
 import { scenarioMetadata, type Step } from '../../sandbox/scenario';
 import { startStack, type Stack } from '../helpers/stack';

@@ -42,7 +42,7 @@ import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { LongrunClient } from '../../src/client';
+import { LongrunClient } from '@longrun/client';
 import { OwnerServiceSimulator } from '../../sandbox/owner-sim';
 import type { Step } from '../../sandbox/scenario';
 import { WorkflowServiceSimulator, type CallRecord } from '../../sandbox/workflow-sim';

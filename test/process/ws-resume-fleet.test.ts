@@ -40,7 +40,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
 import WebSocket from 'ws';
-import { LongrunSession, type SessionAction, type SessionClose, type SessionEvent } from '../../src/client';
+import { LongrunSession, type SessionAction, type SessionClose, type SessionEvent } from '@longrun/client';
 import { OwnerServiceSimulator, WEBSOCKET_PREAUTH } from '../../sandbox/owner-sim';
 import { scenarioMetadata, type Step } from '../../sandbox/scenario';
 import { WorkflowServiceSimulator, type CallRecord } from '../../sandbox/workflow-sim';

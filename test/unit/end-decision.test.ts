@@ -18,9 +18,9 @@
 import * as grpc from '@grpc/grpc-js';
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { isResumable } from '@longrun/client';
 import { decideEnd, endsTurn, type EndDecision } from '../../src/run/end-decision';
 import { ackFor } from '../../src/run/stop-reasons';
-import { isResumable } from '../../src/client/segment-end';
 import { segmentEndReason, type EndReason } from '../../src/core/vocabulary';
 import { WorkflowStream } from '../../src/workflow/workflow-stream';
 import { FakeCall } from '../helpers/fake-call';

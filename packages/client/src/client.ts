@@ -11,13 +11,14 @@
  */
 import { randomUUID } from 'node:crypto';
 import { Agent, request, type Dispatcher } from 'undici';
-import { signOwnerJwt } from '../core/jwt';
-import { version } from '../core/version';
+import type { StartWorkflowRequest } from './contract';
 import { abortReason, LongrunError } from './errors';
+import { signOwnerToken } from './jwt';
 import { BlockingStream } from './ndjson';
 import type { ExecuteResult, RunRecord, StopResult } from './outcomes';
 import { acceptedSchema, errorOf, finishedSchema, headerValue, isNdjson, parseBody, runRecordSchema, stopRequestedSchema, ERROR_BODY_LIMIT, type Answer } from './responses';
 import { defaultRetryOptions, systemClock, withRetries, type RetryClock, type RetryOptions } from './retry';
+import { version } from './version';
 
 export interface LongrunClientOptions {
   /**
@@ -40,11 +41,14 @@ export interface LongrunClientOptions {
   clock?: RetryClock;
 }
 
-/** A StartWorkflowRequest in protojson (docs/spec.md §3); `workflowMetadata` may be given as an object. */
-export type StartWorkflowInput = Record<string, unknown> & {
-  goal?: string;
-  workflowDefinition?: string;
+/**
+ * The execute body: a StartWorkflowRequest in protojson (docs/spec.md §3), whose
+ * `workflowMetadata` may be given as an object (sent as its JSON text). Fields this
+ * contract does not list pass through (the gateway drops those the service's does not know).
+ */
+export type StartWorkflowInput = Omit<StartWorkflowRequest, 'workflowMetadata'> & {
   workflowMetadata?: string | Record<string, unknown>;
+  [field: string]: unknown;
 };
 
 export interface CallOptions {
@@ -155,7 +159,7 @@ export class LongrunClient {
     const path = `/internal/workflows/${encodeURIComponent(workflowId)}/${route}`;
     return this.withRetries(options, async (base, requestId) => {
       // Signed per attempt: one workflow, one minute (the routes accept at most five).
-      const token = await signOwnerJwt(secret, workflowId);
+      const token = await signOwnerToken(secret, workflowId);
       const headers = { authorization: `Bearer ${token}`, 'x-request-id': requestId, ...(body ? { 'content-type': 'application/json' } : {}) };
       const response = await this.send(base, method, path, headers, body, options.signal);
       return judge(await this.read(base, response, headerValue(response.headers, 'x-request-id') ?? requestId));

@@ -8,9 +8,9 @@
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import { z } from 'zod';
-import { verifyJwt, WORKHORSE_ISSUER } from '../core/jwt';
-import { finalSegmentEndReasons, resumableSegmentEndReasons, segmentEndReasons, type SegmentEndReason } from '../core/vocabulary';
+import { verifyGatewayToken } from './jwt';
 import { inFlightSchema } from './responses';
+import { finalSegmentEndReasons, resumableSegmentEndReasons, segmentEndReasons, type SegmentEndReason } from './vocabulary';
 
 export const segmentEndSchema = z.object({
   workflow_id: z.string().min(1),
@@ -61,7 +61,7 @@ function tokenOf(headers: IncomingHttpHeaders | Headers): string | undefined {
  */
 export async function verifySegmentEnd(secret: Uint8Array, request: SegmentEndRequest): Promise<SegmentEnd> {
   const token = tokenOf(request.headers);
-  if (!token || !(await verifyJwt(secret, token, WORKHORSE_ISSUER))) throw new SegmentEndRejected(401, 'missing or invalid Gitlab-Workhorse-Api-Request');
+  if (!token || !(await verifyGatewayToken(secret, token))) throw new SegmentEndRejected(401, 'missing or invalid Gitlab-Workhorse-Api-Request');
   let json: unknown = request.body;
   if (typeof json === 'string' || Buffer.isBuffer(json)) {
     try {

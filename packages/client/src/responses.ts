@@ -4,8 +4,9 @@
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import { z } from 'zod';
-import { acceptedOn, inFlightKinds } from '../core/vocabulary';
 import { LongrunError } from './errors';
+import type { InFlightEntry, RunRecord } from './outcomes';
+import { acceptedOn, inFlightKinds } from './vocabulary';
 
 /** What an answer is read into before it is judged. */
 export interface Answer {
@@ -26,7 +27,7 @@ const errorBodySchema = z.object({ error: z.object({ code: z.string(), message: 
 export const acceptedSchema = z.object({ status: z.literal('accepted'), workflow_id: z.string(), run_id: z.string(), accepted_on: z.enum(acceptedOn) });
 export const finishedSchema = z.object({ status: z.literal('finished'), workflow_id: z.string(), run_id: z.string() });
 export const stopRequestedSchema = z.object({ status: z.literal('stop_requested'), workflow_id: z.string(), reason: z.string() });
-export const inFlightSchema = z.array(z.object({ kind: z.enum(inFlightKinds), request_id: z.string(), method: z.string() }));
+export const inFlightSchema = z.array(z.object({ kind: z.enum(inFlightKinds), request_id: z.string(), method: z.string() })) satisfies z.ZodType<InFlightEntry[]>;
 export const runRecordSchema = z.object({
   workflow_id: z.string(),
   run_id: z.string(),
@@ -36,7 +37,7 @@ export const runRecordSchema = z.object({
   started_at: z.string(),
   last_action_at: z.string(),
   in_flight: inFlightSchema.optional(),
-});
+}) satisfies z.ZodType<RunRecord>;
 
 function header(headers: IncomingHttpHeaders, name: string): string | undefined {
   const value = headers[name];

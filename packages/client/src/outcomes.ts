@@ -3,7 +3,7 @@
  * of the turn (docs/spec.md §3) and of the internal routes (§5), as typed results. Failures are
  * LongrunErrors (errors.ts).
  */
-import type { AcceptedOn, InFlightKind } from '../core/vocabulary';
+import type { AcceptedOn, InFlightKind } from './vocabulary';
 import type { BlockingStream } from './ndjson';
 
 /** Where and how an answer was had: which gateway answered, under which request id, after how many attempts. */
@@ -52,23 +52,34 @@ export interface Streaming extends Answered {
 
 export type ExecuteResult = Accepted | Finished | Locked | Stopped | Streaming;
 
-/** An action unanswered when a segment ended (docs/spec.md §6 `in_flight`): a write among them has an unknown outcome. */
+/**
+ * An action the workflow service sent and got no answer to before the segment ended
+ * (docs/spec.md §6 `in_flight`, in the segment-end callback and the run record): a write
+ * among them may or may not have taken effect.
+ */
 export interface InFlightEntry {
   kind: InFlightKind;
   /** The Action's requestID, as the workflow service numbered it. */
   request_id: string;
-  /** HTTP method of a relayed request; tool name of an MCP call. */
+  /** The HTTP method (upper case) of a relayed request; the tool name of an MCP call. */
   method: string;
 }
 
-/** GET /internal/workflows/:id/run: the run in flight. */
+/**
+ * GET /internal/workflows/:id/run: the record of the run in flight, as the gateway answers
+ * it (its src/http/internal-routes.ts, from the record it keeps in Redis).
+ */
 export interface RunRecord {
   workflow_id: string;
   run_id: string;
   replica: string;
+  /** `detached`, `http` (blocking) or `websocket`. */
   transport: string;
+  /** `starting`, `running`, `stopping` or `ended`. */
   state: string;
+  /** ISO 8601. */
   started_at: string;
+  /** ISO 8601; empty before the first action. */
   last_action_at: string;
   /** Relayed actions unanswered as of the last lease renewal (absent from older gateways). */
   in_flight?: InFlightEntry[];

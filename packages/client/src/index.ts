@@ -1,12 +1,13 @@
 /**
- * longrun/client — what a dispatcher and an owner service need to drive longrun: the
+ * @longrun/client — what a dispatcher and an owner service need to drive longrun: the
  * client (execute, stop, getRun) with its typed results and errors and retry policy, the
  * blocking checkpoint stream, and the segment-end callback's verification (plus an
  * Express middleware for it), and the WebSocket session client that reconnects and
- * re-attaches to its run (session.ts). See docs/owner-integration.md and examples/dispatcher/.
+ * re-attaches to its run (session.ts). See docs/owner-integration.md and examples/dispatcher/
+ * in the longrun repository.
  */
 export { LongrunClient, type LongrunClientOptions, type StartWorkflowInput, type CallOptions, type ExecuteOptions } from './client';
-export { LongrunError, clientErrorCodes, type ClientErrorCode, type LongrunErrorCode } from './errors';
+export { LongrunError, clientErrorCodes, type ClientErrorCode, type GatewayErrorCode, type LongrunErrorCode } from './errors';
 export type { Accepted, Answered, ExecuteResult, Finished, InFlightEntry, Locked, RunRecord, Stopped, StopResult, Streaming } from './outcomes';
 export { BlockingStream, type BlockingEnd, type Checkpoint } from './ndjson';
 export { defaultRetryOptions, retryDelayMs, systemClock, type RetryClock, type RetryOptions } from './retry';
@@ -26,4 +27,17 @@ export {
   type SessionStart,
 } from './session';
 export { segmentEndMiddleware, segmentEndOf, type SegmentEndMiddlewareOptions } from './express';
-export { finalSegmentEndReasons, inFlightKinds, resumableSegmentEndReasons, segmentEndReasons, type InFlightKind, type SegmentEndReason } from '../core/vocabulary';
+export {
+  acceptedOn,
+  finalSegmentEndReasons,
+  inFlightKinds,
+  resumableSegmentEndReasons,
+  segmentEndReasons,
+  type AcceptedOn,
+  type FinalSegmentEndReason,
+  type InFlightKind,
+  type ResumableSegmentEndReason,
+  type SegmentEndReason,
+} from './vocabulary';
+export type * from './contract';
+export { version } from './version';

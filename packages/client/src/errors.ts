@@ -4,17 +4,39 @@
  * HTTP `status`, whether a retry may succeed, the gateway's `Retry-After` and the request
  * id that joins the call to the gateway's and the owner's logs.
  */
-import type { ErrorCode } from '../core/errors';
+/**
+ * The codes the gateway answers with (docs/errors.md), in its body `{"error": {"code", "message",
+ * "retryable"}}`. The gateway's src/core/errors.ts is checked by its compiler to list exactly these.
+ */
+export type GatewayErrorCode =
+  | 'INVALID_REQUEST'
+  | 'UNAUTHORIZED'
+  | 'PREAUTH_DENIED'
+  | 'USAGE_QUOTA_EXCEEDED'
+  | 'NOT_FOUND'
+  | 'FORBIDDEN_ORIGIN'
+  | 'WORKFLOW_LOCKED'
+  | 'STOPPED'
+  | 'NOT_CANCELLABLE'
+  | 'ACTOR_LIMIT'
+  | 'CLIENT_GONE'
+  | 'INTERNAL'
+  | 'OWNER_UNAVAILABLE'
+  | 'PREAUTH_INVALID'
+  | 'WORKFLOW_SERVICE_UNAVAILABLE'
+  | 'LOCK_UNAVAILABLE'
+  | 'DRAINING'
+  | 'CAPACITY_EXHAUSTED';
 
 /**
- * Codes the client adds to the gateway's (errors.ts): `NETWORK_ERROR` (no answer: refused,
+ * Codes the client adds to the gateway's: `NETWORK_ERROR` (no answer: refused,
  * reset, timed out), `UNEXPECTED_RESPONSE` (an answer that is not the gateway's, e.g. a
  * proxy's 502 page, or a body the client cannot read).
  */
 export const clientErrorCodes = ['NETWORK_ERROR', 'UNEXPECTED_RESPONSE'] as const;
 export type ClientErrorCode = (typeof clientErrorCodes)[number];
 /** Every code a LongrunError may carry; a newer gateway may send a code not listed here. */
-export type LongrunErrorCode = ErrorCode | ClientErrorCode;
+export type LongrunErrorCode = GatewayErrorCode | ClientErrorCode;
 
 export interface LongrunErrorInit {
   status?: number | undefined;

@@ -19,10 +19,14 @@ export interface Checkpoint {
     checkpoint: string;
     goal: string;
     errors: string[];
-    /** int64 counts are JSON strings in protojson. */
-    agent_context_usage: Record<string, { total_tokens: string | number; max_tokens: string | number }>;
+    /** Tokens each agent has used of its context window, by agent name (TokenBreakdown's int32 counts). */
+    agent_context_usage: Record<string, { total_tokens: number; max_tokens: number }>;
   };
 }
+
+/** An int32 in protojson: a JSON number, or (decoders accept both) a string holding one. */
+const integerText = z.string().regex(/^-?\d+$/);
+const int32 = z.union([z.number().int(), integerText.transform(Number)]);
 
 const checkpointSchema = z
   .object({
@@ -33,7 +37,7 @@ const checkpointSchema = z
         checkpoint: z.string().default(''),
         goal: z.string().default(''),
         errors: z.array(z.string()).default([]),
-        agent_context_usage: z.record(z.string(), z.object({ total_tokens: z.union([z.string(), z.number()]), max_tokens: z.union([z.string(), z.number()]) })).default({}),
+        agent_context_usage: z.record(z.string(), z.object({ total_tokens: int32, max_tokens: int32 })).default({}),
       })
       .loose(),
   })

@@ -10,7 +10,6 @@
  *     segmentEndMiddleware({ secret }), async (req, res) => { … segmentEndOf(res) … })
  */
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import { readCapped } from '../core/read-capped';
 import { SegmentEndRejected, verifySegmentEnd, type SegmentEnd } from './segment-end';
 
 export interface SegmentEndMiddlewareOptions {
@@ -26,11 +25,40 @@ export function segmentEndOf(res: Response): SegmentEnd {
   return end;
 }
 
-async function rawBody(req: Request, limit: number): Promise<Buffer> {
-  // Past the limit the rest stays unread (paused), so the 400 can still be answered.
-  const read = await readCapped(req, limit, (body) => body.pause());
-  if (read.overflow) throw new SegmentEndRejected(400, 'body too large');
-  return read.data;
+/** Reads the body whole, up to `limit` bytes; past it the rest stays unread (paused), so the 400 can still be answered. */
+function rawBody(req: Request, limit: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const stop = (): void => {
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('error', onError);
+    };
+    const onData = (chunk: Buffer): void => {
+      size += chunk.length;
+      if (size <= limit) {
+        chunks.push(chunk);
+        return;
+      }
+      stop();
+      req.pause();
+      // An error the paused request raises later (the client hanging up) is no longer ours.
+      req.on('error', () => undefined);
+      reject(new SegmentEndRejected(400, 'body too large'));
+    };
+    const onEnd = (): void => {
+      stop();
+      resolve(Buffer.concat(chunks, size));
+    };
+    const onError = (err: Error): void => {
+      stop();
+      reject(err);
+    };
+    req.on('data', onData);
+    req.once('end', onEnd);
+    req.once('error', onError);
+  });
 }
 
 export function segmentEndMiddleware(options: SegmentEndMiddlewareOptions): RequestHandler {

@@ -17,10 +17,10 @@
  * when it is done — the answer goes on the connection current then). Any other close —
  * 1000 (the flow ended), 1008, 1013, 4400, … — is final and reported through `onClose`.
  *
- * Nothing here imports the gateway: only `ws` and the workflow contract's types.
+ * Only `ws` and the contract's message types (contract.ts).
  */
 import WebSocket from 'ws';
-import type { ActionResponse, StartWorkflowRequest } from '../workflow/contract';
+import type { ActionResponseMember, StartWorkflowRequest } from './contract';
 
 /** A client-bound action as the gateway sends it: protojson with proto field names, `requestID` and one action member. */
 export interface SessionAction {
@@ -38,10 +38,10 @@ export interface SessionCheckpoint {
   [field: string]: unknown;
 }
 
-/** What an answer carries besides its requestID: one of the ActionResponse members. */
-export type SessionResponse = Omit<ActionResponse, 'requestID' | 'response_type'> & Record<string, unknown>;
+/** What an answer carries besides its requestID: one of the ActionResponse members (protojson). */
+export type SessionResponse = ActionResponseMember;
 
-/** The start a session sends: a StartWorkflowRequest with its workflowID and goal. */
+/** The start a session sends: a StartWorkflowRequest (protojson) with its workflowID and goal. */
 export type SessionStart = StartWorkflowRequest & { workflowID: string; goal: string; [field: string]: unknown };
 
 export interface SessionReconnectOptions {
