@@ -25,4 +25,15 @@ export default tseslint.config(
       ],
     },
   },
+  {
+    // The gateway runs without the client package (the image holds no link to it: Dockerfile,
+    // deps stage); it may share the client's types, which the build erases, never its values.
+    files: ['src/**/*.ts', 'sandbox/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        { paths: [{ name: '@longrun/client', allowTypeImports: true, message: 'the gateway may import only types from @longrun/client (import type)' }] },
+      ],
+    },
+  },
 );

@@ -6,6 +6,7 @@
  * Every method throws CoordinationError when the store fails (unreachable, erroring),
  * as opposed to answering "taken" / "not owned".
  */
+import type { RunRecord } from '@longrun/client';
 
 export class CoordinationError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
@@ -40,17 +41,15 @@ export interface RenewResult {
   stop: string | null;
 }
 
-/** The run record hash (`workhorse:duoworkflow:run:<id>`). */
-export interface RunRecord {
-  run_id: string;
-  replica: string;
-  transport: string;
-  state: string;
-  started_at: string;
-  last_action_at: string;
+/**
+ * The run record hash (`workhorse:duoworkflow:run:<id>`): the record the internal route
+ * answers (the client's RunRecord), less the workflow id its key names, and with
+ * `in_flight` as the JSON text of the list.
+ */
+export type StoredRunRecord = Omit<RunRecord, 'workflow_id' | 'in_flight'> & {
   /** JSON list of the run's relayed actions still unanswered (docs/spec.md §6), as of the last renewal; absent when written by an older replica. */
   in_flight?: string;
-}
+};
 
 /** A per-actor run slot, named by the lock's token (docs/spec.md §3b per-actor cap). */
 export interface ActorSlot {
@@ -137,8 +136,8 @@ export interface CoordinationBackend {
    * when a run holds the workflow's lock. Returns false (and sets nothing) when none does.
    */
   requestStop(workflowId: string, value: string, ttlMs: number): Promise<boolean>;
-  writeRunRecord(workflowId: string, record: RunRecord, ttlMs: number): Promise<void>;
-  readRunRecord(workflowId: string): Promise<RunRecord | null>;
+  writeRunRecord(workflowId: string, record: StoredRunRecord, ttlMs: number): Promise<void>;
+  readRunRecord(workflowId: string): Promise<StoredRunRecord | null>;
   /** Takes one of `max` slots for the actor (entries expire after ttlMs unless renewed). */
   acquireActorSlot(actorId: string, member: string, max: number, ttlMs: number): Promise<boolean>;
   releaseActorSlot(actorId: string, member: string): Promise<void>;

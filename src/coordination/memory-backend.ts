@@ -4,7 +4,7 @@
  * run records, actor slots. Expiry is checked lazily against the clock, so it holds no
  * timers.
  */
-import type { ActorSlot, CoordinationBackend, LeaseRefresh, LeaseRenewal, LockRelease, ReleaseOutcome, RenewOutcome, RenewResult, RunRecord } from './backend';
+import type { ActorSlot, CoordinationBackend, LeaseRefresh, LeaseRenewal, LockRelease, ReleaseOutcome, RenewOutcome, RenewResult, StoredRunRecord } from './backend';
 
 export interface Clock {
   now(): number;
@@ -53,7 +53,7 @@ export class MemoryBackend implements CoordinationBackend {
   readonly kind = 'memory' as const;
   private readonly locks: ExpiringMap<string>;
   private readonly stops: ExpiringMap<string>;
-  private readonly records: ExpiringMap<RunRecord>;
+  private readonly records: ExpiringMap<StoredRunRecord>;
   private readonly actors = new Map<string, Map<string, number>>();
   private readonly stopHandlers: Array<(workflowId: string) => void> = [];
 
@@ -131,11 +131,11 @@ export class MemoryBackend implements CoordinationBackend {
     return true;
   }
 
-  async writeRunRecord(workflowId: string, record: RunRecord, ttlMs: number): Promise<void> {
+  async writeRunRecord(workflowId: string, record: StoredRunRecord, ttlMs: number): Promise<void> {
     this.records.set(workflowId, { ...record }, ttlMs);
   }
 
-  async readRunRecord(workflowId: string): Promise<RunRecord | null> {
+  async readRunRecord(workflowId: string): Promise<StoredRunRecord | null> {
     return this.records.get(workflowId) ?? null;
   }
 

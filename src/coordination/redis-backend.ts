@@ -39,7 +39,7 @@ import {
   type ReleaseOutcome,
   type RenewOutcome,
   type RenewResult,
-  type RunRecord,
+  type StoredRunRecord,
 } from './backend';
 import { hashSlot } from './hash-slot';
 import { STOP_CHANNEL, clusterKeys, workhorseKeys, type RedisKeys } from './keys';
@@ -521,7 +521,7 @@ export class RedisBackend implements CoordinationBackend {
     );
   }
 
-  writeRunRecord(workflowId: string, record: RunRecord, ttlMs: number): Promise<void> {
+  writeRunRecord(workflowId: string, record: StoredRunRecord, ttlMs: number): Promise<void> {
     return this.call('write run record', async () => {
       const fields: string[] = [];
       for (const [field, value] of Object.entries(record)) if (value !== undefined) fields.push(field, String(value));
@@ -529,10 +529,10 @@ export class RedisBackend implements CoordinationBackend {
     });
   }
 
-  readRunRecord(workflowId: string): Promise<RunRecord | null> {
+  readRunRecord(workflowId: string): Promise<StoredRunRecord | null> {
     return this.call('read run record', async () => {
       const hash = await this.redis.hgetall(this.keys.run(workflowId));
-      return hash['run_id'] ? (hash as unknown as RunRecord) : null;
+      return hash['run_id'] ? (hash as unknown as StoredRunRecord) : null;
     });
   }
 

@@ -4,26 +4,15 @@
  * unanswered. The run tells it each change as it happens; the record write and every
  * lease renewal read it from here, so nothing reaches into the run to learn them.
  */
-import type { RecordRefresh, RunRecord } from './backend';
-import type { InFlightKind, TransportLabel } from '../core/vocabulary';
-
-/**
- * An action the workflow service sent and got no answer to before the segment ended
- * (docs/spec.md §6 "outcome unknown"): a write among them may or may not have taken effect.
- */
-export interface InFlightAction {
-  kind: InFlightKind;
-  /** The Action's requestID, as the workflow service numbered it. */
-  request_id: string;
-  /** The HTTP method (upper case) of a relayed request; the tool name of an MCP call. */
-  method: string;
-}
+import type { InFlightEntry } from '@longrun/client';
+import type { RecordRefresh, StoredRunRecord } from './backend';
+import type { TransportLabel } from '../core/vocabulary';
 
 export class RunSnapshot {
   private state = 'starting';
   private lastAction: number | undefined;
   /** Relayed actions whose answer has not reached the service yet, by requestID; made with the first. */
-  private unanswered: Map<string, InFlightAction> | undefined;
+  private unanswered: Map<string, InFlightEntry> | undefined;
   private changes = 0;
 
   constructor(
@@ -55,7 +44,7 @@ export class RunSnapshot {
   }
 
   /** A relayed action went out; it is in flight until answered(). */
-  relayed(entry: InFlightAction): void {
+  relayed(entry: InFlightEntry): void {
     (this.unanswered ??= new Map()).set(entry.request_id, entry);
     this.changes += 1;
   }
@@ -66,12 +55,12 @@ export class RunSnapshot {
   }
 
   /** The relayed actions unanswered now. */
-  inFlight(): InFlightAction[] {
+  inFlight(): InFlightEntry[] {
     return this.unanswered ? [...this.unanswered.values()] : [];
   }
 
   /** The whole record, as written when the run is accepted (or starts streaming). */
-  fields(): RunRecord {
+  fields(): StoredRunRecord {
     return {
       run_id: this.runId,
       replica: this.replica,

@@ -5,6 +5,8 @@
  * that turns an error into a response. docs/errors.md lists every code (a test checks).
  */
 
+import type { GatewayErrorCode } from '@longrun/client';
+import type { Within } from './type-proof';
 import type { ConnectionErrorType } from './vocabulary';
 
 export interface ErrorSpec {
@@ -45,6 +47,9 @@ export const errorCatalog = {
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof errorCatalog;
+
+/** The client package reads exactly these codes (type-proof.ts): neither side can add one alone. */
+export type ClientErrorCodesProof = [Within<ErrorCode, GatewayErrorCode>, Within<GatewayErrorCode, ErrorCode>];
 
 export interface GatewayErrorOptions {
   cause?: unknown;

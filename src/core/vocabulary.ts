@@ -3,7 +3,12 @@
  * segment-end callbacks say, what the code switches on. Each is an `as const` array with
  * its type derived, imported by metrics, run, owner and http alike, so the same event
  * has the same name everywhere (grpc-js `constants.ts`).
+ *
+ * The words the client package shares on the wire (segment-end reasons, in-flight kinds,
+ * accepted-on) are @longrun/client's too; the proof at the end of this file keeps both equal.
  */
+import type * as client from '@longrun/client';
+import type { Within } from './type-proof';
 
 /**
  * How a run reaches its caller: blocking (ndjson streamed back), detached (202, runs on),
@@ -21,6 +26,7 @@ export const transportLabels = { blocking: 'http', detached: 'detached', websock
 export type TransportLabel = (typeof transportLabels)[Transport];
 export const transportLabelValues: readonly TransportLabel[] = transports.map((t) => transportLabels[t]);
 
+// Not imported from @longrun/client (nor the two lists below): the gateway runs without the client package.
 /**
  * Segment ends after which the workflow is still `running` on the owner's side: the owner
  * dispatches the next segment, which resumes from the latest checkpoint.
@@ -50,6 +56,7 @@ export const websocketEndReasons = ['client_closed', 'pong_timeout', 'ping_faile
 export const endReasons = [...segmentEndReasons, 'client_gone', ...websocketEndReasons] as const;
 export type EndReason = (typeof endReasons)[number];
 
+// Not imported from @longrun/client: the gateway runs without the client package.
 /**
  * What an action still unanswered when a segment ended was (the segment-end callback's
  * and run record's `in_flight`, docs/spec.md §6): a relayed runHTTPRequest or a runMCPTool call.
@@ -61,6 +68,7 @@ export function segmentEndReason(reason: EndReason): SegmentEndReason {
   return (segmentEndReasons as readonly string[]).includes(reason) ? (reason as SegmentEndReason) : 'stream_error';
 }
 
+// Not imported from @longrun/client: the gateway runs without the client package.
 /** How a run's start was answered once it was accepted (docs/spec.md §3b). */
 export const acceptedOn = ['first_action', 'accept_wait_elapsed'] as const;
 export type AcceptedOn = (typeof acceptedOn)[number];
@@ -205,3 +213,17 @@ export type McpDiscoveryFailure = (typeof mcpDiscoveryFailures)[number];
  */
 export const parkEndReasons = ['expired', 'backlog_full', 'backlog_budget', 'taken_over'] as const;
 export type ParkEndReason = (typeof parkEndReasons)[number];
+
+/** The words shared with @longrun/client are the same words on both sides (type-proof.ts). */
+export type ClientWordsProof = [
+  Within<(typeof resumableSegmentEndReasons)[number], client.ResumableSegmentEndReason>,
+  Within<client.ResumableSegmentEndReason, (typeof resumableSegmentEndReasons)[number]>,
+  Within<(typeof finalSegmentEndReasons)[number], client.FinalSegmentEndReason>,
+  Within<client.FinalSegmentEndReason, (typeof finalSegmentEndReasons)[number]>,
+  Within<SegmentEndReason, client.SegmentEndReason>,
+  Within<client.SegmentEndReason, SegmentEndReason>,
+  Within<InFlightKind, client.InFlightKind>,
+  Within<client.InFlightKind, InFlightKind>,
+  Within<AcceptedOn, client.AcceptedOn>,
+  Within<client.AcceptedOn, AcceptedOn>,
+];

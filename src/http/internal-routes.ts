@@ -9,10 +9,11 @@
  *                                      409 NOT_CANCELLABLE when none does (nothing is set)
  *   GET  /internal/workflows/:id/run   the run record, or 404
  */
+import type { InFlightEntry, RunRecord } from '@longrun/client';
 import express from 'express';
 import { GatewayError } from '../core/errors';
 import type { Logger } from '../core/log';
-import type { CoordinationBackend, RunRecord } from '../coordination/backend';
+import type { CoordinationBackend, StoredRunRecord } from '../coordination/backend';
 import { verifyOwnerJwt } from '../core/jwt';
 import { STOP_REASON_TOKEN, USER_STOP } from '../core/vocabulary';
 import { sendError } from './error-response';
@@ -30,8 +31,8 @@ function storeError(err: unknown): GatewayError {
   return new GatewayError('LOCK_UNAVAILABLE', 'the coordination store is unavailable; retry shortly', { cause: err });
 }
 
-/** The run record as JSON; `in_flight` (stored as JSON text) as a list. */
-function runRecordBody(workflowId: string, record: RunRecord): Record<string, unknown> {
+/** The run record as the route answers it (the client's RunRecord); `in_flight` (stored as JSON text) as a list. */
+function runRecordBody(workflowId: string, record: StoredRunRecord): RunRecord {
   const { in_flight: inFlight, ...fields } = record;
   if (inFlight === undefined) return { workflow_id: workflowId, ...fields };
   let list: unknown = [];
@@ -40,7 +41,7 @@ function runRecordBody(workflowId: string, record: RunRecord): Record<string, un
   } catch {
     // Written by this code, so never; an unreadable value reads as unknown (empty).
   }
-  return { workflow_id: workflowId, ...fields, in_flight: Array.isArray(list) ? list : [] };
+  return { workflow_id: workflowId, ...fields, in_flight: Array.isArray(list) ? (list as InFlightEntry[]) : [] };
 }
 
 export function createInternalRouter(ctx: InternalContext): express.Router {

@@ -5,10 +5,10 @@
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { SegmentEnd } from '@longrun/client';
 import { Pool, util, type Dispatcher } from 'undici';
 import { GatewayError } from '../core/errors';
-import type { InFlightAction } from '../coordination/run-snapshot';
-import type { CallbackResult, SegmentEndReason } from '../core/vocabulary';
+import type { CallbackResult } from '../core/vocabulary';
 import { gitlabWorkhorseHeader, userAgent } from '../core/version';
 import { JwtSigner } from '../core/jwt';
 import { passedOnDenialHeaders } from './http-headers';
@@ -81,24 +81,6 @@ export interface RelayRequest {
   signal: AbortSignal;
   /** X-Forwarded-For to send: the caller's chain plus the caller's address (caller.ts forwardedForOf). */
   forwardedFor?: string;
-}
-
-export type { InFlightAction };
-
-export interface SegmentEndBody {
-  workflow_id: string;
-  run_id: string;
-  reason: SegmentEndReason;
-  segment_duration_s: number;
-  actions: number;
-  /** Actions still unanswered when the segment ended; empty when none. */
-  in_flight: InFlightAction[];
-  /**
-   * Present (true) when longrun's stop and the service's OK end crossed and nothing said
-   * the turn was over: the reason is the stop's, but the turn may have finished. The
-   * owner checks the workflow's state before dispatching the next segment.
-   */
-  ended_while_stopping?: true;
 }
 
 function headerValue(value: string | string[] | undefined): string | undefined {
@@ -251,7 +233,7 @@ export class OwnerClient {
    * pool's keep-alive connections); the others wait their turn, and one whose signal
    * aborts while waiting is 'failed' without being sent.
    */
-  async segmentEnd(body: SegmentEndBody, requestId: string, signal: AbortSignal): Promise<CallbackResult> {
+  async segmentEnd(body: SegmentEnd, requestId: string, signal: AbortSignal): Promise<CallbackResult> {
     if (!(await this.callbackSlots.acquire(signal))) return 'failed';
     try {
       return await this.sendSegmentEnd(body, requestId, signal);
@@ -260,7 +242,7 @@ export class OwnerClient {
     }
   }
 
-  private async sendSegmentEnd(body: SegmentEndBody, requestId: string, signal: AbortSignal): Promise<CallbackResult> {
+  private async sendSegmentEnd(body: SegmentEnd, requestId: string, signal: AbortSignal): Promise<CallbackResult> {
     const attempts = this.options.callbackAttempts;
     const path = `${this.basePath}/api/v4/internal/ai/duo_workflows/workflows/${encodeURIComponent(body.workflow_id)}/segment_end`;
     // An attempt's deadline is undici's own header and body timeouts (a 2xx answer has no

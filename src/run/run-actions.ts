@@ -7,7 +7,8 @@
  * makes one.
  */
 import type { Logger } from '../core/log';
-import type { InFlightAction, RunSnapshot } from '../coordination/run-snapshot';
+import type { InFlightEntry } from '@longrun/client';
+import type { RunSnapshot } from '../coordination/run-snapshot';
 import type { Action, ActionResponse } from '../workflow/contract';
 import { errorAnswer, serveAction, type ActionContext } from './action-answers';
 
@@ -78,7 +79,7 @@ export class RunActions {
 }
 
 /** What `in_flight` says of an action relayed to the owner or an MCP server; undefined for others. */
-function inFlightEntry(action: Action): InFlightAction | undefined {
+function inFlightEntry(action: Action): InFlightEntry | undefined {
   const request_id = action.requestID ?? '';
   if (action.action === 'runHTTPRequest') return { kind: 'http', request_id, method: (action.runHTTPRequest?.method || 'GET').toUpperCase() };
   if (action.action === 'runMCPTool') return { kind: 'mcp', request_id, method: action.runMCPTool?.name ?? '' };

@@ -3,9 +3,10 @@
  * metrics, its one log line, and — for an accepted detached run — the segment-end
  * callback that lets the owner dispatch the next segment.
  */
+import type { InFlightEntry } from '@longrun/client';
 import type { Logger } from '../core/log';
 import type { Metrics } from '../observability/metrics';
-import type { InFlightAction, OwnerClient } from '../owner/owner-client';
+import type { OwnerClient } from '../owner/owner-client';
 import { segmentEndReason, type EndReason, type StopOutcome, type Transport } from '../core/vocabulary';
 import type { StreamEnd } from '../workflow/workflow-stream';
 import type { RunRegistry } from './registry';
@@ -23,7 +24,7 @@ export interface RunEnd {
   durationMs: number;
   actions: number;
   /** Actions relayed and still unanswered when the segment ended (docs/spec.md §6 `in_flight`). */
-  inFlight: InFlightAction[];
+  inFlight: InFlightEntry[];
   /** Send the segment-end callback (accepted detached runs). */
   callback: boolean;
 }

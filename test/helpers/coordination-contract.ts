@@ -6,10 +6,10 @@
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { CoordinationError, type CoordinationBackend, type LeaseRefresh, type RunRecord } from '../../src/coordination/backend';
+import { CoordinationError, type CoordinationBackend, type LeaseRefresh, type StoredRunRecord } from '../../src/coordination/backend';
 
 const refresh = (runId: string, lastActionAt = ''): LeaseRefresh => ({ runId, record: { state: 'running', lastActionAt } });
-const record = (runId: string): RunRecord => ({
+const record = (runId: string): StoredRunRecord => ({
   run_id: runId,
   replica: 'r1',
   transport: 'detached',

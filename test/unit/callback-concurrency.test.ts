@@ -7,7 +7,8 @@
 import { getEventListeners } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
-import { OwnerClient, type SegmentEndBody } from '../../src/owner/owner-client';
+import type { SegmentEnd } from '@longrun/client';
+import { OwnerClient } from '../../src/owner/owner-client';
 import { Semaphore } from '../../src/core/semaphore';
 import { OwnerServiceSimulator } from '../../sandbox/owner-sim';
 import { testSecret } from '../helpers/secret';
@@ -75,7 +76,7 @@ describe('OwnerClient.segmentEnd over a bounded number of requests', () => {
     client = undefined;
   });
 
-  const body = (i: number): SegmentEndBody => ({ workflow_id: String(i), run_id: `run-${i}`, reason: 'drain', segment_duration_s: 1, actions: 0, in_flight: [] });
+  const body = (i: number): SegmentEnd => ({ workflow_id: String(i), run_id: `run-${i}`, reason: 'drain', segment_duration_s: 1, actions: 0, in_flight: [] });
 
   async function start(concurrency: number, attempt = { attempts: 3, timeoutMs: 5_000 }): Promise<{ owner: OwnerServiceSimulator; client: OwnerClient }> {
     owner = await OwnerServiceSimulator.start({ secret: testSecret, workflowServiceUri: '127.0.0.1:1' });

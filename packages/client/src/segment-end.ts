@@ -20,12 +20,13 @@ export const segmentEndSchema = z.object({
   actions: z.number().int().nonnegative(),
   // Gateways from before docs/spec.md §6 `in_flight` do not send it: nothing known to be in flight.
   in_flight: inFlightSchema.default([]),
-  // Present when the gateway's stop crossed the service's OK end and nothing said the turn
-  // was over: check the workflow's state before dispatching the next segment.
+  // Present (true) when the gateway's stop crossed the service's OK end and nothing said the
+  // turn was over: the reason is the stop's, but the turn may have finished. Check the
+  // workflow's state before dispatching the next segment.
   ended_while_stopping: z.boolean().optional(),
 });
 
-/** A verified segment-end callback body. */
+/** A segment-end callback's body: what the gateway sends (its src/run/run-end.ts) and verifySegmentEnd() resolves with. */
 export type SegmentEnd = z.infer<typeof segmentEndSchema>;
 
 /** Why a callback was refused, with the status to answer (401 bad or missing JWT, 400 bad body). */
