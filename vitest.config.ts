@@ -4,7 +4,10 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   resolve: {
     // The client package from its sources, as tsconfig.json's paths has it: no build needed.
-    alias: { '@longrun/client': path.resolve(__dirname, 'packages/client/src/index.ts') },
+    alias: [
+      { find: /^@longrun\/client$/, replacement: path.resolve(__dirname, 'packages/client/src/index.ts') },
+      { find: /^@longrun\/client\/express$/, replacement: path.resolve(__dirname, 'packages/client/src/express.ts') },
+    ],
   },
   test: {
     // Tests start real servers and child processes; keep two files at a time on 2 cores.

@@ -7,7 +7,7 @@
  * recovers the turn).
  */
 import express from 'express';
-import { segmentEndMiddleware, segmentEndOf } from '@longrun/client';
+import { segmentEndMiddleware, segmentEndOf } from '@longrun/client/express';
 import type { Dispatcher } from './dispatcher';
 
 export const SEGMENT_END_PATH = '/api/v4/internal/ai/duo_workflows/workflows/:workflow_id/segment_end';

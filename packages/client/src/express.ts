@@ -1,10 +1,11 @@
 /**
- * An Express middleware for the owner's segment-end endpoint, built on verifySegmentEnd():
- * a callback with a bad or missing JWT is answered 401 and one with a bad body 400 (the
- * gateway does not retry a 4xx); a good one is put on `res.locals.segmentEnd` for the
- * next handler, which must answer 2xx only once it has acted (a 5xx makes the gateway
- * try again, up to 3 times). Express is only a type import here: the client's core
- * needs no Express.
+ * `@longrun/client/express`: an Express middleware for the owner's segment-end endpoint,
+ * built on verifySegmentEnd(): a callback with a bad or missing JWT is answered 401 and one
+ * with a bad body 400 (the gateway does not retry a 4xx); a good one is put on
+ * `res.locals.segmentEnd` for the next handler, which must answer 2xx only once it has
+ * acted (a 5xx makes the gateway try again, up to 3 times). Express is only a type import
+ * here, and an optional peer of the package; the main entry does not load this file, so a
+ * client without Express (or its types) compiles and runs.
  *
  *   app.post('/api/v4/internal/ai/duo_workflows/workflows/:workflow_id/segment_end',
  *     segmentEndMiddleware({ secret }), async (req, res) => { … segmentEndOf(res) … })

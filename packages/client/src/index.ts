@@ -1,10 +1,11 @@
 /**
  * @longrun/client — what a dispatcher and an owner service need to drive longrun: the
  * client (execute, stop, getRun) with its typed results and errors and retry policy, the
- * blocking checkpoint stream, and the segment-end callback's verification (plus an
- * Express middleware for it), and the WebSocket session client that reconnects and
- * re-attaches to its run (session.ts). See docs/owner-integration.md and examples/dispatcher/
- * in the longrun repository.
+ * blocking checkpoint stream, the segment-end callback's verification, and the WebSocket
+ * session client that reconnects and re-attaches to its run (session.ts). The Express
+ * middleware for the callback is `@longrun/client/express` (express.ts), so that nothing here
+ * needs Express or its types. See docs/owner-integration.md and examples/dispatcher/ in the
+ * longrun repository.
  */
 export { LongrunClient, type LongrunClientOptions, type StartWorkflowInput, type CallOptions, type ExecuteOptions } from './client';
 export { LongrunError, clientErrorCodes, type ClientErrorCode, type GatewayErrorCode, type LongrunErrorCode } from './errors';
@@ -26,7 +27,6 @@ export {
   type SessionResponse,
   type SessionStart,
 } from './session';
-export { segmentEndMiddleware, segmentEndOf, type SegmentEndMiddlewareOptions } from './express';
 export {
   acceptedOn,
   finalSegmentEndReasons,
