@@ -130,11 +130,11 @@ afterAll(async () => {
 });
 
 describe('the packed client, installed where nothing of the gateway is', () => {
-  it('the tarball holds the built client (code and declarations) and its package.json, no source or test', () => {
+  it('the tarball holds the built client (code and declarations), its package.json and README, no source or test', () => {
     const files = packed.files.map((f) => f.path).sort();
-    expect(files).toContain('package.json');
+    expect(files).toEqual(expect.arrayContaining(['package.json', 'README.md']));
     for (const entry of ['index', 'express']) expect(files).toEqual(expect.arrayContaining([`dist/${entry}.js`, `dist/${entry}.d.ts`]));
-    expect(files.filter((f) => f !== 'package.json' && !/^dist\/[\w-]+\.(js|d\.ts)$/.test(f))).toEqual([]);
+    expect(files.filter((f) => f !== 'package.json' && f !== 'README.md' && !/^dist\/[\w-]+\.(js|d\.ts)$/.test(f))).toEqual([]);
   });
 
   it('installs from the npm cache with its own dependencies only, each one used, none of the gateway’s', () => {
