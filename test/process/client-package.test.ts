@@ -5,8 +5,9 @@
  * package starts a detached run on the built gateway (`node dist/src/main.js` with no
  * LONGRUN_OWNER_URL: the sandbox, whose printed curl carries a scenario) and gets its 202.
  * The tarball holds the built client only, and installs none of the gateway's dependencies;
- * a TypeScript consumer gets its types from it; the repository resolves the package through
- * its workspace link, and the gateway's package no longer exports a client.
+ * a TypeScript consumer gets its types from it; the gateway that served the run loaded none
+ * of it; the repository resolves the package through its workspace link, and the gateway's
+ * package no longer exports a client.
  */
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -112,7 +113,9 @@ beforeAll(async () => {
   writeFileSync(path.join(consumer, 'package-lock.json'), `${JSON.stringify(consumerLock(), null, 2)}\n`);
   npm(['install', '--offline', path.join(dir, packed.filename)], consumer);
 
-  gateway = startChild([fromRoot('dist/src/main.js')], {
+  // Preloaded: at exit, the gateway writes every module it loaded to LONGRUN_TEST_LOADED_FILE.
+  gateway = startChild(['-r', fromRoot('test/fixtures/loaded-modules.cjs'), fromRoot('dist/src/main.js')], {
+    LONGRUN_TEST_LOADED_FILE: path.join(dir, 'loaded.txt'),
     LONGRUN_LISTEN: '127.0.0.1:0',
     LONGRUN_OPS_LISTEN: '127.0.0.1:0',
     LONGRUN_OWNER_URL: '',
@@ -199,6 +202,15 @@ describe('the packed client, installed where nothing of the gateway is', () => {
     expect(bad.ok).toBe(false);
     expect(bad.out).toMatch(/Property 'runId' does not exist/);
   }, 120_000);
+
+  it('the gateway that served the run loaded no module of the client package (it shares its types only)', async () => {
+    const served = gateway as Child;
+    served.process.kill('SIGTERM');
+    expect(await served.exited(15_000)).toBe(0);
+    const loaded = readFileSync(path.join(dir, 'loaded.txt'), 'utf8').split('\n');
+    expect(loaded.some((f) => f === fromRoot('dist/src/gateway.js'))).toBe(true);
+    expect(loaded.filter((f) => f.startsWith(packageDir) || f.includes(`${path.sep}@longrun${path.sep}`))).toEqual([]);
+  });
 });
 
 describe('the package in the repository', () => {
