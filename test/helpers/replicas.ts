@@ -42,7 +42,24 @@ async function json(res: Dispatcher.ResponseData): Promise<Record<string, unknow
   }
 }
 
+/**
+ * A port from freePort can be taken by another process before the replica binds it (the
+ * suite's files run in parallel): a replica that exits on EADDRINUSE is started again on
+ * other ports, a few times.
+ */
 export async function startReplica(name: string, env: Record<string, string>): Promise<Replica> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startReplicaOnce(name, env);
+    } catch (err) {
+      if (attempt >= 3 || !(err instanceof AddressInUse)) throw err;
+    }
+  }
+}
+
+class AddressInUse extends Error {}
+
+async function startReplicaOnce(name: string, env: Record<string, string>): Promise<Replica> {
   const port = await freePort();
   const opsPort = await freePort();
   const child = startChild([gatewayMain], {
@@ -64,7 +81,8 @@ export async function startReplica(name: string, env: Record<string, string>): P
     if (ok) break;
     if (Date.now() > deadline || child.process.exitCode !== null) {
       await child.kill();
-      throw new Error(`replica ${name} did not become ready\n${child.stdout()}\n${child.stderr()}`);
+      const message = `replica ${name} did not become ready\n${child.stdout()}\n${child.stderr()}`;
+      throw child.stderr().includes('EADDRINUSE') ? new AddressInUse(message) : new Error(message);
     }
     await sleep(50);
   }
