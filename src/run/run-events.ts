@@ -5,7 +5,7 @@
  * it back when the last one has gone — so a run nobody watches pays one undefined check
  * per action, and nothing else: no allocation, no I/O.
  */
-import type { InFlightAction } from '../coordination/run-snapshot';
+import type { InFlightEntry } from '@longrun/client';
 import type { SegmentEndReason, Transport } from '../core/vocabulary';
 import type { Action } from '../workflow/contract';
 
@@ -13,7 +13,7 @@ import type { Action } from '../workflow/contract';
 export interface RunEnded {
   reason: SegmentEndReason;
   /** Actions unanswered when it ended (outcome unknown). */
-  inFlight: InFlightAction[];
+  inFlight: InFlightEntry[];
   /** The stop and an OK end crossed (end-decision.ts). */
   endedWhileStopping: boolean;
 }
