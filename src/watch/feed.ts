@@ -13,6 +13,8 @@ import type { WatchLog } from './log';
 
 /** What a feed hands entries to: a watcher (watcher.ts). */
 export interface FeedMember {
+  /** A batch of entries follows (what a turn of the event loop brought): the time to check what the last one left unread. */
+  batch(): void;
   receive(entry: WatchEntry): void;
   /** Entries were lost before the next one. */
   lost(): void;
@@ -87,6 +89,7 @@ export class Feed {
   private drain(afterCatchUp = false): void {
     const queued = this.queue.sort((a, b) => a.id - b.id);
     this.queue = [];
+    let batch = false;
     for (let i = 0; i < queued.length; i++) {
       const entry = queued[i] as WatchEntry;
       if (this.last !== undefined && entry.id <= this.last) continue;
@@ -100,6 +103,8 @@ export class Feed {
       }
       this.last = entry.id;
       this.lastEntryAt = Date.now();
+      if (!batch) for (const member of this.members) member.batch();
+      batch = true;
       for (const member of this.members) member.receive(entry);
     }
   }

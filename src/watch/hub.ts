@@ -161,7 +161,6 @@ export class Watch implements RunWatchSource {
   async open(request: WatchRequest, release: () => void): Promise<void> {
     const { workflowId } = request;
     let feed = this.feeds.get(workflowId);
-    const created = feed === undefined;
     if (!feed) this.feeds.set(workflowId, (feed = new Feed(workflowId, this.deps.log)));
     const joined = feed;
     const watcher = new Watcher(workflowId, this.deps.settings, this.deps.metrics, () => {
@@ -172,7 +171,8 @@ export class Watch implements RunWatchSource {
     request.signal.addEventListener('abort', onAbort, { once: true });
     this.watchers.add(watcher);
     joined.members.add(watcher);
-    if (created) this.announce([workflowId]);
+    // At once, not at the next tick: a run of it here or elsewhere reports from now on (and /runs counts this watcher).
+    this.announce([workflowId]);
     let read: LogRead;
     let inFlight: string | undefined;
     try {

@@ -2,7 +2,7 @@
  * The watch log on Redis (docs/spec.md §14), shared by every replica:
  *
  * - a workflow's log is two keys under its hash tag (one slot of a Cluster, beside its lock):
- *   its backlog, a stream `longrun:{wf:<id>}:events` trimmed to about the backlog bound, and
+ *   its backlog, a stream `longrun:{wf:<id>}:events` trimmed to the backlog bound, and
  *   its state, a hash `longrun:{wf:<id>}:watch` (last id, state, latest run and checkpoint);
  * - a batch of a run's events is one call of watch-append.lua, which numbers them, keeps
  *   them, renews the TTL and PUBLISHes them on the channel named as the backlog, where every

@@ -5,7 +5,7 @@
 -- KEYS[2]  the log's state, a hash            longrun:{wf:<id>}:watch
 --          last, state, run_id, run, checkpoint_id, checkpoint
 -- ARGV[1]  TTL in milliseconds (of both keys)
--- ARGV[2]  the most entries the backlog keeps (approximate trim: at least that many)
+-- ARGV[2]  the most entries the backlog keeps (an exact trim: one entry out for each one in)
 -- ARGV[3]  the channel the batch is published on (the backlog's key name)
 -- ARGV[4]  the log's state after the batch: open, resumable or final
 -- ARGV[5…] kind, data, kind, data, … of the events, in order
@@ -30,7 +30,7 @@ for i = 5, #ARGV, 2 do
   last = last + 1
   local id = string.format('%.0f', last)
   local kind, data = ARGV[i], ARGV[i + 1]
-  redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], id .. '-0', 'k', kind, 'd', data)
+  redis.call('XADD', KEYS[1], 'MAXLEN', ARGV[2], id .. '-0', 'k', kind, 'd', data)
   if kind == 'run' or kind == 'checkpoint' then redis.call('HSET', KEYS[2], kind .. '_id', id, kind, data) end
   lines[#lines + 1] = id .. ' ' .. kind .. ' ' .. data
 end

@@ -82,6 +82,15 @@ export class Watcher implements FeedMember {
     return this.mode === 'done';
   }
 
+  /**
+   * FeedMember: a batch follows. A watcher still holding more than the buffer's bound unread
+   * from the batches before is dropped: a burst is written whole (its client could take
+   * nothing in between), so what a watcher holds is at most the bound and one batch.
+   */
+  batch(): void {
+    if ((this.mode === 'following' || this.mode === 'waiting') && (this.sink as WatchSink).buffered > this.settings.bufferBytes) this.drop('slow');
+  }
+
   /** FeedMember: an entry, in order. */
   receive(entry: WatchEntry): void {
     if (this.mode === 'done') return;
@@ -91,7 +100,8 @@ export class Watcher implements FeedMember {
       if (this.pendingBytes > this.settings.bufferBytes) this.drop('slow');
       return;
     }
-    if (this.send(entry)) this.follow();
+    this.send(entry);
+    this.follow();
   }
 
   /** FeedMember: entries were lost; the next checkpoint stands for them. */
@@ -116,7 +126,7 @@ export class Watcher implements FeedMember {
     this.logState = read.state;
     this.loggedRun = read.run ? runIdOf(read.run) : undefined;
     for (const entry of this.replayOf(read, after)) {
-      if (!this.send(entry)) return;
+      this.send(entry);
       // Backpressure, not a drop, while replaying: the backlog is bounded, and it is the client's own.
       if (sink.buffered > this.settings.bufferBytes) await sink.drained();
       if (this.mode === 'done') return;
@@ -125,7 +135,7 @@ export class Watcher implements FeedMember {
       const pending = this.pending;
       this.pending = [];
       this.pendingBytes = 0;
-      for (const entry of pending) if (!this.send(entry)) return;
+      for (const entry of pending) this.send(entry);
       if (sink.buffered > this.settings.bufferBytes) await sink.drained();
       if (this.mode === 'done') return;
     }
@@ -169,14 +179,10 @@ export class Watcher implements FeedMember {
     return [...kept, ...read.entries.filter((e) => e.id > past)];
   }
 
-  /** Writes an entry past the last sent; false once the stream is done (dropped slow). */
-  private send(entry: WatchEntry): boolean {
-    if (this.last !== undefined && entry.id <= this.last) return true;
+  /** Writes an entry past the last sent. */
+  private send(entry: WatchEntry): void {
+    if (this.last !== undefined && entry.id <= this.last) return;
     const sink = this.sink as WatchSink;
-    if (this.mode !== 'joining' && sink.buffered > this.settings.bufferBytes) {
-      this.drop('slow');
-      return false;
-    }
     let data = entry.data;
     if (entry.kind === 'checkpoint' && this.resyncNext) {
       data = markedResync(data);
@@ -187,7 +193,6 @@ export class Watcher implements FeedMember {
     this.last = entry.id;
     this.logState = stateAfter(entry);
     if (entry.kind === 'run') this.loggedRun = runIdOf(entry);
-    return true;
   }
 
   /** After a live entry: an end waits for the next run, or ends the stream; anything else is a run going on. */
