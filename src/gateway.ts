@@ -19,7 +19,7 @@ import { MemoryBackend } from './coordination/memory-backend';
 import { RedisBackend } from './coordination/redis-backend';
 import { StopWatcher } from './coordination/stop-watcher';
 import { createMainListener } from './http/main-app';
-import { createOpsApp } from './http/ops-app';
+import { createOpsApp, listRuns } from './http/ops-app';
 import { WebSocketRoute } from './websocket/route';
 import type { ParkedRuns } from './websocket/client-run';
 import { BacklogBudget } from './websocket/backlog-budget';
@@ -235,6 +235,11 @@ export class Gateway {
   /** Following runs (docs/spec.md §14). */
   get watch(): Watch {
     return this.parts.watch;
+  }
+
+  /** What /runs lists: the runs in flight here, each with its workflow's watchers. */
+  runs(): ReturnType<typeof listRuns> {
+    return listRuns({ registry: this.parts.registry, watchersOf: (id) => this.parts.watch.watchersOf(id) });
   }
 
   /** Starts both listeners. Throws when a listener cannot bind (everything made so far is closed). */
