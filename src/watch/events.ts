@@ -39,6 +39,18 @@ export function sseFrame(kind: WatchEventKind, data: string, id?: number): strin
   return `${id === undefined ? '' : `id: ${id}\n`}event: ${kind}\ndata: ${data}\n\n`;
 }
 
+const frames = new WeakMap<WatchEntry, Buffer>();
+
+/**
+ * An entry's Server-Sent Event, encoded once and shared by every watcher it is written to
+ * (a feed hands the same entry to each): a hundred watchers of a checkpoint cost one copy.
+ */
+export function frameOf(entry: WatchEntry): Buffer {
+  let frame = frames.get(entry);
+  if (!frame) frames.set(entry, (frame = Buffer.from(sseFrame(entry.kind, entry.data, entry.id))));
+  return frame;
+}
+
 /** A keepalive: a comment line, which EventSource ignores and a proxy sees as traffic. */
 export const KEEPALIVE_FRAME = ': keepalive\n\n';
 

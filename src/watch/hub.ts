@@ -27,7 +27,7 @@ import { Watcher, type WatchSink } from './watcher';
 /** How often a replica announces its watchers (and keeps their logs). */
 export const ANNOUNCE_MS = 2_000;
 /**
- * How long an announcement holds, and a log outlives its last append or touch: five
+ * How long an announcement holds, and a log outlives its making or its last touch: five
  * announcements, so a lost one or two change nothing; also how long a client that lost its
  * stream (or whose replica drained) has to resume and find every event since.
  */

@@ -5,8 +5,8 @@
  * replica's runs append.
  *
  * A workflow has a log only while someone watches it: the replica holding its run appends
- * to it only then (interest.ts says when), and it expires one TTL after the last append or
- * the last touch of a replica that has watchers of it. Its backlog is bounded (the newest
+ * to it only then (interest.ts says when), and it expires one TTL after it was made or last
+ * touched by a replica that has watchers of it (every announcement). Its backlog is bounded (the newest
  * LONGRUN_WATCH_BACKLOG_EVENTS entries); its latest `run` and `checkpoint` are kept beside
  * it, whatever the backlog dropped, for watchers that start or resync.
  *
@@ -63,7 +63,7 @@ export interface WatchLog {
   close(): Promise<void>;
 }
 
-/** How long a log outlives its last append or touch, and how many entries it keeps. */
+/** How long a log outlives its making or its last touch, and how many entries it keeps. */
 export interface LogSettings {
   ttlMs: number;
   backlog: number;

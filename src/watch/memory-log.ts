@@ -1,7 +1,7 @@
 /**
  * The watch log of a gateway without Redis (one replica): every workflow's log in this
- * process's memory, made when a watched run first reports and dropped one TTL after its last
- * append or touch. Announcements go back to this process only.
+ * process's memory, made when a watched run first reports and dropped one TTL after it was
+ * made or last touched (as the Redis log is: redis-log.ts). Announcements go back to this process only.
  */
 import type { LogState, WatchEntry, WatchEvent } from './events';
 import type { Announcement, LogRead, LogSettings, WatchLog } from './log';
@@ -28,7 +28,7 @@ export class MemoryWatchLog implements WatchLog {
     let log = this.live(workflowId, now);
     if (!log) {
       // Seeded from the clock, as the Redis log is: ids go on increasing after a log expired.
-      log = { last: now * 1_000 - 1, state, run: undefined, checkpoint: undefined, entries: [], expiresAt: 0 };
+      log = { last: now * 1_000 - 1, state, run: undefined, checkpoint: undefined, entries: [], expiresAt: now + this.settings.ttlMs };
       this.logs.set(workflowId, log);
     }
     for (const event of events) {
@@ -39,7 +39,6 @@ export class MemoryWatchLog implements WatchLog {
     }
     if (log.entries.length > this.settings.backlog) log.entries.splice(0, log.entries.length - this.settings.backlog);
     log.state = state;
-    log.expiresAt = now + this.settings.ttlMs;
     return Promise.resolve(log.last);
   }
 

@@ -5,10 +5,11 @@
  *   its backlog, a stream `longrun:{wf:<id>}:events` trimmed to the backlog bound, and
  *   its state, a hash `longrun:{wf:<id>}:watch` (last id, state, latest run and checkpoint);
  * - a batch of a run's events is one call of watch-append.lua, which numbers them, keeps
- *   them, renews the TTL and PUBLISHes them on the channel named as the backlog, where every
+ *   them and PUBLISHes them on the channel named as the backlog, where every
  *   replica with watchers of the workflow is SUBSCRIBEd: one message, however many replicas;
  * - announcements of who watches what are PUBLISHed on `longrun:watch:interest`, to which
- *   every replica is subscribed from its start.
+ *   every replica is subscribed from its start; with each, a replica renews the TTL of the
+ *   logs it has watchers of (watch-touch.lua), so a log lives while anyone watches.
  *
  * Pub/sub loses what is published while a subscriber is disconnected; the log does not. A
  * subscriber that (re)connects says hello (every replica announces again at once) and its

@@ -77,7 +77,7 @@ function openStream(req: IncomingMessage, res: ServerResponse): WatchSink {
   // Long-lived: the server's request timeout does not apply to a stream that is open.
   req.socket.setTimeout(0);
   return {
-    write: (text) => void res.write(text),
+    write: (data) => void res.write(data),
     get buffered() {
       return res.writableLength;
     },

@@ -18,13 +18,13 @@
  */
 import type { Metrics } from '../observability/metrics';
 import type { WatchDropReason } from '../core/vocabulary';
-import { KEEPALIVE_FRAME, markedResync, sseFrame, stateAfter, type LogState, type WatchEntry } from './events';
+import { KEEPALIVE_FRAME, frameOf, markedResync, sseFrame, stateAfter, type LogState, type WatchEntry } from './events';
 import type { FeedMember } from './feed';
 import type { LogRead } from './log';
 
 /** The client's side of the stream (the HTTP response, route.ts). */
 export interface WatchSink {
-  write(text: string): void;
+  write(data: string | Buffer): void;
   /** Bytes written that the client has not taken yet. */
   readonly buffered: number;
   /** Resolves once the client took what was buffered, or the stream closed. */
@@ -183,12 +183,12 @@ export class Watcher implements FeedMember {
   private send(entry: WatchEntry): void {
     if (this.last !== undefined && entry.id <= this.last) return;
     const sink = this.sink as WatchSink;
-    let data = entry.data;
     if (entry.kind === 'checkpoint' && this.resyncNext) {
-      data = markedResync(data);
+      sink.write(sseFrame(entry.kind, markedResync(entry.data), entry.id));
       this.resyncNext = false;
+    } else {
+      sink.write(frameOf(entry));
     }
-    sink.write(sseFrame(entry.kind, data, entry.id));
     this.metrics.watchEvent(entry.kind);
     this.last = entry.id;
     this.logState = stateAfter(entry);
