@@ -295,6 +295,36 @@ describe('across segments and replicas', () => {
     expect(await stream.closed).toBe('ended');
   });
 
+  it('what the channel lost while a replica’s subscription was down is read from the log: no gap, no repeat', async () => {
+    const s = await watchStack({ LONGRUN_REPLICA_ID: 'holder' });
+    const peer = await s.peer({ LONGRUN_REPLICA_ID: 'watcher' });
+    const id = newWorkflow();
+    await detached(s, id, [
+      { op: 'checkpoint', text: 'start' },
+      {
+        op: 'repeat',
+        times: 30,
+        steps: [
+          { op: 'checkpoint', text: 'step' },
+          { op: 'wait', ms: 50 },
+        ],
+      },
+      { op: 'checkpoint', text: 'done', status: 'FINISHED' },
+      { op: 'end' },
+    ]);
+    const stream = await watch(peer, id);
+    await stream.waitFor((events) => events.filter((e) => e.event === 'checkpoint').length >= 5, 5_000, 'a few steps');
+    // Every subscriber connection cut (what a Redis restart or a network blip does to them): they reconnect.
+    const killed = (await s.client?.client('KILL', 'TYPE', 'pubsub')) as number;
+    expect(killed).toBeGreaterThan(0);
+    await stream.waitFor(hasIdle, 15_000, 'idle');
+    expect(firstGap(stream.events)).toBeUndefined();
+    const steps = stream.events.filter((e) => e.event === 'checkpoint');
+    expect(steps.at(-1)?.json['newCheckpoint']).toMatchObject({ checkpoint: 'done' });
+    expect(steps.length).toBeGreaterThanOrEqual(26);
+    expect(steps.every((e) => e.json['resync'] === undefined)).toBe(true);
+  });
+
   it('a watch on one replica follows a run on another: the holder is found by its interest, not asked', async () => {
     const s = await watchStack({ LONGRUN_REPLICA_ID: 'holder' });
     const peer = await s.peer({ LONGRUN_REPLICA_ID: 'watcher' });
