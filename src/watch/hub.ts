@@ -69,7 +69,7 @@ export interface WatchRequest {
 }
 
 function storeError(err: unknown): GatewayError {
-  return new GatewayError('LOCK_UNAVAILABLE', 'the watch log is unavailable; retry shortly', { cause: err, retryAfterS: 2 });
+  return new GatewayError('LOCK_UNAVAILABLE', 'the watch log is unavailable; retry shortly', { cause: err });
 }
 
 export class Watch implements RunWatchSource {
@@ -132,12 +132,12 @@ export class Watch implements RunWatchSource {
     const { maxWatchers, maxWatchersPerWorkflow } = this.deps.settings;
     if (this.held >= maxWatchers) {
       this.deps.metrics.capRejection('watchers');
-      throw new GatewayError('CAPACITY_EXHAUSTED', 'this instance holds its maximum of watch streams', { retryAfterS: 5 });
+      throw new GatewayError('CAPACITY_EXHAUSTED', 'this instance holds its maximum of watch streams');
     }
     const ofWorkflow = this.heldByWorkflow.get(workflowId) ?? 0;
     if (ofWorkflow >= maxWatchersPerWorkflow) {
       this.deps.metrics.capRejection('workflow_watchers');
-      throw new GatewayError('CAPACITY_EXHAUSTED', 'this workflow has its maximum of watch streams on this instance', { retryAfterS: 5 });
+      throw new GatewayError('CAPACITY_EXHAUSTED', 'this workflow has its maximum of watch streams on this instance');
     }
     this.held += 1;
     this.heldByWorkflow.set(workflowId, ofWorkflow + 1);
