@@ -249,4 +249,6 @@ export type ClientWordsProof = [
   Within<client.InFlightKind, InFlightKind>,
   Within<AcceptedOn, client.AcceptedOn>,
   Within<client.AcceptedOn, AcceptedOn>,
+  Within<WatchEventKind, client.WatchEventKind>,
+  Within<client.WatchEventKind, WatchEventKind>,
 ];
