@@ -33,9 +33,10 @@ import { stopLatency } from './scenarios/stop-latency';
 import { wsCapacity } from './scenarios/ws-capacity';
 import { wsFrames } from './scenarios/ws-frames';
 import { wsResume } from './scenarios/ws-resume';
+import { watch } from './scenarios/watch';
 import { createBenchEnv } from './processes/stack';
 
-const scenarios: Scenario[] = [capacity, wsCapacity, accept, relay, drain, stopLatency, dispatcherHold, scale, wsResume, wsFrames];
+const scenarios: Scenario[] = [capacity, wsCapacity, accept, relay, drain, stopLatency, dispatcherHold, scale, wsResume, wsFrames, watch];
 
 function usage(): string {
   const lines = scenarios.map((s) => `  ${s.name.padEnd(16)} --runs: ${s.sizes} (default ${s.defaultRuns})${s.onlyWhenNamed ? '; only with --scenario' : ''}`);

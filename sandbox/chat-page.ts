@@ -1,6 +1,7 @@
 /**
  * The sandbox's web chat page (GET /-/sandbox/chat on the gateway's main listener): a
- * browser client of the WebSocket route, same-origin with it, so the gateway's Origin
+ * browser client of the WebSocket route and of the watch route (its runs view follows any
+ * run in flight, detached ones included), same-origin with them, so the gateway's Origin
  * check lets it in as it would GitLab's own web chat. Mounted by the sandbox only, through
  * GatewayOptions.sandboxRoutes (src/main.ts); a gateway with an owner serves no page.
  *
@@ -22,6 +23,18 @@ export const CHAT_PATH = '/-/sandbox/chat';
  * run (docs/spec.md §12); the page then reconnects with a resume start. Sandbox only.
  */
 export const DROP_PATH = '/-/sandbox/drop';
+/**
+ * GET /-/sandbox/runs: what /runs on the ops listener lists (the runs in flight, each with
+ * its watchers), on the page's own origin: the page lists them and follows any of them
+ * over the watch route (docs/spec.md §14). Sandbox only.
+ */
+export const RUNS_PATH = '/-/sandbox/runs';
+
+/** Where the runs view reads the runs in flight: the gateway's, once it started (empty before). */
+export interface RunsSource {
+  list(): unknown[];
+}
+
 /**
  * The cookie the page sets, naming its workflow, before it opens a WebSocket: the browser
  * sends it with the upgrade, which is how the drop route finds that workflow's connection.
@@ -82,9 +95,12 @@ function cookie(header: string | undefined, name: string): string | undefined {
   return undefined;
 }
 
-export function chatRoutes(): express.Router {
+export function chatRoutes(runs: RunsSource): express.Router {
   const router = express.Router();
   const upgrades = new UpgradeWatch();
+  router.get(RUNS_PATH, (_req, res) => {
+    res.set('Cache-Control', 'no-store').json({ runs: runs.list() });
+  });
   router.post(DROP_PATH, (req, res) => {
     upgrades.watch(req);
     const workflowId = typeof req.query['workflow'] === 'string' ? req.query['workflow'] : '';

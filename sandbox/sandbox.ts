@@ -1,9 +1,10 @@
 /**
  * The sandbox (docs/spec.md §9): with no LONGRUN_OWNER_URL, `npm start` runs a simulated owner
  * and a simulated workflow service on loopback in the same process, and points the
- * gateway at them. Runs are detached by default, so the printed curl returns a 202. The
- * gateway also serves the sandbox's web chat page (chat-page.ts), a browser client of the
- * WebSocket route.
+ * gateway at them. Runs are detached by default, so the printed curl returns a 202; the
+ * second printed curl follows that run live (docs/spec.md §14). The gateway also serves the
+ * sandbox's web chat page (chat-page.ts), a browser client of the WebSocket route whose runs
+ * view follows any run in flight.
  */
 import { randomBytes } from 'node:crypto';
 import type { RequestHandler } from 'express';
@@ -19,6 +20,8 @@ export interface Sandbox {
   workflow: WorkflowServiceSimulator;
   /** The sandbox's pages, for the gateway's main listener (GatewayOptions.sandboxRoutes). */
   routes: RequestHandler;
+  /** Where the page's runs view reads the runs in flight (the gateway's /runs list), once the gateway started. */
+  showRuns(list: () => unknown[]): void;
   /** What `npm start` prints once the gateway listens: a curl to start a run, the chat page. */
   banner(mainUrl: string, opsUrl: string): string;
   close(): Promise<void>;
@@ -45,33 +48,55 @@ export async function startSandbox(config: EnvConfig): Promise<Sandbox> {
   // The WebSocket route's preauth names an actor, as Rails' does: only a start of the same
   // actor may re-attach to a run parked by a lost connection (docs/spec.md §12).
   owner.configure(WEBSOCKET_PREAUTH, { actorId: SANDBOX_ACTOR });
+  const runs = { list: (): unknown[] => [] };
   return {
     config: { ...config, ownerUrl: new URL(owner.url), secret },
     owner,
     workflow,
-    routes: chatRoutes(),
+    routes: chatRoutes(runs),
+    showRuns: (list) => {
+      runs.list = list;
+    },
     banner: (mainUrl, opsUrl) =>
       `\nlongrun sandbox is up: gateway ${mainUrl}, ops ${opsUrl}\n` +
       `Start a detached run:\n\n  ${sandboxCurl(mainUrl)}\n\n` +
-      `Or chat over the WebSocket route in a browser: ${chatUrl(mainUrl)}\n\n` +
-      `Then watch it: curl -s ${opsUrl}/runs\n\n`,
+      `Follow it live (Server-Sent Events, until it is idle):\n\n  ${sandboxFollowCurl(mainUrl)}\n\n` +
+      `Or chat over the WebSocket route, and follow any run in flight, in a browser: ${chatUrl(mainUrl)}\n\n` +
+      `The runs in flight: curl -s ${opsUrl}/runs\n\n`,
     close: async () => {
       await Promise.allSettled([owner.close(), workflow.close()]);
     },
   };
 }
 
-/** A ready-to-paste curl that starts a detached sandbox run with a small scenario. */
-export function sandboxCurl(mainUrl: string, workflowId = '1'): string {
-  const body = JSON.stringify({
+/**
+ * The turn the sandbox's curl starts: a checkpoint, a relayed request, then a few seconds
+ * of work with a checkpoint every few seconds — time to paste the second curl, or to
+ * follow it from the page, and see it live.
+ */
+export function sandboxTurn(): { goal: string; workflowMetadata: string } {
+  return {
     goal: 'say hello',
     workflowMetadata: scenarioMetadata([
       { op: 'checkpoint', text: 'thinking' },
       { op: 'http', method: 'GET', path: '/api/v4/projects/1' },
-      { op: 'wait', ms: 2_000 },
+      { op: 'wait', ms: 3_000 },
+      { op: 'checkpoint', text: 'read the project' },
+      { op: 'wait', ms: 3_000 },
+      { op: 'checkpoint', text: 'wrote the answer' },
+      { op: 'wait', ms: 3_000 },
       { op: 'checkpoint', text: 'done', status: 'FINISHED' },
       { op: 'end' },
     ]),
-  });
-  return `curl -sS -X POST '${mainUrl}/api/v4/ai/duo_workflows/workflows/${workflowId}/execute' -H 'Content-Type: application/json' --data '${body}'`;
+  };
+}
+
+/** A ready-to-paste curl that starts a detached sandbox run (sandboxTurn). */
+export function sandboxCurl(mainUrl: string, workflowId = '1'): string {
+  return `curl -sS -X POST '${mainUrl}/api/v4/ai/duo_workflows/workflows/${workflowId}/execute' -H 'Content-Type: application/json' --data '${JSON.stringify(sandboxTurn())}'`;
+}
+
+/** A ready-to-paste curl that follows that workflow's runs as Server-Sent Events (docs/spec.md §14). */
+export function sandboxFollowCurl(mainUrl: string, workflowId = '1'): string {
+  return `curl -N '${mainUrl}/api/v4/ai/duo_workflows/workflows/${workflowId}/events'`;
 }

@@ -9,6 +9,9 @@
  *                                                         agent_context_usage, by default {"<definition>":{...}} with
  *                                                         1 000 tokens per checkpoint so far of 200 000; {} sends none
  *                                                         "bytes":N pads the text to N bytes (large checkpoints)
+ *                                                         "stamp":true appends "@<epoch ms>" (fractional: the time
+ *                                                         origin of the simulator's process plus its monotonic clock)
+ *                                                         as it is sent, to measure latency to a reader elsewhere
  *   {"op":"http","method":"GET","path":"/api/v4/...","body":"..."}
  *                                                         request runHTTPRequest, await and record the httpResponse
  *   {"op":"mcp","name":"tool","args":"{}"}                 request runMCPTool, await and record the answer
@@ -100,7 +103,15 @@ interface Answered {
 }
 
 export type Step =
-  | { op: 'checkpoint'; text?: string; status?: string; errors?: string[]; usage?: Record<string, { total_tokens?: number; max_tokens?: number }>; bytes?: number }
+  | {
+      op: 'checkpoint';
+      text?: string;
+      status?: string;
+      errors?: string[];
+      usage?: Record<string, { total_tokens?: number; max_tokens?: number }>;
+      bytes?: number;
+      stamp?: boolean;
+    }
   | ({ op: 'http'; method?: string; path: string; body?: string } & Answered)
   | ({ op: 'mcp'; name: string; args?: string } & Answered)
   | ({ op: 'unsupported'; kind?: string } & Answered)
@@ -149,6 +160,7 @@ const stepSchema: z.ZodType<Step> = z.lazy(() =>
       errors: z.array(z.string()).optional(),
       usage: z.record(z.string(), z.object({ total_tokens: z.number().int().optional(), max_tokens: z.number().int().optional() })).optional(),
       bytes: z.number().int().min(0).max(4_000_000).optional(),
+      stamp: z.boolean().optional(),
     }),
     z.object({ op: z.literal('http'), method: z.string().optional(), path: z.string(), body: z.string().optional(), answerWithinMs }),
     z.object({ op: z.literal('mcp'), name: z.string(), args: z.string().optional(), answerWithinMs }),

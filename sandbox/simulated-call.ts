@@ -292,7 +292,7 @@ export class SimulatedCall {
       case 'checkpoint':
         await this.checkpoint({
           status: step.status ?? 'RUNNING',
-          checkpoint: step.bytes === undefined ? (step.text ?? '') : (step.text ?? '').padEnd(step.bytes, 'x'),
+          checkpoint: `${step.bytes === undefined ? (step.text ?? '') : (step.text ?? '').padEnd(step.bytes, 'x')}${step.stamp ? `@${(performance.timeOrigin + performance.now()).toFixed(3)}` : ''}`,
           goal: this.record?.startRequest.goal ?? '',
           errors: step.errors ?? [],
           agent_context_usage: step.usage ?? defaultUsage(this.record?.startRequest, this.checkpoints + 1),

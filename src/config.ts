@@ -80,6 +80,20 @@ export interface Config {
   wsBacklogBudgetBytes: number;
   /** WebSocket sessions at once in this process (503 before the upgrade when full). */
   maxWsSessions: number;
+  /**
+   * Following a run (docs/spec.md §14): after a resumable end, how long a watch stream waits
+   * for the workflow's next run before it ends with `idle`.
+   */
+  watchIdleMs: number;
+  /** A comment line on every watch stream this often (proxies and browsers keep it open). */
+  watchKeepaliveMs: number;
+  /** Bytes a watcher may leave unread; past them it is dropped (it resumes by Last-Event-ID). */
+  watchBufferBytes: number;
+  /** Events of a watched workflow kept for watchers that resume (Last-Event-ID, ?after=). */
+  watchBacklogEvents: number;
+  /** Watch streams of one workflow on this replica, and of the whole process (503 past either). */
+  maxWatchersPerWorkflow: number;
+  maxWatchers: number;
   preauthTimeoutMs: number;
   relayTimeoutMs: number;
   /** Deadline of one MCP tool call. */
@@ -390,6 +404,14 @@ export function loadConfig(env: Env = process.env): EnvConfig {
     wsAllowedOrigins: read(env, 'LONGRUN_WS_ALLOWED_ORIGINS', originList, 'a comma-separated list of origins (scheme://host[:port])', []),
     trustForwardedHost: read(env, 'LONGRUN_TRUST_FORWARDED_HOST', flag, 'true or false', false),
     maxWsSessions: read(env, 'LONGRUN_MAX_WS_SESSIONS', count, 'a non-negative integer', 10_000),
+    watchIdleMs: read(env, 'LONGRUN_WATCH_IDLE_MS', durationMs, 'a positive integer number of milliseconds', 120_000),
+    // 20 s: under the 60 s idle timeout of common proxies (nginx's proxy_read_timeout), as the ndjson keepalive.
+    watchKeepaliveMs: read(env, 'LONGRUN_WATCH_KEEPALIVE_MS', durationMs, 'a positive integer number of milliseconds', 20_000),
+    // 1 MiB: a few checkpoints; ten thousand watchers all stalled hold at most 10 GiB, most hold nothing.
+    watchBufferBytes: read(env, 'LONGRUN_WATCH_BUFFER_BYTES', z.coerce.number().int().min(1), 'a positive integer number of bytes', 1024 * 1024),
+    watchBacklogEvents: read(env, 'LONGRUN_WATCH_BACKLOG_EVENTS', z.coerce.number().int().min(1).max(1_000_000), 'an integer from 1 to 1000000', 512),
+    maxWatchersPerWorkflow: read(env, 'LONGRUN_MAX_WATCHERS_PER_WORKFLOW', count, 'a non-negative integer', 100),
+    maxWatchers: read(env, 'LONGRUN_MAX_WATCHERS', count, 'a non-negative integer', 10_000),
     wsResumeWindowMs: read(env, 'LONGRUN_WS_RESUME_WINDOW_MS', nonNegativeMs, 'a non-negative integer number of milliseconds (0 = off)', 60_000),
     wsBacklogBytes: read(env, 'LONGRUN_WS_BACKLOG_BYTES', count, 'a non-negative integer number of bytes', 8 * 1024 * 1024),
     // 32 full backlogs: a pod's parked runs hold at most this much of what the service

@@ -19,7 +19,7 @@ import { MemoryBackend } from './coordination/memory-backend';
 import { RedisBackend } from './coordination/redis-backend';
 import { StopWatcher } from './coordination/stop-watcher';
 import { createMainListener } from './http/main-app';
-import { createOpsApp } from './http/ops-app';
+import { createOpsApp, listRuns } from './http/ops-app';
 import { WebSocketRoute } from './websocket/route';
 import type { ParkedRuns } from './websocket/client-run';
 import { BacklogBudget } from './websocket/backlog-budget';
@@ -32,6 +32,10 @@ import { RunRegistry } from './run/registry';
 import { RunLimits } from './run/run-limits';
 import { StopReasons } from './run/stop-reasons';
 import { ChannelPool } from './workflow/channel-pool';
+import { INTEREST_TTL_MS, Watch } from './watch/hub';
+import type { WatchLog } from './watch/log';
+import { MemoryWatchLog } from './watch/memory-log';
+import { RedisWatchLog } from './watch/redis-log';
 
 export type GatewayState = 'serving' | 'draining' | 'closed';
 
@@ -62,6 +66,8 @@ interface GatewayParts {
   opsServer: http.Server;
   /** The WebSocket sessions of the main listener (docs/spec.md §11). */
   websockets: WebSocketRoute;
+  /** Following runs (docs/spec.md §14). */
+  watch: Watch;
   /** Bounds segment-end callbacks; aborted when the drain's budget is spent. */
   callbackBudget: AbortController;
 }
@@ -176,6 +182,26 @@ function connectBridges(config: Config, backend: CoordinationBackend, parked: Pa
   });
 }
 
+/**
+ * Where watched workflows' events are kept (docs/spec.md §14): Redis, shared by the replicas,
+ * or this process's memory without it. A log lives one announcement TTL past its last use.
+ */
+function watchLogOf(config: Config, logger: Logger): WatchLog {
+  const settings = { ttlMs: INTEREST_TTL_MS, backlog: config.watchBacklogEvents };
+  if (!config.redis) return new MemoryWatchLog(settings);
+  let warned = false;
+  return new RedisWatchLog(
+    config.redis,
+    config.replicaId,
+    { ...settings, commandTimeoutMs: config.redisCommandTimeoutMs, connectTimeoutMs: config.redisConnectTimeoutMs },
+    // The coordination backend logs each outage; this connection's errors are said once.
+    (err) => {
+      if (!warned) logger.warn({ err: err.message }, 'watch log: redis connection error (watch streams answer 503 until it heals)');
+      warned = true;
+    },
+  );
+}
+
 export class Gateway {
   private state: GatewayState = 'serving';
   private draining: Promise<void> | undefined;
@@ -204,6 +230,16 @@ export class Gateway {
 
   get backend(): CoordinationBackend {
     return this.parts.backend;
+  }
+
+  /** Following runs (docs/spec.md §14). */
+  get watch(): Watch {
+    return this.parts.watch;
+  }
+
+  /** What /runs lists: the runs in flight here, each with its workflow's watchers. */
+  runs(): ReturnType<typeof listRuns> {
+    return listRuns({ registry: this.parts.registry, watchersOf: (id) => this.parts.watch.watchersOf(id) });
   }
 
   /** Starts both listeners. Throws when a listener cannot bind (everything made so far is closed). */
@@ -293,6 +329,24 @@ export class Gateway {
       logger.info({ service_allowlist: config.workflowInfraStopReasons, ...stopReasons.infraWords }, 'stop words in force (LONGRUN_WORKFLOW_INFRA_STOP_REASONS)');
       const runLimits = own('run limits', new RunLimits(config.runLimitMs), (l) => l.close());
       const isDraining = (): boolean => gateway?.state !== 'serving';
+      const watch = own(
+        'watch',
+        new Watch({
+          log: watchLogOf(config, logger),
+          registry,
+          backend,
+          metrics,
+          replicaId: config.replicaId,
+          settings: {
+            idleMs: config.watchIdleMs,
+            keepaliveMs: config.watchKeepaliveMs,
+            bufferBytes: config.watchBufferBytes,
+            maxWatchers: config.maxWatchers,
+            maxWatchersPerWorkflow: config.maxWatchersPerWorkflow,
+          },
+        }),
+        (w) => w.close(),
+      );
       const launcher = new Launcher({
         config,
         channels,
@@ -312,6 +366,7 @@ export class Gateway {
         runLimits,
         stopReasons,
         callbackSignal: callbackBudget.signal,
+        watch,
       });
       const mainListener = createMainListener({
         launcher,
@@ -323,6 +378,7 @@ export class Gateway {
         backend,
         stopKeyTtlMs: config.stopKeyTtlMs,
         sandboxRoutes: options.sandboxRoutes,
+        watch,
       });
       const parked: ParkedRuns = new Map();
       const bridges = config.redis && config.wsResumeWindowMs > 0 ? own('bridges', connectBridges(config, backend, parked, metrics, logger), (b) => b.close()) : undefined;
@@ -353,16 +409,23 @@ export class Gateway {
       mainServer.requestTimeout = 0;
       mainServer.headersTimeout = 60_000;
       mainServer.keepAliveTimeout = 5_000;
-      const opsServer = own('ops listener', await listen(createOpsApp({ metrics, registry, isDraining }), config.opsListen), closeServer, (server) => server.closeAllConnections());
+      const opsServer = own(
+        'ops listener',
+        await listen(createOpsApp({ metrics, registry, isDraining, watchersOf: (id) => watch.watchersOf(id) }), config.opsListen),
+        closeServer,
+        (server) => server.closeAllConnections(),
+      );
       // Closed first (the list closes last-in first): callbacks stop waiting, runs still in
       // flight are cancelled — a listener waits for its open blocking streams to end, and
       // a run's teardown needs the backend and the owner client, closed after.
       own('runs in flight', registry, (r) => r.cancelAll());
       // An upgraded socket is no longer the listener's to close.
       own('websocket sessions', websockets, (w) => w.terminateAll());
+      // Before the main listener's close, which waits for its open responses: a watch stream never ends by itself.
+      own('watch streams', watch, (w) => w.endAll('closing'));
       own('callback budget', callbackBudget, (c) => c.abort());
       gateway = new Gateway(
-        { config, logger, metrics, registry, owner, channels, backend, leases, stopWatcher, launcher, stopReasons, mainServer, opsServer, websockets, callbackBudget },
+        { config, logger, metrics, registry, owner, channels, backend, leases, stopWatcher, launcher, stopReasons, mainServer, opsServer, websockets, watch, callbackBudget },
         closables,
       );
     } catch (err) {

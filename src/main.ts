@@ -37,6 +37,7 @@ async function main(): Promise<void> {
     logger.info({ owner: sandbox.owner.url, workflow_service: sandbox.workflow.address }, 'sandbox: simulated owner and workflow service started');
   }
   const gateway = await Gateway.start(config, { logger, sandboxRoutes: sandbox?.routes });
+  sandbox?.showRuns(() => gateway.runs());
 
   let signals = 0;
   const onSignal = (signal: NodeJS.Signals): void => {

@@ -158,8 +158,11 @@ export type CallbackResult = (typeof callbackResults)[number];
 export const connectionErrorTypes = ['preauth', 'bad_request', 'lock', 'capacity', 'stream_open', 'rejected', 'client_gone', 'internal'] as const;
 export type ConnectionErrorType = (typeof connectionErrorTypes)[number];
 
-/** Which cap refused an execute. */
-export const capKinds = ['process', 'actor', 'websocket'] as const;
+/**
+ * Which cap refused an execute, a session or a watch: detached runs of the process, runs of
+ * an actor, WebSocket sessions of the process, watchers of the process or of one workflow.
+ */
+export const capKinds = ['process', 'actor', 'websocket', 'watchers', 'workflow_watchers'] as const;
 export type CapKind = (typeof capKinds)[number];
 
 /** Lock operations and their results; only the pairs in `lockOutcomes` happen. */
@@ -214,6 +217,26 @@ export type McpDiscoveryFailure = (typeof mcpDiscoveryFailures)[number];
 export const parkEndReasons = ['expired', 'backlog_full', 'backlog_budget', 'taken_over'] as const;
 export type ParkEndReason = (typeof parkEndReasons)[number];
 
+/**
+ * What a run reports to those who follow its workflow (docs/spec.md §14), the `event:` of each
+ * Server-Sent Event of the watch route, in its per-workflow log: a run took the workflow, a
+ * checkpoint, an action served or passed on, a WebSocket run parked or re-attached, the
+ * segment's end.
+ */
+export const watchLogKinds = ['run', 'checkpoint', 'action', 'parked', 'attached', 'end'] as const;
+export type WatchLogKind = (typeof watchLogKinds)[number];
+/** Every event a watcher is sent: the log's, and `idle` (no run in flight and none came: the stream ends). */
+export const watchEventKinds = [...watchLogKinds, 'idle'] as const;
+export type WatchEventKind = (typeof watchEventKinds)[number];
+
+/**
+ * Why the gateway ended a watch stream before `idle`: the watcher took too little of what
+ * was sent (`slow`: its buffer passed LONGRUN_WATCH_BUFFER_BYTES), the process drains
+ * (`drain`) or closes (`closing`). The client resumes with Last-Event-ID.
+ */
+export const watchDropReasons = ['slow', 'drain', 'closing'] as const;
+export type WatchDropReason = (typeof watchDropReasons)[number];
+
 /** The words shared with @longrun/client are the same words on both sides (type-proof.ts). */
 export type ClientWordsProof = [
   Within<(typeof resumableSegmentEndReasons)[number], client.ResumableSegmentEndReason>,
@@ -226,4 +249,6 @@ export type ClientWordsProof = [
   Within<client.InFlightKind, InFlightKind>,
   Within<AcceptedOn, client.AcceptedOn>,
   Within<client.AcceptedOn, AcceptedOn>,
+  Within<WatchEventKind, client.WatchEventKind>,
+  Within<client.WatchEventKind, WatchEventKind>,
 ];

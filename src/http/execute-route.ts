@@ -14,11 +14,12 @@ import { callerOf } from '../core/caller';
 import { GatewayError } from '../core/errors';
 import type { Logger } from '../core/log';
 import type { Metrics } from '../observability/metrics';
-import type { OwnerClient, PreauthResult } from '../owner/owner-client';
+import type { OwnerClient, PreauthDenial } from '../owner/owner-client';
 import type { AuthorizedStart, Launcher } from '../run/launcher';
 import { decodeStartRequest } from '../run/start-request';
 import { transportLabels, type Transport } from '../core/vocabulary';
 import { streamEndToError } from '../workflow/grpc-errors';
+import { passDenial } from './denial-response';
 import { sendError } from './error-response';
 import { sendJson } from './json-response';
 import { NdjsonResponse } from './ndjson-response';
@@ -107,11 +108,8 @@ function asClientGone(err: unknown): GatewayError {
 }
 
 /** The owner's own refusal, passed through: status, end-to-end headers, first 32 KiB of body. */
-function sendDenial(deps: ExecuteRouteDeps, res: ServerResponse, denial: Extract<PreauthResult, { kind: 'denied' }>): Answer {
-  res.statusCode = denial.status;
-  for (const [name, value] of Object.entries(denial.headers)) res.setHeader(name, value);
-  res.setHeader('X-Longrun-Error-Code', 'PREAUTH_DENIED');
-  res.end(denial.body);
+function sendDenial(deps: ExecuteRouteDeps, res: ServerResponse, denial: PreauthDenial): Answer {
+  passDenial(res, denial);
   deps.metrics.connectionError('blocking', 'preauth');
   return { reason: 'PREAUTH_DENIED' };
 }

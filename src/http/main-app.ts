@@ -19,8 +19,12 @@ import { createInternalRouter } from './internal-routes';
 import { assignRequestId, requestIdFrom, requestIdMiddleware } from './request-id';
 import { originFormOnly } from './request-target';
 import { WEBSOCKET_PATH } from '../websocket/route';
+import type { Watch } from '../watch/hub';
+import { WATCH_PATH, watchRoute } from '../watch/route';
 
 export interface MainAppDeps extends ExecuteRouteDeps {
+  /** Following runs (docs/spec.md §14). */
+  watch: Watch;
   secret: Uint8Array;
   backend: CoordinationBackend;
   stopKeyTtlMs: number;
@@ -70,6 +74,7 @@ function createMainApp(deps: MainAppDeps): express.Express {
     });
     next();
   });
+  app.get(WATCH_PATH, watchRoute({ watch: deps.watch, owner: deps.owner, checkServing: () => deps.launcher.checkServing(), logger: deps.logger }));
   app.use('/internal', createInternalRouter({ secret: deps.secret, backend: deps.backend, logger: deps.logger, stopKeyTtlMs: deps.stopKeyTtlMs }));
   if (deps.sandboxRoutes) app.use(deps.sandboxRoutes);
   app.use((req, res) => {

@@ -1,19 +1,26 @@
 /**
  * The ops listener (docs/spec.md §1): /metrics, /-/liveness, /-/readiness (503 while draining),
- * /runs (this process's runs in flight). Like the main listener, every response carries
+ * /runs (this process's runs in flight, each with its workflow's watchers). Like the main listener, every response carries
  * X-Request-Id and anything unmatched is a JSON 404.
  */
 import express from 'express';
 import { GatewayError } from '../core/errors';
 import { collectAndMeasure, compactAndMeasure } from '../core/memory-snapshot';
 import type { Metrics } from '../observability/metrics';
-import type { RunRegistry } from '../run/registry';
+import type { RunInfo, RunRegistry } from '../run/registry';
 import { requestIdMiddleware } from './request-id';
 
 export interface OpsContext {
   metrics: Metrics;
   registry: RunRegistry;
   isDraining(): boolean;
+  /** Watchers of a workflow on every replica (docs/spec.md §14); none when absent. */
+  watchersOf?(workflowId: string): number;
+}
+
+/** What /runs lists: this process's runs in flight, each with its workflow's watchers. */
+export function listRuns(ctx: Pick<OpsContext, 'registry' | 'watchersOf'>): Array<RunInfo & { watchers: number }> {
+  return ctx.registry.list().map((run) => ({ ...run, watchers: ctx.watchersOf?.(run.workflow_id) ?? 0 }));
 }
 
 export function createOpsApp(ctx: OpsContext): express.Express {
@@ -36,7 +43,7 @@ export function createOpsApp(ctx: OpsContext): express.Express {
     else res.json({ status: 'ok' });
   });
   app.get('/runs', (_req, res) => {
-    res.json({ runs: ctx.registry.list() });
+    res.json({ runs: listRuns(ctx) });
   });
   // Benchmarks measure memory per run after a full GC (`?compact`: a compacting one, as on
   // a low-memory notification); only a process started with --expose-gc has one to offer,

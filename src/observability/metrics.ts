@@ -43,6 +43,10 @@ import {
   type RelayErrorType,
   type StopOutcome,
   type Transport,
+  type WatchDropReason,
+  type WatchEventKind,
+  watchDropReasons,
+  watchEventKinds,
 } from '../core/vocabulary';
 import { actionKinds } from '../workflow/contract';
 
@@ -351,6 +355,36 @@ export class Metrics {
     labelNames: ['connection', 'event'],
     registers: [this.registry],
   });
+  readonly watchersOpen = new Gauge({
+    name: 'longrun_watchers_open',
+    help: 'Watch streams (GET …/workflows/:id/events, docs/spec.md §14) open now.',
+    registers: [this.registry],
+  });
+  private readonly watchEventTally = new Tally();
+  readonly watchEvents: Counter = new Counter({
+    name: 'longrun_watch_events_sent_total',
+    help: 'Events written to watch streams, by kind (one per watcher: an event two watchers get counts twice).',
+    labelNames: ['kind'],
+    registers: [this.registry],
+    collect: () => this.watchEventTally.flushInto(this.watchEvents),
+  });
+  readonly watchersDropped = new Counter({
+    name: 'longrun_watchers_dropped_total',
+    help: 'Watch streams the gateway ended before idle, by why (slow: its buffer passed LONGRUN_WATCH_BUFFER_BYTES; drain; closing). The client resumes by Last-Event-ID.',
+    labelNames: ['why'],
+    registers: [this.registry],
+  });
+  readonly watchResyncs = new Counter({
+    name: 'longrun_watch_resyncs_total',
+    help: 'Watch streams resumed from an id older than the backlog (or across lost events): they went on from the latest checkpoint, marked resync.',
+    registers: [this.registry],
+  });
+  readonly watchAppends = new Counter({
+    name: 'longrun_watch_appends_total',
+    help: "Batches of a watched run's events written to its workflow's log, by result (error: the events were lost; the next checkpoint is marked resync).",
+    labelNames: ['result'],
+    registers: [this.registry],
+  });
   readonly buildInfo = new Gauge({ name: 'longrun_build_info', help: 'Always 1; the version label says which longrun runs.', labelNames: ['version'], registers: [this.registry] });
 
   constructor(options: { defaultMetrics?: boolean } = {}) {
@@ -395,6 +429,10 @@ export class Metrics {
       for (const reason of mcpDiscoveryFailures) this.mcpDiscoveryFailures.inc({ server_kind: kind, reason }, 0);
     }
     for (const connection of redisConnections) for (const event of redisEvents) this.redisEvents.inc({ connection, event }, 0);
+    for (const why of watchDropReasons) this.watchersDropped.inc({ why }, 0);
+    for (const kind of watchEventKinds) this.watchEvents.inc({ kind }, 0);
+    for (const result of ['ok', 'error']) this.watchAppends.inc({ result }, 0);
+    this.watchersOpen.set(0);
     this.draining.set(0);
     this.drainDeadline.set(0);
     this.buildInfo.set({ version }, 1);
@@ -504,6 +542,16 @@ export class Metrics {
 
   capRejection(cap: CapKind): void {
     this.capRejections.inc({ cap: oneOf(cap, capKinds) });
+  }
+
+  /** An event written to one watch stream. */
+  watchEvent(kind: WatchEventKind): void {
+    this.watchEventTally.add(kind, () => ({ kind: oneOf(kind, watchEventKinds) }));
+  }
+
+  /** A watch stream the gateway ended before idle. */
+  watcherDropped(why: WatchDropReason): void {
+    this.watchersDropped.inc({ why: oneOf(why, watchDropReasons) });
   }
 
   redisEvent(connection: RedisConnection, event: RedisEvent): void {

@@ -12,7 +12,7 @@ import type { CallbackResult } from '../core/vocabulary';
 import { gitlabWorkhorseHeader, userAgent } from '../core/version';
 import { JwtSigner } from '../core/jwt';
 import { passedOnDenialHeaders } from './http-headers';
-import { DENIAL_BODY_LIMIT, PREAUTH_CONTENT_TYPE, forwardedHeaders, preauthSchema, websocketPreauthSchema, type PreauthAnswer } from './preauth';
+import { DENIAL_BODY_LIMIT, PREAUTH_CONTENT_TYPE, forwardedHeaders, preauthSchema, watchPreauthSchema, websocketPreauthSchema, type PreauthAnswer } from './preauth';
 import { OwnerCall, type CallEnd, type OwnerCallOptions } from './owner-call';
 import { relayResult, type RelayResult } from './relay-call';
 import { checkRelayPath } from './relay-path';
@@ -53,21 +53,22 @@ export interface OwnerClientOptions {
   jwtRefreshMs: number;
 }
 
+/** The owner's refusal of a preauth, to pass on to the caller. */
+export interface PreauthDenial {
+  kind: 'denied';
+  status: number;
+  /** The first 32 KiB of the owner's body. */
+  body: Buffer;
+  /**
+   * The owner's end-to-end headers to pass on (Content-Type, WWW-Authenticate,
+   * Retry-After, Location, Set-Cookie …), canonical names, repeated ones as arrays;
+   * without hop-by-hop headers, Content-Length and X-Request-Id.
+   */
+  headers: Record<string, string | string[]>;
+}
+
 /** What the preauth decided: a run may start (answer), or the caller gets the owner's refusal. */
-export type PreauthResult =
-  | { kind: 'authorized'; answer: PreauthAnswer }
-  | {
-      kind: 'denied';
-      status: number;
-      /** The first 32 KiB of the owner's body. */
-      body: Buffer;
-      /**
-       * The owner's end-to-end headers to pass on (Content-Type, WWW-Authenticate,
-       * Retry-After, Location, Set-Cookie …), canonical names, repeated ones as arrays;
-       * without hop-by-hop headers, Content-Length and X-Request-Id.
-       */
-      headers: Record<string, string | string[]>;
-    };
+export type PreauthResult = { kind: 'authorized'; answer: PreauthAnswer } | PreauthDenial;
 
 export interface RelayRequest {
   method: string;
@@ -81,6 +82,11 @@ export interface RelayRequest {
   signal: AbortSignal;
   /** X-Forwarded-For to send: the caller's chain plus the caller's address (caller.ts forwardedForOf). */
   forwardedFor?: string;
+}
+
+/** PREAUTH_INVALID for an answer its schema refused, at its first issue. */
+function malformed(issue: { path: PropertyKey[]; message: string } | undefined): GatewayError {
+  return new GatewayError('PREAUTH_INVALID', `owner preauth answer is malformed at ${issue?.path.join('.') || '(root)'}: ${issue?.message ?? 'invalid'}`);
 }
 
 function headerValue(value: string | string[] | undefined): string | undefined {
@@ -119,6 +125,43 @@ export class OwnerClient {
     signal?: AbortSignal,
     route: 'execute' | 'websocket' = 'execute',
   ): Promise<PreauthResult> {
+    const asked = await this.askOwner(method, originalUrl, headers, requestId, signal);
+    if (asked.kind === 'denied') return asked;
+    const parsed = (route === 'websocket' ? websocketPreauthSchema : preauthSchema).safeParse(asked.json);
+    if (!parsed.success) throw malformed(parsed.error.issues[0]);
+    return { kind: 'authorized', answer: parsed.data };
+  }
+
+  /**
+   * Asks the owner whether the caller may follow `workflowId` (docs/spec.md §14): a GET of the
+   * watch route's path and query, as preauthorize asks. Authorized when the owner answers a
+   * preauth (watchPreauthSchema); its refusal is passed on. Throws as preauthorize does, and
+   * PREAUTH_INVALID when the answer names another workflow.
+   */
+  async authorizeWatch(originalUrl: string, headers: IncomingHttpHeaders, requestId: string, workflowId: string, signal?: AbortSignal): Promise<PreauthDenial | undefined> {
+    const asked = await this.askOwner('GET', originalUrl, headers, requestId, signal);
+    if (asked.kind === 'denied') return asked;
+    const parsed = watchPreauthSchema.safeParse(asked.json);
+    if (!parsed.success) throw malformed(parsed.error.issues[0]);
+    const named = parsed.data.DuoWorkflow?.WorkflowID;
+    if (named !== undefined && named !== null && named !== workflowId)
+      throw new GatewayError('PREAUTH_INVALID', 'owner preauth answer names another workflow than the one watched');
+    return undefined;
+  }
+
+  /**
+   * One preauth request: same method, path and query rebased on the owner URL, no body,
+   * filtered headers plus Gitlab-Workhorse and the JWT. A non-200 is the owner's refusal;
+   * a 200 must be of the preauth content type and JSON. Throws GatewayError
+   * OWNER_UNAVAILABLE (unreachable, deadline) or PREAUTH_INVALID.
+   */
+  private async askOwner(
+    method: string,
+    originalUrl: string,
+    headers: IncomingHttpHeaders,
+    requestId: string,
+    signal: AbortSignal | undefined,
+  ): Promise<PreauthDenial | { kind: 'answered'; json: unknown }> {
     const end = await this.call(
       { signal, timeoutMs: this.options.preauthTimeoutMs, bodyLimit: (status) => (status === 200 ? PREAUTH_ANSWER_LIMIT : DENIAL_BODY_LIMIT) },
       (jwt) => ({
@@ -147,18 +190,11 @@ export class OwnerClient {
     if (!contentType || contentType.split(';')[0]?.trim().toLowerCase() !== PREAUTH_CONTENT_TYPE) {
       throw new GatewayError('PREAUTH_INVALID', `owner preauth answer has content type ${contentType ?? '(none)'}, expected ${PREAUTH_CONTENT_TYPE}`);
     }
-    let json: unknown;
     try {
-      json = JSON.parse(end.body.toString('utf8'));
+      return { kind: 'answered', json: JSON.parse(end.body.toString('utf8')) };
     } catch (err) {
       throw new GatewayError('PREAUTH_INVALID', 'owner preauth answer is not valid JSON', { cause: err });
     }
-    const parsed = (route === 'websocket' ? websocketPreauthSchema : preauthSchema).safeParse(json);
-    if (!parsed.success) {
-      const issue = parsed.error.issues[0];
-      throw new GatewayError('PREAUTH_INVALID', `owner preauth answer is malformed at ${issue?.path.join('.') || '(root)'}: ${issue?.message ?? 'invalid'}`);
-    }
-    return { kind: 'authorized', answer: parsed.data };
   }
 
   /**

@@ -48,6 +48,14 @@ export const websocketPreauthSchema = preauthSchema.extend({
   DuoWorkflow: preauthSchema.shape.DuoWorkflow.extend({ WorkflowID: idString.nullish().transform((id) => id ?? '') }),
 });
 
+/**
+ * The watch route's answer (docs/spec.md §14): the owner decides who may follow a workflow;
+ * nothing of the answer is used but its verdict. A 200 of the preauth content type whose
+ * JSON is an object; `DuoWorkflow.WorkflowID`, when the owner names one, must be the
+ * workflow watched (an execute's preauth answer is one).
+ */
+export const watchPreauthSchema = z.looseObject({ DuoWorkflow: z.looseObject({ WorkflowID: idString.nullish() }).nullish() });
+
 export type PreauthAnswer = z.infer<typeof preauthSchema>;
 export type DuoWorkflowAuth = PreauthAnswer['DuoWorkflow'];
 export type McpServer = z.infer<typeof mcpServerSchema>;

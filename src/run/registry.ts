@@ -3,6 +3,7 @@
  * (pending admissions included) and what a drain stops.
  */
 import { STOPS, type StopReason, type Transport, type TransportLabel } from '../core/vocabulary';
+import type { WatchableRun } from './run-events';
 
 export interface RunInfo {
   workflow_id: string;
@@ -18,8 +19,8 @@ export interface RunInfo {
   socket_replica?: string;
 }
 
-/** What the registry needs of a run. */
-export interface RegisteredRun {
+/** What the registry needs of a run (and a watch of its workflow, docs/spec.md §14). */
+export interface RegisteredRun extends WatchableRun {
   readonly id: string;
   readonly workflowId: string;
   readonly transport: Transport;
@@ -74,6 +75,17 @@ export class RunRegistry {
 
   list(): RunInfo[] {
     return [...this.runs.values()].map((run) => run.info());
+  }
+
+  /**
+   * The runs of `workflowId` in flight here (one, unless the owner lets runs of a workflow
+   * overlap). A scan: asked only when a watch of the workflow begins (docs/spec.md §14),
+   * so that no run pays for an index.
+   */
+  runsOf(workflowId: string): RegisteredRun[] {
+    const found: RegisteredRun[] = [];
+    for (const run of this.runs.values()) if (run.workflowId === workflowId) found.push(run);
+    return found;
   }
 
   /** Stops every run in flight concurrently (the drain); resolves when all have ended. */

@@ -26,7 +26,7 @@ import type { Metrics } from '../observability/metrics';
 import type { OwnerClient } from '../owner/owner-client';
 import type { RunCoordination } from '../coordination/run-coordination';
 import type { McpToolbox } from '../mcp/toolbox';
-import { STOPS, transportLabels, type EndReason, type StopOutcome, type StopReason, type Transport } from '../core/vocabulary';
+import { STOPS, segmentEndReason, transportLabels, type EndReason, type StopOutcome, type StopReason, type Transport } from '../core/vocabulary';
 import type { Action, ClientEvent, StartWorkflowRequest } from '../workflow/contract';
 import type { BillingStream } from '../workflow/billing-stream';
 import { WorkflowStream, type CallHandle, type StreamEnd } from '../workflow/workflow-stream';
@@ -36,6 +36,7 @@ import { decideEnd, type Ending } from './end-decision';
 import type { RegisteredRun, RunInfo, RunRegistry } from './registry';
 import { RunActions } from './run-actions';
 import { recordRunEnd } from './run-end';
+import type { RunEvents, RunWatchSource } from './run-events';
 import { withMcpTools } from './start-request';
 import type { LimitedRun, RunLimitEntry, RunLimits } from './run-limits';
 import type { StopCause, StopReasons } from './stop-reasons';
@@ -96,6 +97,8 @@ export interface RunDeps {
   stopReasons: StopReasons;
   /** Bounds segment-end callbacks (aborted when a drain's budget runs out). */
   callbackSignal: AbortSignal;
+  /** Gives a run whose workflow is watched its reporter (docs/spec.md §14). */
+  watch?: RunWatchSource;
 }
 
 /** What serving actions needs of the owner's authorization (not the whole preauth answer). */
@@ -154,6 +157,8 @@ export class Run implements RegisteredRun, LimitedRun {
   /** The actions served (relays, tool calls, what is in flight); made with the first one. */
   private served: RunActions | undefined;
   private logger: Logger | undefined;
+  /** Those who follow the workflow (docs/spec.md §14); undefined while nobody does. */
+  private events: RunEvents | undefined;
   private readonly stream: WorkflowStream;
   private readonly coordination: RunCoordination;
 
@@ -171,10 +176,21 @@ export class Run implements RegisteredRun, LimitedRun {
     deps.registry.add(this);
     deps.metrics.runOpened(this.transport, deps.registry.count(this.transport));
     this.done = this.stream.ended.then((end) => this.teardown(end));
+    this.events = deps.watch?.eventsFor(this);
   }
 
   get startedAt(): number {
     return this.coordination.snapshot.startedAt;
+  }
+
+  /** The state /runs shows: the phase's, or `parked` while a WebSocket run waits for its client. */
+  get state(): string {
+    return this.parkedAt !== undefined && this.phase.state === 'running' ? 'parked' : this.phase.state;
+  }
+
+  /** WatchableRun: report to `events` from now on (a watch began), or to nobody (the last watcher went). */
+  watchWith(events: RunEvents | undefined): void {
+    this.events = this.phase.state === 'ended' ? undefined : events;
   }
 
   /** One child logger per run, made when first needed: workflow_id, run_id, request_id on every line. */
@@ -234,7 +250,7 @@ export class Run implements RegisteredRun, LimitedRun {
       workflow_id: this.workflowId,
       run_id: this.id,
       transport: transportLabels[this.transport],
-      state: this.parkedAt !== undefined && this.phase.state === 'running' ? 'parked' : this.phase.state,
+      state: this.state,
       started_at: new Date(this.startedAt).toISOString(),
       last_action_at: lastActionAt === undefined ? null : new Date(lastActionAt).toISOString(),
       actions: this.actions,
@@ -308,6 +324,8 @@ export class Run implements RegisteredRun, LimitedRun {
     this.actions += 1;
     this.coordination.snapshot.noteAction(Date.now());
     if (this.actions === 1) this.acceptance?.firstAction();
+    // In the order the service sent them, whatever serving each takes.
+    this.events?.action(action);
     if (action.action === 'newCheckpoint') {
       this.lastCheckpointStatus = action.newCheckpoint?.status;
       // A WebSocket client gets checkpoints in order with every other action: the same path.
@@ -414,6 +432,8 @@ export class Run implements RegisteredRun, LimitedRun {
   noteParked(at: number | undefined, windowMs: number, socketReplica?: string): void {
     this.parkedAt = at;
     this.socketReplica = at === undefined ? socketReplica : undefined;
+    if (at === undefined) this.events?.attached(socketReplica);
+    else this.events?.parked(at);
     this.coordination.snapshot.noteState(at === undefined ? this.phase.state : 'parked');
     this.coordination.noteParked(at !== undefined, windowMs, (err) => this.log.warn({ err }, 'run record not written'));
   }
@@ -456,6 +476,10 @@ export class Run implements RegisteredRun, LimitedRun {
     const handshake = this.stopping ? await this.stopping : undefined;
     const stopOutcome = decision.byStop ? handshake : undefined;
     if (stopOutcome) this.deps.metrics.stopAck(stopOutcome, (performance.now() - this.stopStartedAt) / 1000);
+    // Recorded before the lock is given back: the workflow's next run is reported after this end.
+    const events = this.events;
+    this.events = undefined;
+    if (events) await events.ended({ reason: segmentEndReason(decision.reason), inFlight, endedWhileStopping: decision.endedWhileStopping });
     await Promise.all([this.coordination.release(), mcpClosed]);
     this.deps.registry.remove(this);
     const result: RunResult = {

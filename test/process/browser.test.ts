@@ -21,7 +21,7 @@ import { loadConfig } from '../../src/config';
 import { Gateway } from '../../src/gateway';
 import { createLogger } from '../../src/core/log';
 import { CHAT_PATH, DROP_PATH, chatUrl } from '../../sandbox/chat-page';
-import { startSandbox, type Sandbox } from '../../sandbox/sandbox';
+import { sandboxTurn, startSandbox, type Sandbox } from '../../sandbox/sandbox';
 import type { CallRecord } from '../../sandbox/workflow-sim';
 import { metricValue, startStack } from '../helpers/stack';
 
@@ -143,6 +143,8 @@ describe('in Chromium', () => {
     let gateway: Gateway | undefined;
     try {
       gateway = await Gateway.start(sandbox.config, { logger: createLogger(sandbox.config.logLevel, sink), sandboxRoutes: sandbox.routes });
+      const started = gateway;
+      sandbox.showRuns(() => started.runs());
       const context = await (browser as Browser).createBrowserContext();
       world = { sandbox, gateway, logs: () => Buffer.concat(chunks).toString('utf8'), context, requests: [], pageErrors: [], servers: [] };
     } catch (err) {
@@ -296,6 +298,58 @@ describe('in Chromium', () => {
       expect(metricValue(text, 'longrun_websocket_reattached_total', { how: 'local' })).toBe(1);
       expect(metricValue(text, 'longrun_teardowns_total', { transport: 'websocket', reason: 'finished' })).toBe(1);
       expect(logLines(w, 'websocket upgrade').map((line) => line['reason'])).toEqual(['upgraded', 'upgraded']);
+      expect(w.pageErrors).toEqual([]);
+    }, 60_000);
+  });
+
+  describe('the runs view', () => {
+    it('lists a detached run in flight and follows it live: its run, each checkpoint as it comes, its end, then idle', async () => {
+      const w = world as World;
+      const page = await newPage(w);
+      await page.goto(chatUrl(w.gateway.mainUrl), { waitUntil: 'load' });
+      expect(await textOf(page, '#follow-status')).toBe('not following');
+      // A detached run, as the sandbox's banner curl starts it: nobody is connected to it.
+      const workflowId = '77';
+      const res = await request(`${w.gateway.mainUrl}/api/v4/ai/duo_workflows/workflows/${workflowId}/execute`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(sandboxTurn()),
+      });
+      expect(res.statusCode).toBe(202);
+      await res.body.dump();
+      const row = `#runs tr[data-workflow="${workflowId}"]`;
+      await page.waitForSelector(`${row} button.follow`, { timeout: 10_000 });
+      const cells = await page.$$eval(`${row} td`, (tds) => tds.map((td) => td.textContent ?? ''));
+      expect(cells.slice(2, 4)).toEqual(['detached', 'running']);
+      await page.click(`${row} button.follow`);
+      await waitForText(page, '#follow-status', /^live$/);
+      // Live: a checkpoint of the run shows while its last one is still seconds away.
+      await waitForText(page, '#follow-events', /read the project|wrote the answer/);
+      expect(await textOf(page, '#follow-events')).not.toContain('FINISHED done');
+      // The page's row counts its watcher while it follows.
+      await waitForText(page, `${row} td:nth-child(6)`, /^1$/);
+      await waitForText(page, '#follow-status', /^idle$/);
+
+      const events = await page.$$eval('#follow-events li', (items) =>
+        items.map((li) => [(li as unknown as { dataset: Record<string, string> }).dataset['kind'], li.querySelector('.id')?.textContent ?? '', li.lastChild?.textContent ?? '']),
+      );
+      expect(events[0]?.[0]).toBe('run');
+      expect(events[0]?.[2]).toMatch(/^run [0-9a-f]{8} \(detached\) on /);
+      expect(events.slice(-3).map((e) => e[0])).toEqual(['checkpoint', 'end', 'idle']);
+      expect(events.at(-3)?.[2]).toBe('FINISHED done');
+      expect(events.at(-2)?.[2]).toBe('finished');
+      const checkpoints = events.filter((e) => e[0] === 'checkpoint').map((e) => e[2]);
+      expect(checkpoints).toContain('RUNNING wrote the answer');
+      // Every event but idle carries its id (EventSource's lastEventId), increasing by one.
+      const ids = events.slice(0, -1).map((e) => Number(e[1]));
+      expect(ids).toEqual(ids.map((_, i) => (ids[0] as number) + i));
+      // The owner was asked, as a GET of the watch route's path, with the browser's own Accept.
+      const watchPreauth = w.sandbox.owner.preauths.find((p) => p.path.endsWith('/events'));
+      expect(`${watchPreauth?.method} ${watchPreauth?.path}`).toBe(`GET /api/v4/ai/duo_workflows/workflows/${workflowId}/events`);
+      expect(watchPreauth?.headers['accept']).toBe('text/event-stream');
+      const text = await metrics(w);
+      expect(metricValue(text, 'longrun_watch_events_sent_total', { kind: 'idle' })).toBe(1);
+      expect(metricValue(text, 'longrun_watchers_open')).toBe(0);
       expect(w.pageErrors).toEqual([]);
     }, 60_000);
   });

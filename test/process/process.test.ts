@@ -5,6 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
+import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -84,6 +85,34 @@ describe('the sandbox (npm start with no configuration)', () => {
     child.process.kill('SIGTERM');
     expect(await child.exited(15_000)).toBe(0);
   });
+
+  it('prints a curl -N that follows the run its other curl starts, live, until idle (both pasted into a shell as printed)', async () => {
+    const child = startChild([path.join(root, 'dist/src/main.js')], SANDBOX_ENV);
+    children.push(child);
+    const [, start] = await child.waitForOutput(/^\s*(curl -sS -X POST .+)$/m, 15_000);
+    const [, follow] = await child.waitForOutput(/^\s*(curl -N .+)$/m, 1_000);
+    expect(follow).toMatch(/^curl -N 'http:\/\/127\.0\.0\.1:\d+\/api\/v4\/ai\/duo_workflows\/workflows\/1\/events'$/);
+    const shell = (command: string): Promise<{ code: number | null; stdout: string }> =>
+      new Promise((resolve) => {
+        const proc = spawn('sh', ['-c', command], { stdio: ['ignore', 'pipe', 'inherit'] });
+        let stdout = '';
+        proc.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+        proc.once('exit', (code) => resolve({ code, stdout }));
+      });
+    const started = await shell(start as string);
+    expect(started.code).toBe(0);
+    expect(JSON.parse(started.stdout)).toMatchObject({ status: 'accepted', workflow_id: '1' });
+    // curl -N prints the stream as it comes and exits when the gateway ends it (idle).
+    const followed = await shell(follow as string);
+    expect(followed.code).toBe(0);
+    const events = [...followed.stdout.matchAll(/^event: (\w+)$/gm)].map((m) => m[1]);
+    expect(events[0]).toBe('run');
+    expect(events.slice(-3)).toEqual(['checkpoint', 'end', 'idle']);
+    expect(followed.stdout).toContain('"checkpoint":"wrote the answer"');
+    expect(followed.stdout).toMatch(/^data: \{"run_id":"[^"]+","reason":"finished","in_flight":\[\],"resumable":false\}$/m);
+    child.process.kill('SIGTERM');
+    expect(await child.exited(15_000)).toBe(0);
+  }, 30_000);
 
   it('started with --expose-gc (as the benchmarks start it), POST /debug/gc answers memory after a plain or a compacting GC', async () => {
     const child = startChild(['--expose-gc', path.join(root, 'dist/src/main.js')], SANDBOX_ENV);

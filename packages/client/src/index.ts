@@ -1,8 +1,9 @@
 /**
  * @longrun/client — what a dispatcher and an owner service need to drive longrun: the
  * client (execute, stop, getRun) with its typed results and errors and retry policy, the
- * blocking checkpoint stream, the segment-end callback's verification, and the WebSocket
- * session client that reconnects and re-attaches to its run (session.ts). The Express
+ * blocking checkpoint stream, the segment-end callback's verification, the WebSocket
+ * session client that reconnects and re-attaches to its run (session.ts), and watch(): a
+ * workflow's runs followed live, resumed by Last-Event-ID after a drop (watch.ts). The Express
  * middleware for the callback is `@longrun/client/express` (express.ts), so that nothing here
  * needs Express or its types. See docs/owner-integration.md and examples/dispatcher/ in the
  * longrun repository.
@@ -33,11 +34,14 @@ export {
   inFlightKinds,
   resumableSegmentEndReasons,
   segmentEndReasons,
+  watchEventKinds,
   type AcceptedOn,
   type FinalSegmentEndReason,
   type InFlightKind,
   type ResumableSegmentEndReason,
   type SegmentEndReason,
+  type WatchEventKind,
 } from './vocabulary';
+export type { WatchEvent, WatchOptions } from './watch';
 export type * from './contract';
 export { version } from './version';

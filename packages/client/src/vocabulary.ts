@@ -30,3 +30,11 @@ export type InFlightKind = (typeof inFlightKinds)[number];
 /** How a run's start was answered once it was accepted (docs/spec.md §3b): the 202's `accepted_on`. */
 export const acceptedOn = ['first_action', 'accept_wait_elapsed'] as const;
 export type AcceptedOn = (typeof acceptedOn)[number];
+
+/**
+ * The events of the watch route (docs/spec.md §14), each the `event:` of a Server-Sent Event:
+ * a run took the workflow, a checkpoint, an action served or passed on, a WebSocket run
+ * parked or re-attached, a segment's end, and `idle` (the stream's last: no run in flight).
+ */
+export const watchEventKinds = ['run', 'checkpoint', 'action', 'parked', 'attached', 'end', 'idle'] as const;
+export type WatchEventKind = (typeof watchEventKinds)[number];

@@ -1,0 +1,208 @@
+/**
+ * watch (docs/spec.md §10, §14): following runs live, over two gateway replicas on one
+ * redis-server. Each run is detached on replica A and emits CHECKPOINTS checkpoints,
+ * INTERVAL_MS apart, each stamped by the workflow simulator with its send time.
+ *
+ * 1. quiet: --runs runs nobody watches. What the watch costs them in Redis: the commands
+ *    only the watch sends (XADD, PUBLISH, SUBSCRIBE, XRANGE, XREVRANGE, HMGET: the
+ *    coordination's own scripts use none of them), which must be 0; and the gateways' CPU,
+ *    the baseline of phase 2.
+ * 2. watched: the same runs, each with WATCHERS_PER_SIDE watchers on A (the replica holding
+ *    the run: `same`) and as many on B (`across`: the events come through Redis). Latency
+ *    from the service's send to each watcher; Redis commands per event (phase 2 less phase 1,
+ *    over the events); gateway CPU per event per watcher (the same difference, over the
+ *    events times the watchers); ids with a gap or a repeat (must be 0) and events lost.
+ * 3. baseline: the same turn as blocking executes on A: latency from the service's send to
+ *    the caller's ndjson line, the stream a watcher's events are compared with.
+ */
+import { request } from 'undici';
+import type { Step } from '../../sandbox/scenario';
+import { GatewayProcess, gatewayMainJs } from '../processes/gateway-process';
+import { closedLoop } from '../clients/load';
+import { CpuMeter, commandDelta } from '../processes/procs';
+import { formatMs, loopLagP99Ms, type Scenario, type ScenarioOutcome } from '../scenario';
+import { startSimulators } from '../processes/stack';
+import { percentile, round } from '../measure/stats';
+import { blockingOnce, watchOnce, type Reading } from '../clients/watch-client';
+
+const CHECKPOINTS = 50;
+const INTERVAL_MS = 20;
+const WATCHERS_PER_SIDE = 2;
+/** Time for the watchers to join before the stamped checkpoints begin. */
+const JOIN_MS = 1_500;
+/** Commands the coordination (locks, leases, records) never sends: what a run nobody watches must not cost. */
+const WATCH_ONLY_COMMANDS = ['xadd', 'publish', 'subscribe', 'xrange', 'xrevrange', 'hmget'];
+
+function turn(): Step[] {
+  return [
+    { op: 'checkpoint', text: 'start' },
+    { op: 'wait', ms: JOIN_MS },
+    {
+      op: 'repeat',
+      times: CHECKPOINTS,
+      steps: [
+        { op: 'checkpoint', text: 'step', stamp: true },
+        { op: 'wait', ms: INTERVAL_MS },
+      ],
+    },
+    { op: 'checkpoint', text: 'done', status: 'FINISHED' },
+    { op: 'end' },
+  ];
+}
+
+const summary = (samples: readonly number[]): { n: number; p50: number; p99: number } => ({ n: samples.length, p50: percentile(samples, 50), p99: percentile(samples, 99) });
+
+export const watch: Scenario = {
+  name: 'watch',
+  sizes: `runs (each ${CHECKPOINTS} checkpoints, watched by ${WATCHERS_PER_SIDE} on its replica and ${WATCHERS_PER_SIDE} on another)`,
+  defaultRuns: 20,
+  async run(ctx): Promise<ScenarioOutcome> {
+    const runs = ctx.options.runs ?? this.defaultRuns;
+    const { redis } = ctx.env;
+    await redis.flush();
+    const sims = await startSimulators(ctx.env);
+    const gateways: GatewayProcess[] = [];
+    try {
+      for (const gateway of await Promise.all(
+        ['watch-a', 'watch-b'].map((name) =>
+          GatewayProcess.start({ ownerUrl: sims.owner.address, redisUrl: redis.url, secretFile: ctx.env.secretFile, env: { LONGRUN_REPLICA_ID: name } }),
+        ),
+      )) {
+        gateways.push(gateway);
+      }
+      const [a, b] = gateways as [GatewayProcess, GatewayProcess];
+      const body = JSON.stringify({ goal: 'bench', workflowMetadata: JSON.stringify({ scenario: turn() }) });
+      // Started spread over one interval, as runs are: not all sending in the same millisecond.
+      const detached = async (id: string, i: number): Promise<void> => {
+        await new Promise((resolve) => setTimeout(resolve, (i * INTERVAL_MS) / runs));
+        const res = await request(`${a.url}/api/v4/ai/duo_workflows/workflows/${id}/execute`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+        const text = await res.body.text();
+        if (res.statusCode !== 202) throw new Error(`execute of ${id} answered ${res.statusCode}: ${text}`);
+      };
+      const done = async (prefix: string, n: number): Promise<void> => {
+        for (;;) {
+          const ends = await sims.owner.query('segmentEnds', { prefix });
+          if (Object.values(ends).reduce((x, y) => x + y, 0) >= n) return;
+          await new Promise((r) => setTimeout(r, 50));
+        }
+      };
+      const meter = (): CpuMeter =>
+        new CpuMeter({ gateway_a: a.pid, gateway_b: b.pid, redis: redis.pid, workflow_sim: sims.workflow.pid, owner_sim: sims.owner.pid, driver: process.pid }).start();
+      ctx.log(`2 gateways (${gatewayMainJs}); ${runs} runs of ${CHECKPOINTS} checkpoints ${INTERVAL_MS} ms apart, per phase`);
+
+      // Warm-up (not measured): both replicas' watch paths, compiled and connected.
+      await closedLoop(2, 2, async (i) => {
+        await detached(`watch-warm-${i}`, i);
+        await Promise.all([watchOnce(a.url, `watch-warm-${i}`).done, watchOnce(b.url, `watch-warm-${i}`).done]);
+      });
+
+      // 1. Nobody watches.
+      await Promise.all(gateways.map((g) => g.metrics()));
+      let before = await redis.commands();
+      let cpu = meter();
+      await closedLoop(runs, runs, async (i) => detached(`watch-quiet-${i}`, i));
+      await done('watch-quiet-', runs);
+      const quietCpu = cpu.read();
+      const quiet = commandDelta(before, await redis.commands());
+      const quietLag = loopLagP99Ms(await a.metrics());
+      const watchCommandsQuiet = WATCH_ONLY_COMMANDS.reduce((n, name) => n + (quiet.byName[name] ?? 0), 0);
+
+      // 2. Watched, on both replicas.
+      await Promise.all(gateways.map((g) => g.metrics()));
+      before = await redis.commands();
+      cpu = meter();
+      const readings = { same: [] as Reading[], across: [] as Reading[] };
+      await closedLoop(runs, runs, async (i) => {
+        const id = `watch-seen-${i}`;
+        await detached(id, i);
+        const watchers = [
+          ...Array.from({ length: WATCHERS_PER_SIDE }, () => ['same', watchOnce(a.url, id)] as const),
+          ...Array.from({ length: WATCHERS_PER_SIDE }, () => ['across', watchOnce(b.url, id)] as const),
+        ];
+        for (const [side, w] of watchers) readings[side].push(await w.done);
+      });
+      await done('watch-seen-', runs);
+      const seenCpu = cpu.read();
+      const seen = commandDelta(before, await redis.commands());
+      const [lagA, lagB] = await Promise.all(gateways.map(async (g) => loopLagP99Ms(await g.metrics())));
+
+      // 3. The baseline: the same turn to a blocking caller.
+      for (let i = 0; i < runs; i++) await sims.owner.query('configure', { workflowId: `watch-blocking-${i}`, config: { detached: false } });
+      const blocking: Reading[] = [];
+      await closedLoop(runs, runs, async (i) => {
+        blocking.push(await blockingOnce(a.url, `watch-blocking-${i}`, body));
+      });
+
+      const events = runs * CHECKPOINTS;
+      const watchers = runs * WATCHERS_PER_SIDE * 2;
+      const same = summary(readings.same.flatMap((r) => r.latencies));
+      const across = summary(readings.across.flatMap((r) => r.latencies));
+      const direct = summary(blocking.flatMap((r) => r.latencies));
+      const all = [...readings.same, ...readings.across];
+      const received = all.reduce((n, r) => n + r.latencies.length, 0);
+      const beforeJoin = all.reduce((n, r) => n + r.sentBeforeJoin, 0);
+      const lateJoins = all.filter((r) => r.sentBeforeJoin > 0).length;
+      // Every stamped checkpoint sent after a watcher joined reached it (the one before, at most, in its start).
+      const lost = watchers * CHECKPOINTS - received - beforeJoin;
+      const idBreaks = all.reduce((n, r) => n + r.idBreaks, 0);
+      const notIdle = all.filter((r) => r.kinds.at(-1) !== 'idle').length;
+      const gatewayCpu = (r: Record<string, number>): number => (r['gateway_a'] ?? 0) + (r['gateway_b'] ?? 0);
+      const cpuPerEventPerWatcher = (gatewayCpu(seenCpu) - gatewayCpu(quietCpu)) / (events * watchers);
+      const commandsPerEvent = (seen.total - quiet.total) / events;
+      // INFO commandstats counts a script's call (EVALSHA) and every command it runs inside Redis; the calls alone are the round trips.
+      const scriptCallsPerEvent = ((seen.byName['evalsha'] ?? 0) - (quiet.byName['evalsha'] ?? 0)) / events;
+
+      ctx.log(
+        `latency service → watcher: same replica p50 ${formatMs(same.p50)}, p99 ${formatMs(same.p99)} over ${same.n}; across p50 ${formatMs(across.p50)}, p99 ${formatMs(across.p99)} over ${across.n}; ` +
+          `blocking caller p50 ${formatMs(direct.p50)}, p99 ${formatMs(direct.p99)} over ${direct.n}`,
+      );
+      ctx.log(
+        `redis: ${watchCommandsQuiet} watch commands for ${runs} runs nobody watched (${quiet.total} in all: ${JSON.stringify(quiet.byName)}); watched ${seen.total} (${JSON.stringify(seen.byName)}): ${round(commandsPerEvent, 2)} more per event`,
+      );
+      ctx.log(
+        `event-loop lag p99 while watched: a ${formatMs(lagA ?? Number.NaN)}, b ${formatMs(lagB ?? Number.NaN)} (a unwatched: ${formatMs(quietLag)}); CPU ms quiet ${JSON.stringify(quietCpu)}; watched ${JSON.stringify(seenCpu)}; lost ${lost}, id breaks ${idBreaks}, streams not ended idle ${notIdle}; ${lateJoins} watchers joined after the first stamped checkpoint (${beforeJoin} sent before they joined)`,
+      );
+      const met = watchCommandsQuiet === 0 && lost === 0 && idBreaks === 0 && notIdle === 0;
+      return {
+        figures: {
+          runs,
+          events,
+          watchers,
+          watchers_per_run_same_replica: WATCHERS_PER_SIDE,
+          watchers_per_run_across: WATCHERS_PER_SIDE,
+          latency_same_p50_ms: round(same.p50, 2),
+          latency_same_p99_ms: round(same.p99, 2),
+          latency_across_p50_ms: round(across.p50, 2),
+          latency_across_p99_ms: round(across.p99, 2),
+          blocking_latency_p50_ms: round(direct.p50, 2),
+          blocking_latency_p99_ms: round(direct.p99, 2),
+          cpu_ms_per_event_per_watcher: round(cpuPerEventPerWatcher, 4),
+          loop_lag_p99_ms: { gateway_a: round(lagA ?? Number.NaN, 1), gateway_b: round(lagB ?? Number.NaN, 1), gateway_a_unwatched: round(quietLag, 1) },
+          cpu_ms_quiet: quietCpu,
+          cpu_ms_watched: seenCpu,
+          redis_commands_per_event: round(commandsPerEvent, 3),
+          redis_script_calls_per_event: round(scriptCallsPerEvent, 3),
+          redis_watch_commands_no_watcher: watchCommandsQuiet,
+          redis_commands_no_watcher: quiet.byName,
+          redis_commands_watched: seen.byName,
+          events_lost: lost,
+          late_joins: lateJoins,
+          checkpoints_sent_before_join: beforeJoin,
+          id_gaps_or_repeats: idBreaks,
+          streams_not_ended_idle: notIdle,
+          gateway: gatewayMainJs,
+        },
+        row: {
+          longrun: `same replica p99 ${formatMs(same.p99)}, across p99 ${formatMs(across.p99)}; ${round(commandsPerEvent, 2)} Redis cmds/event, ${watchCommandsQuiet} unwatched; ${round(cpuPerEventPerWatcher * 1_000, 1)} µs CPU/event/watcher`,
+          baseline: `blocking caller p99 ${formatMs(direct.p99)}`,
+          ratio: `${round(across.p99 / direct.p99, 2) ?? 'n/a'}x p99 across`,
+          target: '0 Redis commands unwatched; 0 lost, no id gap',
+          met,
+        },
+      };
+    } finally {
+      await Promise.allSettled(gateways.map((g) => g.kill()));
+      await sims.close();
+    }
+  },
+};

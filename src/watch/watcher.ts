@@ -1,0 +1,237 @@
+/**
+ * One watch stream (docs/spec.md §14): what a client following a workflow is sent.
+ *
+ *   joining ──start()──► following ◄──► waiting ──idle window passed──► done (`idle`)
+ *                          │ a final end ─────────────────────────────► done (`idle`)
+ *   any ──the client went, dropped slow, drain, closing──► done (no `idle`: it resumes)
+ *
+ * Joining, it replays from the log what came after its position — or, with no position, the
+ * latest run and checkpoint and what followed them; with a position the backlog no longer
+ * reaches, the latest checkpoint marked `resync` — and keeps what arrives live meanwhile;
+ * then it goes live. It never sends an id twice nor out of order: it sends only ids past the
+ * last it sent. Following, any event of a run keeps it following; an `end` the owner follows
+ * with another segment makes it wait LONGRUN_WATCH_IDLE_MS for the next run; a final one, or
+ * a wait that passes, ends the stream with `idle`.
+ *
+ * A watcher never holds a run back: what it has not taken is bounded (LONGRUN_WATCH_BUFFER_BYTES);
+ * past it the stream is cut, and the client resumes with Last-Event-ID.
+ */
+import type { Metrics } from '../observability/metrics';
+import type { WatchDropReason } from '../core/vocabulary';
+import { KEEPALIVE_FRAME, frameOf, markedResync, sseFrame, stateAfter, type LogState, type WatchEntry } from './events';
+import type { FeedMember } from './feed';
+import type { LogRead } from './log';
+
+/** The client's side of the stream (the HTTP response, route.ts). */
+export interface WatchSink {
+  write(data: string | Buffer): void;
+  /** Bytes written that the client has not taken yet. */
+  readonly buffered: number;
+  /** Resolves once the client took what was buffered, or the stream closed. */
+  drained(): Promise<void>;
+  /** Ends the stream cleanly. */
+  end(): void;
+  /** Cuts it. */
+  destroy(): void;
+}
+
+export interface WatcherSettings {
+  idleMs: number;
+  bufferBytes: number;
+}
+
+type Mode = 'joining' | 'following' | 'waiting' | 'done';
+
+/** The run a `run` entry names. */
+function runIdOf(entry: WatchEntry): string | undefined {
+  try {
+    return (JSON.parse(entry.data) as { run_id?: string }).run_id;
+  } catch {
+    return undefined;
+  }
+}
+
+export class Watcher implements FeedMember {
+  private mode: Mode = 'joining';
+  private sink: WatchSink | undefined;
+  /** The last id sent. */
+  private last: number | undefined;
+  /** Live entries that came while joining, and their bytes. */
+  private pending: WatchEntry[] = [];
+  private pendingBytes = 0;
+  /** Entries were lost before the next checkpoint: it is sent marked resync. */
+  private resyncNext = false;
+  /** Where the log stands after the last entry seen, and the run the latest `run` entry named. */
+  private logState: LogState | undefined;
+  private loggedRun: string | undefined;
+  private idleTimer: NodeJS.Timeout | undefined;
+
+  constructor(
+    readonly workflowId: string,
+    private readonly settings: WatcherSettings,
+    private readonly metrics: Metrics,
+    /** Told once, when the stream is done, whatever ended it. */
+    private readonly onDone: (watcher: Watcher) => void,
+  ) {}
+
+  get following(): boolean {
+    return this.mode === 'following';
+  }
+
+  get done(): boolean {
+    return this.mode === 'done';
+  }
+
+  /**
+   * FeedMember: a batch follows. A watcher still holding more than the buffer's bound unread
+   * from the batches before is dropped: a burst is written whole (its client could take
+   * nothing in between), so what a watcher holds is at most the bound and one batch.
+   */
+  batch(): void {
+    if ((this.mode === 'following' || this.mode === 'waiting') && (this.sink as WatchSink).buffered > this.settings.bufferBytes) this.drop('slow');
+  }
+
+  /** FeedMember: an entry, in order. */
+  receive(entry: WatchEntry): void {
+    if (this.mode === 'done') return;
+    if (this.mode === 'joining') {
+      this.pending.push(entry);
+      this.pendingBytes += entry.data.length;
+      if (this.pendingBytes > this.settings.bufferBytes) this.drop('slow');
+      return;
+    }
+    this.send(entry);
+    this.follow();
+  }
+
+  /** FeedMember: entries were lost; the next checkpoint stands for them. */
+  lost(): void {
+    if (this.mode === 'done' || this.resyncNext) return;
+    this.resyncNext = true;
+    this.metrics.watchResyncs.inc();
+  }
+
+  /** FeedMember: no run is in flight and none reported for a while (its holder died): wait for the next. */
+  noRunInFlight(): void {
+    if (this.mode === 'following') this.waitForRun();
+  }
+
+  /**
+   * Goes live on `sink`: replays what `read` holds for position `after`, then what came
+   * meanwhile, then decides whether a run is followed (`inFlight`: the run in flight now,
+   * by its record or this replica's registry).
+   */
+  async start(sink: WatchSink, read: LogRead, after: number | undefined, inFlight: string | undefined): Promise<void> {
+    this.sink = sink;
+    this.logState = read.state;
+    this.loggedRun = read.run ? runIdOf(read.run) : undefined;
+    for (const entry of this.replayOf(read, after)) {
+      this.send(entry);
+      // Backpressure, not a drop, while replaying: the backlog is bounded, and it is the client's own.
+      if (sink.buffered > this.settings.bufferBytes) await sink.drained();
+      if (this.mode === 'done') return;
+    }
+    while (this.pending.length > 0) {
+      const pending = this.pending;
+      this.pending = [];
+      this.pendingBytes = 0;
+      for (const entry of pending) this.send(entry);
+      if (sink.buffered > this.settings.bufferBytes) await sink.drained();
+      if (this.mode === 'done') return;
+    }
+    const newRun = inFlight !== undefined && inFlight !== this.loggedRun;
+    if (this.logState === 'open' || newRun) this.mode = 'following';
+    else if (this.logState === 'resumable') this.waitForRun();
+    else this.sendIdle();
+  }
+
+  keepalive(): void {
+    if (this.mode === 'done' || this.mode === 'joining' || !this.sink) return;
+    if (this.sink.buffered > this.settings.bufferBytes) this.drop('slow');
+    else this.sink.write(KEEPALIVE_FRAME);
+  }
+
+  /** The gateway ends the stream (drain, closing): cleanly, without `idle`, so the client resumes. */
+  end(why: WatchDropReason): void {
+    if (this.mode === 'done') return;
+    this.metrics.watcherDropped(why);
+    this.finish();
+    this.sink?.end();
+  }
+
+  /** The client went. */
+  closed(): void {
+    if (this.mode !== 'done') this.finish();
+  }
+
+  /** What joining replays: see the file's comment. */
+  private replayOf(read: LogRead, after: number | undefined): WatchEntry[] {
+    const snapshot = [read.run, read.checkpoint].filter((e): e is WatchEntry => e !== undefined).sort((a, b) => a.id - b.id);
+    if (after === undefined) return [...snapshot, ...read.entries];
+    this.last = after;
+    if (read.last !== undefined && after <= read.last && (after === read.last || read.entries[0]?.id === after + 1)) return read.entries;
+    // Older than the backlog (or than any log, or from another log): the latest checkpoint stands for what is gone.
+    this.lost();
+    if (read.last !== undefined && after > read.last) this.last = undefined;
+    const from = this.last ?? 0;
+    const kept = snapshot.filter((e) => e.id > from);
+    const past = Math.max(from, ...kept.map((e) => e.id));
+    return [...kept, ...read.entries.filter((e) => e.id > past)];
+  }
+
+  /** Writes an entry past the last sent. */
+  private send(entry: WatchEntry): void {
+    if (this.last !== undefined && entry.id <= this.last) return;
+    const sink = this.sink as WatchSink;
+    if (entry.kind === 'checkpoint' && this.resyncNext) {
+      sink.write(sseFrame(entry.kind, markedResync(entry.data), entry.id));
+      this.resyncNext = false;
+    } else {
+      sink.write(frameOf(entry));
+    }
+    this.metrics.watchEvent(entry.kind);
+    this.last = entry.id;
+    this.logState = stateAfter(entry);
+    if (entry.kind === 'run') this.loggedRun = runIdOf(entry);
+  }
+
+  /** After a live entry: an end waits for the next run, or ends the stream; anything else is a run going on. */
+  private follow(): void {
+    if (this.logState === 'final') this.sendIdle();
+    else if (this.logState === 'resumable') this.waitForRun();
+    else {
+      clearTimeout(this.idleTimer);
+      this.idleTimer = undefined;
+      this.mode = 'following';
+    }
+  }
+
+  private waitForRun(): void {
+    this.mode = 'waiting';
+    clearTimeout(this.idleTimer);
+    this.idleTimer = setTimeout(() => this.sendIdle(), this.settings.idleMs);
+  }
+
+  private sendIdle(): void {
+    if (this.mode === 'done') return;
+    this.sink?.write(sseFrame('idle', JSON.stringify({ workflow_id: this.workflowId })));
+    this.metrics.watchEvent('idle');
+    this.finish();
+    this.sink?.end();
+  }
+
+  private drop(why: WatchDropReason): void {
+    if (this.mode === 'done') return;
+    this.metrics.watcherDropped(why);
+    this.finish();
+    this.sink?.destroy();
+  }
+
+  private finish(): void {
+    this.mode = 'done';
+    clearTimeout(this.idleTimer);
+    this.idleTimer = undefined;
+    this.pending = [];
+    this.onDone(this);
+  }
+}
