@@ -13,6 +13,8 @@ import type { Config, ListenAddress } from './config';
 import { drain } from './drain';
 import { createLogger, type Logger } from './core/log';
 import { Metrics } from './observability/metrics';
+import { startTracing } from './observability/trace-export';
+import type { Tracing } from './observability/tracing';
 import type { CoordinationBackend } from './coordination/backend';
 import { LeaseKeeper } from './coordination/lease-keeper';
 import { MemoryBackend } from './coordination/memory-backend';
@@ -43,6 +45,11 @@ export interface GatewayOptions {
    * (sandbox/chat-page.ts). Only the sandbox passes any; a gateway with an owner has none.
    */
   sandboxRoutes?: RequestHandler;
+  /**
+   * Spans go here instead of where config.tracing says (tests: a tracer on the SDK's
+   * in-memory exporter). The gateway does not close it.
+   */
+  tracing?: Tracing;
 }
 
 /** Everything a gateway is made of, by name. */
@@ -64,6 +71,7 @@ interface GatewayParts {
   websockets: WebSocketRoute;
   /** Bounds segment-end callbacks; aborted when the drain's budget is spent. */
   callbackBudget: AbortController;
+  tracing: Tracing;
 }
 
 /**
@@ -80,6 +88,8 @@ interface Closable {
 const REDIS_STARTUP_WAIT_MS = 5_000;
 /** How long close() waits for parts to close gracefully before destroying them. */
 const CLOSE_TIMEOUT_MS = 5_000;
+/** The longest the exporter may take to send the last spans when the gateway closes (a drain gives it less: drain.ts). */
+const TRACE_FLUSH_MS = 1_000;
 
 function listen(listener: http.RequestListener, address: ListenAddress): Promise<http.Server> {
   return new Promise((resolve, reject) => {
@@ -220,6 +230,15 @@ export class Gateway {
     let gateway: Gateway | undefined;
     let leases: LeaseKeeper | undefined;
     try {
+      // Added first, so closed last: the spans of everything closed before it are sent.
+      const tracing =
+        options.tracing ??
+        own(
+          'tracing',
+          startTracing(config.tracing, { metrics, logger, instanceId: config.replicaId }),
+          (t) => t.close(TRACE_FLUSH_MS),
+          (t) => void t.close(0),
+        );
       const registry = new RunRegistry(config.maxDetachedRuns);
       const owner = own(
         'owner client',
@@ -233,6 +252,7 @@ export class Gateway {
           callbackTimeoutMs: config.callbackTimeoutMs,
           callbackConcurrency: config.callbackConcurrency,
           jwtRefreshMs: config.jwtRefreshMs,
+          tracing,
         }),
         (o) => o.close(),
         (o) => o.destroy(),
@@ -264,6 +284,7 @@ export class Gateway {
           allowPrivate: config.mcpAllowPrivate,
           metrics,
           logger,
+          tracing,
         }),
         (m) => m.close(),
       );
@@ -312,6 +333,7 @@ export class Gateway {
         runLimits,
         stopReasons,
         callbackSignal: callbackBudget.signal,
+        tracing,
       });
       const mainListener = createMainListener({
         launcher,
@@ -323,6 +345,7 @@ export class Gateway {
         backend,
         stopKeyTtlMs: config.stopKeyTtlMs,
         sandboxRoutes: options.sandboxRoutes,
+        tracing,
       });
       const parked: ParkedRuns = new Map();
       const bridges = config.redis && config.wsResumeWindowMs > 0 ? own('bridges', connectBridges(config, backend, parked, metrics, logger), (b) => b.close()) : undefined;
@@ -331,6 +354,7 @@ export class Gateway {
         owner,
         metrics,
         logger,
+        tracing,
         settings: {
           pingMs: config.wsPingMs,
           pongTimeoutMs: config.wsPongTimeoutMs,
@@ -362,7 +386,7 @@ export class Gateway {
       own('websocket sessions', websockets, (w) => w.terminateAll());
       own('callback budget', callbackBudget, (c) => c.abort());
       gateway = new Gateway(
-        { config, logger, metrics, registry, owner, channels, backend, leases, stopWatcher, launcher, stopReasons, mainServer, opsServer, websockets, callbackBudget },
+        { config, logger, metrics, registry, owner, channels, backend, leases, stopWatcher, launcher, stopReasons, mainServer, opsServer, websockets, callbackBudget, tracing },
         closables,
       );
     } catch (err) {

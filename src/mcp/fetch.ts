@@ -11,8 +11,11 @@
  * - the owner's and longrun's headers are set on every request (SDK protocol headers are
  *   never overridden);
  * - every request ends when the session is closed (`stop`), and a response body is
- *   capped, so a server cannot make longrun buffer without bound.
+ *   capped, so a server cannot make longrun buffer without bound;
+ * - a tool call's request carries that call's own `traceparent` (`withCallHeaders`:
+ *   the SDK gives no per-request headers, and the same session serves calls at once).
  */
+import { AsyncLocalStorage } from 'node:async_hooks';
 import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { fetch as undiciFetch, type Dispatcher, type RequestInit as UndiciRequestInit } from 'undici';
 
@@ -33,6 +36,17 @@ const PROTOCOL_HEADERS = new Set([
   'transfer-encoding',
   'upgrade',
 ]);
+
+/**
+ * Headers of the request a call makes, over the session's: set for the duration of one SDK
+ * request (the SDK's send runs in the caller's async context, so its fetch sees them).
+ */
+const callHeaders = new AsyncLocalStorage<Readonly<Record<string, string>>>();
+
+/** Runs `request` with `headers` added to the HTTP request it makes (a tool call's traceparent). */
+export function withCallHeaders<T>(headers: Readonly<Record<string, string>> | undefined, request: () => Promise<T>): Promise<T> {
+  return headers ? callHeaders.run(headers, request) : request();
+}
 
 /** Statuses whose response may not have a body (the Fetch standard's null-body statuses). */
 const NULL_BODY_STATUSES = new Set([101, 103, 204, 205, 304]);
@@ -80,7 +94,8 @@ export function sessionFetch(options: SessionFetchOptions): FetchLike {
     // 405 is how a server says it has no standalone stream; the SDK then goes on without.
     if (method === 'GET') return new Response(null, { status: 405, statusText: 'Method Not Allowed' });
     const headers = new Headers(init?.headers);
-    for (const [name, value] of Object.entries(await options.headers())) {
+    const own = callHeaders.getStore();
+    for (const [name, value] of Object.entries(own ? { ...(await options.headers()), ...own } : await options.headers())) {
       if (!PROTOCOL_HEADERS.has(name.toLowerCase())) headers.set(name, value);
     }
     const signal = init?.signal ? AbortSignal.any([init.signal, options.stop]) : options.stop;

@@ -12,7 +12,7 @@ import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv
 import type { Dispatcher } from 'undici';
 import { version } from '../core/version';
 import { deadline } from '../core/deadline';
-import { sessionFetch } from './fetch';
+import { sessionFetch, withCallHeaders } from './fetch';
 import type { McpEndpoint } from './servers';
 
 /**
@@ -101,10 +101,10 @@ export class McpSession {
    * Calls `name` (the server's own name for the tool). The result is taken as the server
    * sent it: `tools/call` is sent as a plain request, so the SDK does not hold a result
    * against the tool's output schema (only the first content item is used). `signal` is
-   * the call's own (see `within`).
+   * the call's own (see `within`); `headers` are set on the call's request only (its traceparent).
    */
-  callTool(name: string, args: Record<string, unknown>, signal: AbortSignal, timeoutMs: number): Promise<CallToolResult> {
-    return this.client.request({ method: 'tools/call', params: { name, arguments: args } }, CallToolResultSchema, { signal, timeout: timeoutMs });
+  callTool(name: string, args: Record<string, unknown>, signal: AbortSignal, timeoutMs: number, headers?: Readonly<Record<string, string>>): Promise<CallToolResult> {
+    return withCallHeaders(headers, () => this.client.request({ method: 'tools/call', params: { name, arguments: args } }, CallToolResultSchema, { signal, timeout: timeoutMs }));
   }
 
   /**
