@@ -10,7 +10,7 @@
 import { Agent } from 'undici';
 import { correlation, type Logger } from '../core/log';
 import type { Metrics } from '../observability/metrics';
-import type { TraceHeaders, Tracing } from '../observability/tracing';
+import { TraceSpan, type Tracing } from '../observability/tracing';
 import type { McpDiscoveryFailure, McpServerKind } from '../core/vocabulary';
 import { gitlabWorkhorseHeader, userAgent } from '../core/version';
 import { deadline, type Deadline } from '../core/deadline';
@@ -54,8 +54,8 @@ export interface McpAccess {
   requestId: string;
   /** The caller's X-Forwarded-For chain plus the caller's address, when known. */
   forwardedFor?: string | undefined;
-  /** The request's span's traceparent: discovery and session requests carry it (a tool call its own). */
-  trace?: TraceHeaders | undefined;
+  /** The request's span: discovery and session requests carry its traceparent (a tool call its own), their log lines its ids. */
+  span?: TraceSpan | undefined;
 }
 
 export class McpConnector {
@@ -80,7 +80,7 @@ export class McpConnector {
   async open(access: McpAccess, timeoutMs: number): Promise<McpToolbox> {
     const servers = Object.entries(access.servers ?? {});
     if (servers.length === 0) return NO_MCP_TOOLS;
-    const log = this.options.logger.child({ ...correlation(access.requestId), workflow_id: access.workflowId });
+    const log = this.options.logger.child({ ...correlation(access.requestId), workflow_id: access.workflowId, ...access.span?.logFields });
     const started = performance.now();
     const limit = deadline(undefined, timeoutMs);
     const sessions: McpSession[] = [];
@@ -142,7 +142,7 @@ export class McpConnector {
    * server's configured Headers, then longrun's own.
    */
   private headers(endpoint: McpEndpoint, access: McpAccess): () => Promise<Record<string, string>> {
-    const ours: Record<string, string> = { 'user-agent': userAgent, 'x-request-id': access.requestId, ...access.trace };
+    const ours: Record<string, string> = { 'user-agent': userAgent, 'x-request-id': access.requestId, ...(access.span ?? TraceSpan.NONE).headers };
     if (access.forwardedFor) ours['x-forwarded-for'] = access.forwardedFor;
     const configured = endpoint.config.Headers ?? {};
     if (endpoint.kind === 'external') {

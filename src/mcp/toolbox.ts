@@ -91,7 +91,8 @@ export class McpToolbox {
       return { error: `mcp tool not available: ${name}` };
     }
     const kind = route.session.endpoint.kind;
-    const log = deps.logger.child({ mcp_tool: name, mcp_server: route.session.endpoint.name, args_size: argsJson?.length ?? 0 });
+    // The call's lines carry the run's trace ids (the toolbox's logger has the request's, from discovery).
+    const log = deps.logger.child({ mcp_tool: name, mcp_server: route.session.endpoint.name, args_size: argsJson?.length ?? 0, ...parent.logFields });
     const args = parseToolArguments(argsJson);
     if (!args.ok) {
       deps.metrics.mcpCall(kind, 'invalid_args');

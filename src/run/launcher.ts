@@ -158,7 +158,7 @@ export class Launcher {
           workflowId: auth.WorkflowID,
           requestId,
           forwardedFor: forwardedForOf(caller),
-          trace: span.headers,
+          span,
         },
         this.discoveryTimeoutMs(start.transport),
       );
