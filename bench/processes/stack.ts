@@ -77,10 +77,17 @@ export interface StackOptions {
   gatewayEnv?: Record<string, string>;
   /** Dispatcher connections to the gateway. */
   connections?: number;
+  /** Another build's dist/src/main.js for the gateway. */
+  mainJs?: string;
+  /**
+   * Empty Redis first (default true). A second stack beside one already running passes
+   * false: flushing would take the first gateway's store marker, and fence its starts.
+   */
+  flush?: boolean;
 }
 
 export async function startStack(env: BenchEnv, options: StackOptions = {}): Promise<Stack> {
-  await env.redis.flush();
+  if (options.flush ?? true) await env.redis.flush();
   const sims = await startSimulators(env);
   let gateway: GatewayProcess;
   try {
@@ -89,6 +96,7 @@ export async function startStack(env: BenchEnv, options: StackOptions = {}): Pro
       redisUrl: env.redis.url,
       secretFile: env.secretFile,
       env: options.gatewayEnv,
+      ...(options.mainJs ? { mainJs: options.mainJs } : {}),
     });
   } catch (err) {
     await sims.close();

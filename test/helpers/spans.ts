@@ -1,30 +1,16 @@
 /**
  * Spans for assertions, from wherever they were caught: the SDK's in-memory exporter
  * (SpanCapture, for a gateway in the test's process) or an OTLP receiver on loopback
- * (otlp-receiver.ts, for the built gateway). Both give SpanRecords, which `tree` draws
- * as the indented text a test compares whole, and `leaks` searches for what no span may carry.
+ * (sandbox/otlp-receiver.ts, for the built gateway). Both give SpanRecords, which `tree`
+ * draws as the indented text a test compares whole, and `leaks` searches for what no span may carry.
  */
 import { ROOT_CONTEXT, SpanKind, trace, type Span } from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { Tracing } from '../../src/observability/tracing';
+import type { SpanRecord } from '../../sandbox/otlp-receiver';
 
-export interface SpanRecord {
-  traceId: string;
-  spanId: string;
-  parentSpanId: string | undefined;
-  name: string;
-  kind: 'INTERNAL' | 'SERVER' | 'CLIENT' | 'PRODUCER' | 'CONSUMER' | 'UNSPECIFIED';
-  /** Nanoseconds since the epoch, as a bigint (ordering only). */
-  start: bigint;
-  end: bigint;
-  attributes: Record<string, unknown>;
-  events: Array<{ name: string; attributes: Record<string, unknown> }>;
-  links: Array<{ traceId: string; spanId: string; attributes: Record<string, unknown> }>;
-  /** 0 unset, 1 ok, 2 error. */
-  status: number;
-  resource: Record<string, unknown>;
-}
+export type { SpanRecord };
 
 const kinds = ['INTERNAL', 'SERVER', 'CLIENT', 'PRODUCER', 'CONSUMER'] as const;
 

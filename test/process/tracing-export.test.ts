@@ -1,7 +1,7 @@
 /**
  * Spans on the wire (docs/spec.md §13), end to end through the built gateway as a child
  * process, configured by OTEL_* variables only, exporting to an OTLP/HTTP receiver on
- * loopback (test/helpers/otlp-receiver.ts) in both encodings: the receiver, the owner
+ * loopback (sandbox/otlp-receiver.ts) in both encodings: the receiver, the owner
  * simulator (preauth, relays, the MCP tool call, the segment-end callback) and the workflow
  * simulator (the call's metadata) all saw the dispatcher's trace id; every log line of the
  * run carries its correlation id; no span carries a token, the goal or a payload; the drain
@@ -14,7 +14,7 @@ import { request } from 'undici';
 import { OWNER_OAUTH_TOKEN, OwnerServiceSimulator } from '../../sandbox/owner-sim';
 import { scenarioMetadata, type Step } from '../../sandbox/scenario';
 import { WorkflowServiceSimulator } from '../../sandbox/workflow-sim';
-import { OtlpReceiver } from '../helpers/otlp-receiver';
+import { OtlpReceiver } from '../../sandbox/otlp-receiver';
 import { freePort } from '../helpers/ports';
 import { Replicas, type Replica } from '../helpers/replicas';
 import { removeSecretFile, testSecret, writeSecretFile } from '../helpers/secret';

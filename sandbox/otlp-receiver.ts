@@ -1,11 +1,13 @@
 /**
- * An OTLP/HTTP trace receiver on loopback (Debian packages no OpenTelemetry Collector):
+ * A simulated trace collector: an OTLP/HTTP receiver on loopback (Debian packages no
+ * OpenTelemetry Collector), for the tests (test/process/tracing-export.test.ts) and the
+ * `tracing` benchmark:
  * `POST /v1/traces` with an ExportTraceServiceRequest as protobuf
  * (`application/x-protobuf`) or JSON (`application/json`), decoded into SpanRecords
  * (spans.ts) and answered with an empty ExportTraceServiceResponse in the same encoding —
  * as strict as a collector about the rest: another path is 404, another content type
  * 415, a body that does not decode 400. `hang` accepts requests and never answers (a
- * collector that stopped responding).
+ * collector that stopped responding). Received spans are kept (`keep: false`: only counted).
  *
  * The protobuf schema below is the subset of opentelemetry-proto's
  * collector/trace/v1/trace_service.proto, trace/v1/trace.proto, common/v1/common.proto and
@@ -15,7 +17,24 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import protobuf from 'protobufjs';
-import type { SpanRecord } from './spans';
+
+/** One span as received, in the shape tests compare (test/helpers/spans.ts makes the same from the SDK's in-memory spans). */
+export interface SpanRecord {
+  traceId: string;
+  spanId: string;
+  parentSpanId: string | undefined;
+  name: string;
+  kind: 'INTERNAL' | 'SERVER' | 'CLIENT' | 'PRODUCER' | 'CONSUMER' | 'UNSPECIFIED';
+  /** Nanoseconds since the epoch (ordering only). */
+  start: bigint;
+  end: bigint;
+  attributes: Record<string, unknown>;
+  events: Array<{ name: string; attributes: Record<string, unknown> }>;
+  links: Array<{ traceId: string; spanId: string; attributes: Record<string, unknown> }>;
+  /** 0 unset, 1 ok, 2 error. */
+  status: number;
+  resource: Record<string, unknown>;
+}
 
 const repeated = (type: string, id: number) => ({ rule: 'repeated', type, id });
 const field = (type: string, id: number) => ({ type, id });
@@ -181,24 +200,34 @@ export interface ReceivedExport {
   spans: number;
 }
 
+export interface OtlpReceiverOptions {
+  /** Read each request and never answer it. */
+  hang?: boolean;
+  /** Keep the spans received (default true); false: count them only. */
+  keep?: boolean;
+}
+
 export class OtlpReceiver {
   readonly spans: SpanRecord[] = [];
   readonly exports: ReceivedExport[] = [];
+  /** Spans received, kept or not. */
+  received = 0;
   /** Requests taken and never answered (`hang`). */
   held = 0;
 
   private constructor(
     private readonly server: http.Server,
     readonly url: string,
+    private readonly keep: boolean,
   ) {}
 
-  /** Listens on a free loopback port; `hang`: read each request and never answer it. */
-  static async start(options: { hang?: boolean } = {}): Promise<OtlpReceiver> {
+  /** Listens on a free loopback port. */
+  static async start(options: OtlpReceiverOptions = {}): Promise<OtlpReceiver> {
     let receiver: OtlpReceiver | undefined;
     const server = http.createServer((req, res) => receiver?.handle(req, res, options.hang ?? false));
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const { port } = server.address() as AddressInfo;
-    receiver = new OtlpReceiver(server, `http://127.0.0.1:${port}`);
+    receiver = new OtlpReceiver(server, `http://127.0.0.1:${port}`, options.keep ?? true);
     return receiver;
   }
 
@@ -226,8 +255,11 @@ export class OtlpReceiver {
         res.writeHead(400).end();
         return;
       }
-      this.spans.push(...spans);
-      this.exports.push({ contentType, headers: req.headers, spans: spans.length });
+      this.received += spans.length;
+      if (this.keep) {
+        this.spans.push(...spans);
+        this.exports.push({ contentType, headers: req.headers, spans: spans.length });
+      }
       // An empty ExportTraceServiceResponse: no bytes in protobuf, {} in JSON.
       if (contentType === 'application/json') res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
       else res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end();
