@@ -133,6 +133,7 @@ export class McpConnector {
       headers: this.headers(endpoint, access),
       bodyLimit: BODY_LIMIT,
       onError: (err) => log.debug({ mcp_server: endpoint.name, err: errorText(err) }, 'mcp transport error'),
+      traced: access.span?.headers !== undefined,
     });
   }
 

@@ -12,10 +12,10 @@
  *   never overridden);
  * - every request ends when the session is closed (`stop`), and a response body is
  *   capped, so a server cannot make longrun buffer without bound;
- * - a tool call's request carries that call's own `traceparent` (`withCallHeaders`:
- *   the SDK gives no per-request headers, and the same session serves calls at once).
+ * - with tracing on, a tool call's request carries that call's own `traceparent` header,
+ *   the one its JSON-RPC message carries in `params._meta` (session.ts): the SDK gives no
+ *   per-request headers, and one session serves calls at once.
  */
-import { AsyncLocalStorage } from 'node:async_hooks';
 import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { fetch as undiciFetch, type Dispatcher, type RequestInit as UndiciRequestInit } from 'undici';
 
@@ -38,14 +38,19 @@ const PROTOCOL_HEADERS = new Set([
 ]);
 
 /**
- * Headers of the request a call makes, over the session's: set for the duration of one SDK
- * request (the SDK's send runs in the caller's async context, so its fetch sees them).
+ * How a tool call's traceparent is written in its message (session.ts puts `_meta` last in
+ * `params`, and the SDK writes `jsonrpc` and `id` after `params`): the last occurrence in the
+ * body is the call's own, whatever its arguments hold.
  */
-const callHeaders = new AsyncLocalStorage<Readonly<Record<string, string>>>();
+const META_TRACEPARENT = '"_meta":{"traceparent":"';
+const TRACEPARENT = /^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/;
 
-/** Runs `request` with `headers` added to the HTTP request it makes (a tool call's traceparent). */
-export function withCallHeaders<T>(headers: Readonly<Record<string, string>> | undefined, request: () => Promise<T>): Promise<T> {
-  return headers ? callHeaders.run(headers, request) : request();
+/** The traceparent a JSON-RPC request body carries in its `params._meta`, if any. */
+export function messageTraceparent(body: string): string | undefined {
+  const at = body.lastIndexOf(META_TRACEPARENT);
+  if (at < 0) return undefined;
+  const value = body.slice(at + META_TRACEPARENT.length, at + META_TRACEPARENT.length + 55);
+  return TRACEPARENT.test(value) ? value : undefined;
 }
 
 /** Statuses whose response may not have a body (the Fetch standard's null-body statuses). */
@@ -61,6 +66,8 @@ export interface SessionFetchOptions {
   stop: AbortSignal;
   /** Largest response body read, in bytes. */
   bodyLimit: number;
+  /** Tracing is on: a message's `params._meta.traceparent` is its request's traceparent header. */
+  traced?: boolean;
 }
 
 export class ResponseTooLargeError extends Error {
@@ -94,10 +101,11 @@ export function sessionFetch(options: SessionFetchOptions): FetchLike {
     // 405 is how a server says it has no standalone stream; the SDK then goes on without.
     if (method === 'GET') return new Response(null, { status: 405, statusText: 'Method Not Allowed' });
     const headers = new Headers(init?.headers);
-    const own = callHeaders.getStore();
-    for (const [name, value] of Object.entries(own ? { ...(await options.headers()), ...own } : await options.headers())) {
+    for (const [name, value] of Object.entries(await options.headers())) {
       if (!PROTOCOL_HEADERS.has(name.toLowerCase())) headers.set(name, value);
     }
+    const traceparent = options.traced && typeof init?.body === 'string' ? messageTraceparent(init.body) : undefined;
+    if (traceparent) headers.set('traceparent', traceparent);
     const signal = init?.signal ? AbortSignal.any([init.signal, options.stop]) : options.stop;
     const response = await undiciFetch(url, {
       ...(init as UndiciRequestInit),

@@ -106,8 +106,7 @@ export class McpToolbox {
     let answer: PlainTextAnswer;
     let result: McpCallResult;
     try {
-      const trace = span.headers;
-      const outcome = toolAnswer(await route.session.callTool(route.tool, args.value, limit.signal, deps.callTimeoutMs, trace ? { ...trace } : undefined));
+      const outcome = toolAnswer(await route.session.callTool(route.tool, args.value, limit.signal, deps.callTimeoutMs, span.headers));
       ({ answer, result } = outcome);
     } catch (err) {
       if (signal.aborted) {

@@ -137,6 +137,8 @@ describe('a detached execute', () => {
     ]);
     const toolCall = owner.mcp.received.find((r) => r.method === 'tools/call');
     expect(toolCall?.headers).toMatchObject({ traceparent: traceparentOf(spanNamed(spans, 'mcp tool call')), 'x-request-id': 'corr-trace-1' });
+    // And in the message, where MCP servers look for it (params._meta).
+    expect((toolCall?.params as { _meta?: unknown })._meta).toEqual({ traceparent: traceparentOf(spanNamed(spans, 'mcp tool call')), tracestate: 'vendor=opaque' });
     // The session's other requests (initialize, tools/list) carry the execute's.
     expect(owner.mcp.received.find((r) => r.method === 'tools/list')?.headers['traceparent']).toBe(traceparentOf(execute));
     expect(owner.segmentEndRequests[0]?.headers).toMatchObject({ traceparent: traceparentOf(spanNamed(spans, 'owner segment_end')), 'x-request-id': 'corr-trace-1' });
