@@ -46,8 +46,15 @@ export interface Stack {
 /** Extra node flags for the simulator processes, for profiling them (e.g. `--cpu-prof`). */
 const simNodeArgs = (process.env['BENCH_SIM_NODE_ARGS'] ?? '').split(/\s+/).filter(Boolean);
 
-/** Starts the simulators only (for baselines that need no gateway). */
-export async function startSimulators(env: BenchEnv): Promise<{ workflow: SimChild; owner: SimChild; close(): Promise<void> }> {
+/** The two simulator processes of a stack. */
+export interface Simulators {
+  workflow: SimChild;
+  owner: SimChild;
+  close(): Promise<void>;
+}
+
+/** Starts the simulators only (for baselines that need no gateway, or for gateways that share them). */
+export async function startSimulators(env: BenchEnv): Promise<Simulators> {
   const secret = env.secret.toString('base64');
   const workflow = await IpcChild.start<SimQueries>('workflow simulator', 'processes/sim-process.js', {
     env: { BENCH_SIM_ROLE: 'workflow', BENCH_SECRET: secret },
@@ -84,11 +91,17 @@ export interface StackOptions {
    * false: flushing would take the first gateway's store marker, and fence its starts.
    */
   flush?: boolean;
+  /**
+   * Simulators already running (startSimulators), shared with other stacks so that only the
+   * gateways differ; the stack does not close them. Default: the stack's own.
+   */
+  simulators?: Simulators;
 }
 
 export async function startStack(env: BenchEnv, options: StackOptions = {}): Promise<Stack> {
   if (options.flush ?? true) await env.redis.flush();
-  const sims = await startSimulators(env);
+  const shared = options.simulators;
+  const sims = shared ?? (await startSimulators(env));
   let gateway: GatewayProcess;
   try {
     gateway = await GatewayProcess.start({
@@ -99,7 +112,7 @@ export async function startStack(env: BenchEnv, options: StackOptions = {}): Pro
       ...(options.mainJs ? { mainJs: options.mainJs } : {}),
     });
   } catch (err) {
-    await sims.close();
+    if (!shared) await sims.close();
     throw err;
   }
   const client = new ExecuteClient(gateway.url, options.connections);
@@ -112,7 +125,7 @@ export async function startStack(env: BenchEnv, options: StackOptions = {}): Pro
     close: async () => {
       await client.close().catch(() => undefined);
       await gateway.kill();
-      await sims.close();
+      if (!shared) await sims.close();
     },
   };
 }

@@ -1,9 +1,10 @@
 /**
  * tracing (docs/spec.md §13): the gateway's CPU per accepted execute and per relayed
  * action with tracing off and on at full sampling (OTEL_TRACES_SAMPLER=always_on, OTLP/HTTP
- * protobuf to a receiver in the driver's process), side by side: one stack per arm, all up
- * at once on the one Redis, measured in alternating rounds (the order rotating each round)
- * so a noisy machine weighs on every arm alike; the medians count. With
+ * protobuf to a receiver in the driver's process), side by side: one gateway per arm, all
+ * up at once on the one Redis and the same two simulator processes (so only the gateways
+ * differ), measured in alternating rounds (the order rotating each round) so a noisy
+ * machine weighs on every arm alike; the medians count. With
  * BENCH_GATEWAY_BASELINE naming another build's dist/src/main.js (one without tracing,
  * e.g. main before it), that build is a third arm: tracing off against no tracing code at all.
  *
@@ -13,7 +14,7 @@
  */
 import { OtlpReceiver } from '../../sandbox/otlp-receiver';
 import type { Scenario, ScenarioOutcome } from '../scenario';
-import { startStack, type Stack } from '../processes/stack';
+import { startSimulators, startStack, type Simulators, type Stack } from '../processes/stack';
 import { median, ratio, round } from '../measure/stats';
 import { BURST_SIZE, emptyTally, gatewayBurst } from './accept-burst';
 import { throughLongrun } from './relay';
@@ -43,12 +44,15 @@ export const tracing: Scenario = {
     const receiver = await OtlpReceiver.start({ keep: false });
     const baselineJs = process.env['BENCH_GATEWAY_BASELINE'];
     const arms: Arm[] = [];
+    let simulators: Simulators | undefined;
     const arm = async (name: Arm['name'], gatewayEnv: Record<string, string>, mainJs?: string): Promise<void> => {
-      // Only the first stack empties Redis: the others start beside it.
-      const stack = await startStack(ctx.env, { connections: 256, gatewayEnv, flush: arms.length === 0, ...(mainJs ? { mainJs } : {}) });
+      // Redis was emptied once, before any gateway: a flush now would fence the ones started.
+      const stack = await startStack(ctx.env, { connections: 256, gatewayEnv, flush: false, simulators, ...(mainJs ? { mainJs } : {}) });
       arms.push({ name, stack, cpuPerExecute: [], cpuPer1000Actions: [], errors: 0 });
     };
     try {
+      await ctx.env.redis.flush();
+      simulators = await startSimulators(ctx.env);
       if (baselineJs) await arm('baseline', {}, baselineJs);
       // Off as by default: no endpoint (one inherited from the environment is blanked).
       await arm('off', { OTEL_EXPORTER_OTLP_ENDPOINT: '', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: '' });
@@ -62,6 +66,8 @@ export const tracing: Scenario = {
       for (let r = 0; r < ROUNDS; r++) {
         for (let i = 0; i < arms.length; i++) {
           const a = arms[(i + r) % arms.length] as Arm;
+          // What the shared simulators recorded of the last measurement (all ended by now) is let go.
+          await Promise.all([a.stack.owner.query('reset', {}), a.stack.workflow.query('reset', {})]);
           const tally = emptyTally();
           let cpu = a.stack.cpu();
           for (let b = 0; b < executes / BURST_SIZE; b++) await gatewayBurst(a.stack, `tr-${a.name}-${r}-${b}-`, BURST_SIZE, tally);
@@ -116,7 +122,7 @@ export const tracing: Scenario = {
       };
     } finally {
       await Promise.allSettled(arms.map((a) => a.stack.close()));
-      await receiver.close();
+      await Promise.allSettled([simulators?.close(), receiver.close()]);
     }
   },
 };
