@@ -9,7 +9,8 @@
  * `scale` (three gateways holding thousands of runs each through a lease renewal period),
  * `ws_capacity` (5 000 WebSocket sessions held through a ping round, against a raw
  * holder), `ws_resume` (sessions dropping and re-attaching over two replicas) and
- * `ws_frames` (CPU and bytes per WebSocket frame, direct and bridged, two replicas) run only
+ * `ws_frames` (CPU and bytes per WebSocket frame, direct and bridged, two replicas) and
+ * `tracing` (gateway CPU per execute and per relayed action, tracing off and on) run only
  * when named: each alone takes most of a minute or more, past the default run's ~5 minutes.
  */
 import { execFileSync } from 'node:child_process';
@@ -30,13 +31,14 @@ import { drain } from './scenarios/drain';
 import { relay } from './scenarios/relay';
 import { scale } from './scenarios/scale';
 import { stopLatency } from './scenarios/stop-latency';
+import { tracing } from './scenarios/tracing';
 import { wsCapacity } from './scenarios/ws-capacity';
 import { wsFrames } from './scenarios/ws-frames';
 import { wsResume } from './scenarios/ws-resume';
 import { watch } from './scenarios/watch';
 import { createBenchEnv } from './processes/stack';
 
-const scenarios: Scenario[] = [capacity, wsCapacity, accept, relay, drain, stopLatency, dispatcherHold, scale, wsResume, wsFrames, watch];
+const scenarios: Scenario[] = [capacity, wsCapacity, accept, relay, drain, stopLatency, dispatcherHold, scale, wsResume, wsFrames, watch, tracing];
 
 function usage(): string {
   const lines = scenarios.map((s) => `  ${s.name.padEnd(16)} --runs: ${s.sizes} (default ${s.defaultRuns})${s.onlyWhenNamed ? '; only with --scenario' : ''}`);

@@ -10,6 +10,7 @@ import { SERVER_SHUTDOWN, STOP_REASON_TOKEN, publicInfraStopReasons } from './co
 import { redisKeySchemes, type RedisKeyScheme } from './coordination/keys';
 import { RedisUrlError, parseRedisUrl, type RedisTarget } from './coordination/redis-url';
 import { maskUrl } from './core/log';
+import { parseTracingConfig, type TracingConfig } from './observability/tracing-config';
 
 export interface ListenAddress {
   host: string;
@@ -128,6 +129,8 @@ export interface Config {
   /** Ping idle gRPC connections too (the real service permits it; a default gRPC server does not). */
   grpcKeepaliveWithoutCalls: boolean;
   replicaId: string;
+  /** Tracing (docs/spec.md §13), from the standard OTEL_* variables only: off without a collector endpoint. */
+  tracing: TracingConfig;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 }
 
@@ -460,6 +463,9 @@ export function loadConfig(env: Env = process.env): EnvConfig {
       'a name of [A-Za-z0-9_.:-], at most 128 characters',
       `${os.hostname()}-${process.pid}`,
     ),
+    tracing: parseTracingConfig(env, (variable, expected, received, problem) => {
+      throw new ConfigError(variable, expected, received, problem);
+    }),
     logLevel: read(env, 'LONGRUN_LOG_LEVEL', z.enum(logLevels), logLevels.join('|'), 'info'),
   };
 }

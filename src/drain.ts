@@ -3,13 +3,16 @@
  * already gone not-ready and answers new executes 503 DRAINING; after the shutdown delay
  * every run in flight is stopped with WORKHORSE_SERVER_SHUTDOWN, concurrently, within
  * the drain budget; segment-end callbacks are sent while the budget lasts; then the
- * gateway closes whatever is left in what remains of the budget.
+ * gateway closes whatever is left in what remains of the budget, while the spans are
+ * flushed (at most a second of it). The drain is one span, each run it stopped an event.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Config } from './config';
 import type { Logger } from './core/log';
 import type { Metrics } from './observability/metrics';
-import type { RunRegistry } from './run/registry';
+import type { Tracing } from './observability/tracing';
+import type { RegisteredRun, RunRegistry } from './run/registry';
+import type { EndReason } from './core/vocabulary';
 
 export interface DrainDeps {
   config: Config;
@@ -22,6 +25,7 @@ export interface DrainDeps {
   watch: { endAll(why: 'drain'): void };
   /** Bounds segment-end callbacks; aborted shortly before the budget ends. */
   callbackBudget: AbortController;
+  tracing: Tracing;
   /** Closes every part of the gateway within `timeoutMs` (runs still in flight are cancelled). */
   close(timeoutMs: number): Promise<'closed' | 'forced'>;
 }
@@ -30,11 +34,14 @@ export interface DrainDeps {
 const CALLBACK_ABORT_MARGIN_MS = 250;
 /** After a drain, closing gets at least this long even when the budget is spent. */
 const MIN_CLOSE_AFTER_DRAIN_MS = 250;
+/** The most of the drain budget the last spans' export may take (docs/spec.md §13): a collector that does not answer costs no more. */
+const TRACE_FLUSH_MS = 1_000;
 
 export async function drain(deps: DrainDeps): Promise<void> {
-  const { config, metrics, logger, registry, callbackBudget } = deps;
+  const { config, metrics, logger, registry, callbackBudget, tracing } = deps;
   metrics.draining.set(1);
   const started = Date.now();
+  const span = tracing.drain(registry.size);
   metrics.drainDeadline.set((started + config.shutdownDelayMs + config.drainTimeoutMs) / 1000);
   logger.info({ runs: registry.size }, 'drain started');
   if (config.shutdownDelayMs > 0) await sleep(config.shutdownDelayMs);
@@ -51,7 +58,10 @@ export async function drain(deps: DrainDeps): Promise<void> {
   const stackTraceLimit = Error.stackTraceLimit;
   Error.stackTraceLimit = 0;
   const handedBack = deps.websockets.shutdownIdle();
-  const stops = Promise.all([registry.stopAll({ kind: 'drain', ackTimeoutMs }), handedBack]);
+  const onEnded = tracing.enabled
+    ? (run: RegisteredRun, reason: EndReason): void => tracing.drainStopped(span, { workflowId: run.workflowId, runId: run.id, transport: run.transport }, reason)
+    : undefined;
+  const stops = Promise.all([registry.stopAll({ kind: 'drain', ackTimeoutMs }, onEnded), handedBack]);
   let budgetTimer: NodeJS.Timeout | undefined;
   const budget = new Promise<'over'>((resolve) => (budgetTimer = setTimeout(() => resolve('over'), budgetMs)));
   const outcome = await Promise.race([stops.then(() => 'done' as const), budget]);
@@ -59,8 +69,11 @@ export async function drain(deps: DrainDeps): Promise<void> {
   clearTimeout(budgetTimer);
   deps.watch.endAll('drain');
   clearTimeout(callbackDeadline);
+  tracing.drainEnded(span, outcome, registry.size);
   // Whatever is still open (a hung owner, a paused Redis) gets what is left of the budget
-  // to close, then is destroyed: the process exits on time in every case.
-  const closed = await deps.close(Math.max(MIN_CLOSE_AFTER_DRAIN_MS, budgetEnd - Date.now()));
+  // to close, then is destroyed: the process exits on time in every case. The spans go
+  // out meanwhile, within the same time (and never more than a second of it).
+  const closeMs = Math.max(MIN_CLOSE_AFTER_DRAIN_MS, budgetEnd - Date.now());
+  const [closed] = await Promise.all([deps.close(closeMs), tracing.flush(Math.min(TRACE_FLUSH_MS, closeMs))]);
   logger.info({ drain_ms: Date.now() - started, outcome, runs_left: registry.size, close: closed }, 'drain finished');
 }

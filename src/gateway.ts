@@ -13,6 +13,8 @@ import type { Config, ListenAddress } from './config';
 import { drain } from './drain';
 import { createLogger, type Logger } from './core/log';
 import { Metrics } from './observability/metrics';
+import { startTracing } from './observability/trace-export';
+import type { Tracing } from './observability/tracing';
 import type { CoordinationBackend } from './coordination/backend';
 import { LeaseKeeper } from './coordination/lease-keeper';
 import { MemoryBackend } from './coordination/memory-backend';
@@ -47,6 +49,11 @@ export interface GatewayOptions {
    * (sandbox/chat-page.ts). Only the sandbox passes any; a gateway with an owner has none.
    */
   sandboxRoutes?: RequestHandler;
+  /**
+   * Spans go here instead of where config.tracing says (tests: a tracer on the SDK's
+   * in-memory exporter). The gateway does not close it.
+   */
+  tracing?: Tracing;
 }
 
 /** Everything a gateway is made of, by name. */
@@ -70,6 +77,7 @@ interface GatewayParts {
   watch: Watch;
   /** Bounds segment-end callbacks; aborted when the drain's budget is spent. */
   callbackBudget: AbortController;
+  tracing: Tracing;
 }
 
 /**
@@ -86,6 +94,8 @@ interface Closable {
 const REDIS_STARTUP_WAIT_MS = 5_000;
 /** How long close() waits for parts to close gracefully before destroying them. */
 const CLOSE_TIMEOUT_MS = 5_000;
+/** The longest the exporter may take to send the last spans when the gateway closes (a drain gives it less: drain.ts). */
+const TRACE_FLUSH_MS = 1_000;
 
 function listen(listener: http.RequestListener, address: ListenAddress): Promise<http.Server> {
   return new Promise((resolve, reject) => {
@@ -256,6 +266,15 @@ export class Gateway {
     let gateway: Gateway | undefined;
     let leases: LeaseKeeper | undefined;
     try {
+      // Added first, so closed last: the spans of everything closed before it are sent.
+      const tracing =
+        options.tracing ??
+        own(
+          'tracing',
+          startTracing(config.tracing, { metrics, logger, instanceId: config.replicaId }),
+          (t) => t.close(TRACE_FLUSH_MS),
+          (t) => void t.close(0),
+        );
       const registry = new RunRegistry(config.maxDetachedRuns);
       const owner = own(
         'owner client',
@@ -269,6 +288,7 @@ export class Gateway {
           callbackTimeoutMs: config.callbackTimeoutMs,
           callbackConcurrency: config.callbackConcurrency,
           jwtRefreshMs: config.jwtRefreshMs,
+          tracing,
         }),
         (o) => o.close(),
         (o) => o.destroy(),
@@ -300,6 +320,7 @@ export class Gateway {
           allowPrivate: config.mcpAllowPrivate,
           metrics,
           logger,
+          tracing,
         }),
         (m) => m.close(),
       );
@@ -367,6 +388,7 @@ export class Gateway {
         stopReasons,
         callbackSignal: callbackBudget.signal,
         watch,
+        tracing,
       });
       const mainListener = createMainListener({
         launcher,
@@ -379,6 +401,7 @@ export class Gateway {
         stopKeyTtlMs: config.stopKeyTtlMs,
         sandboxRoutes: options.sandboxRoutes,
         watch,
+        tracing,
       });
       const parked: ParkedRuns = new Map();
       const bridges = config.redis && config.wsResumeWindowMs > 0 ? own('bridges', connectBridges(config, backend, parked, metrics, logger), (b) => b.close()) : undefined;
@@ -387,6 +410,7 @@ export class Gateway {
         owner,
         metrics,
         logger,
+        tracing,
         settings: {
           pingMs: config.wsPingMs,
           pongTimeoutMs: config.wsPongTimeoutMs,
@@ -425,7 +449,25 @@ export class Gateway {
       own('watch streams', watch, (w) => w.endAll('closing'));
       own('callback budget', callbackBudget, (c) => c.abort());
       gateway = new Gateway(
-        { config, logger, metrics, registry, owner, channels, backend, leases, stopWatcher, launcher, stopReasons, mainServer, opsServer, websockets, watch, callbackBudget },
+        {
+          config,
+          logger,
+          metrics,
+          registry,
+          owner,
+          channels,
+          backend,
+          leases,
+          stopWatcher,
+          launcher,
+          stopReasons,
+          mainServer,
+          opsServer,
+          websockets,
+          watch,
+          callbackBudget,
+          tracing,
+        },
         closables,
       );
     } catch (err) {

@@ -14,8 +14,10 @@ export interface GatewayProcessOptions {
   ownerUrl: string;
   redisUrl: string;
   secretFile: string;
-  /** Extra LONGRUN_* variables (caps, drain timeout, ...). */
+  /** Extra variables (caps, drain timeout, OTEL_*, ...). */
   env?: Record<string, string>;
+  /** Another build's dist/src/main.js to run (default gatewayMainJs). */
+  mainJs?: string;
 }
 
 /** What /debug/gc answers: a build from before the heap spaces were reported (BENCH_GATEWAY_MAIN) has none. */
@@ -86,20 +88,24 @@ export class GatewayProcess {
   static async start(options: GatewayProcessOptions): Promise<GatewayProcess> {
     const [port, opsPort] = [await freePort(), await freePort()];
     // Raise the soft descriptor limit to the hard one: ten thousand held runs need it.
-    const child = spawn('bash', ['-c', 'ulimit -n "$(ulimit -Hn)" && exec "$0" "$@"', process.execPath, '--expose-gc', ...DEPLOYED_NODE_ARGS, ...extraNodeArgs, gatewayMainJs], {
-      env: {
-        ...process.env,
-        ...DEPLOYED_ALLOCATOR_ENV,
-        LONGRUN_OWNER_URL: options.ownerUrl,
-        LONGRUN_SECRET_FILE: options.secretFile,
-        LONGRUN_REDIS_URL: options.redisUrl,
-        LONGRUN_LISTEN: `${HOST}:${port}`,
-        LONGRUN_OPS_LISTEN: `${HOST}:${opsPort}`,
-        LONGRUN_LOG_LEVEL: 'warn',
-        ...options.env,
+    const child = spawn(
+      'bash',
+      ['-c', 'ulimit -n "$(ulimit -Hn)" && exec "$0" "$@"', process.execPath, '--expose-gc', ...DEPLOYED_NODE_ARGS, ...extraNodeArgs, options.mainJs ?? gatewayMainJs],
+      {
+        env: {
+          ...process.env,
+          ...DEPLOYED_ALLOCATOR_ENV,
+          LONGRUN_OWNER_URL: options.ownerUrl,
+          LONGRUN_SECRET_FILE: options.secretFile,
+          LONGRUN_REDIS_URL: options.redisUrl,
+          LONGRUN_LISTEN: `${HOST}:${port}`,
+          LONGRUN_OPS_LISTEN: `${HOST}:${opsPort}`,
+          LONGRUN_LOG_LEVEL: 'warn',
+          ...options.env,
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
       },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    );
     const gateway = new GatewayProcess(child, `http://${HOST}:${port}`, `http://${HOST}:${opsPort}`, tailOutput(child));
     let exited = false;
     void gateway.exited.then(() => (exited = true));

@@ -46,8 +46,15 @@ export interface Stack {
 /** Extra node flags for the simulator processes, for profiling them (e.g. `--cpu-prof`). */
 const simNodeArgs = (process.env['BENCH_SIM_NODE_ARGS'] ?? '').split(/\s+/).filter(Boolean);
 
-/** Starts the simulators only (for baselines that need no gateway). */
-export async function startSimulators(env: BenchEnv): Promise<{ workflow: SimChild; owner: SimChild; close(): Promise<void> }> {
+/** The two simulator processes of a stack. */
+export interface Simulators {
+  workflow: SimChild;
+  owner: SimChild;
+  close(): Promise<void>;
+}
+
+/** Starts the simulators only (for baselines that need no gateway, or for gateways that share them). */
+export async function startSimulators(env: BenchEnv): Promise<Simulators> {
   const secret = env.secret.toString('base64');
   const workflow = await IpcChild.start<SimQueries>('workflow simulator', 'processes/sim-process.js', {
     env: { BENCH_SIM_ROLE: 'workflow', BENCH_SECRET: secret },
@@ -77,11 +84,24 @@ export interface StackOptions {
   gatewayEnv?: Record<string, string>;
   /** Dispatcher connections to the gateway. */
   connections?: number;
+  /** Another build's dist/src/main.js for the gateway. */
+  mainJs?: string;
+  /**
+   * Empty Redis first (default true). A second stack beside one already running passes
+   * false: flushing would take the first gateway's store marker, and fence its starts.
+   */
+  flush?: boolean;
+  /**
+   * Simulators already running (startSimulators), shared with other stacks so that only the
+   * gateways differ; the stack does not close them. Default: the stack's own.
+   */
+  simulators?: Simulators;
 }
 
 export async function startStack(env: BenchEnv, options: StackOptions = {}): Promise<Stack> {
-  await env.redis.flush();
-  const sims = await startSimulators(env);
+  if (options.flush ?? true) await env.redis.flush();
+  const shared = options.simulators;
+  const sims = shared ?? (await startSimulators(env));
   let gateway: GatewayProcess;
   try {
     gateway = await GatewayProcess.start({
@@ -89,9 +109,10 @@ export async function startStack(env: BenchEnv, options: StackOptions = {}): Pro
       redisUrl: env.redis.url,
       secretFile: env.secretFile,
       env: options.gatewayEnv,
+      ...(options.mainJs ? { mainJs: options.mainJs } : {}),
     });
   } catch (err) {
-    await sims.close();
+    if (!shared) await sims.close();
     throw err;
   }
   const client = new ExecuteClient(gateway.url, options.connections);
@@ -104,7 +125,7 @@ export async function startStack(env: BenchEnv, options: StackOptions = {}): Pro
     close: async () => {
       await client.close().catch(() => undefined);
       await gateway.kill();
-      await sims.close();
+      if (!shared) await sims.close();
     },
   };
 }

@@ -34,11 +34,12 @@ function burstSizes(runs: number): number[] {
   return Array.from({ length: Math.ceil(runs / BURST_SIZE) }, (_, b) => Math.min(BURST_SIZE, runs - b * BURST_SIZE));
 }
 
-function emptyTally(): Tally {
+export function emptyTally(): Tally {
   return { overheads: [], errors: {} };
 }
 
-async function gatewayBurst(stack: Stack, prefix: string, size: number, tally: Tally): Promise<void> {
+/** `size` detached executes of the accept run at once, as `prefix<i>`; resolves once every accepted run's callback is in. */
+export async function gatewayBurst(stack: Stack, prefix: string, size: number, tally: Tally): Promise<void> {
   const results = await Promise.all(Array.from({ length: size }, (_, i) => stack.client.execute(`${prefix}${i}`, steps)));
   let accepted = 0;
   for (const result of results) {

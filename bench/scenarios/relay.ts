@@ -16,7 +16,8 @@ const PATH = '/api/v4/projects/1';
 const CONCURRENCY = 32;
 const ROUNDS = 5;
 
-async function throughLongrun(stack: Stack, prefix: string, actions: number): Promise<{ perS: number; ok: number; total: number }> {
+/** About `actions` relays through the gateway, over CONCURRENCY detached runs named `prefix<i>`; resolves once every run ended. */
+export async function throughLongrun(stack: Stack, prefix: string, actions: number): Promise<{ perS: number; ok: number; total: number }> {
   const perRun = Math.ceil(actions / CONCURRENCY);
   const steps: Step[] = [{ op: 'repeat', times: perRun, steps: [{ op: 'http', method: 'GET', path: PATH }] }, { op: 'end' }];
   const answers = await Promise.all(Array.from({ length: CONCURRENCY }, (_, i) => stack.client.execute(`${prefix}${i}`, steps)));

@@ -45,6 +45,16 @@ export const redactPaths = headerContainers.flatMap((container) => secretHeaders
 const secretKey =
   /^(?:authorization|proxy-authorization|cookie|set-cookie|gitlab-workhorse-api-request|x-gitlab-.*token.*)$|token|secret|passw(?:or)?d|api[-_]?key|credential|jwt/i;
 
+/**
+ * The ids on every log line of a request, session or run (docs/spec.md §7, §13): its
+ * request id, and the same value as `correlation_id` — labkit's field name, the one
+ * GitLab's log searches key on. The correlation id is the caller's X-Request-Id when
+ * valid, else a new one (http/request-id.ts).
+ */
+export function correlation<T extends string | undefined>(requestId: T): { request_id: T; correlation_id: T } {
+  return { request_id: requestId, correlation_id: requestId };
+}
+
 /** How deep the hook looks into a logged object; deeper values are left to layer 3. */
 const MAX_DEPTH = 6;
 

@@ -6,14 +6,14 @@
  */
 import type { ServerResponse } from 'node:http';
 import { toGatewayError, type GatewayError } from '../core/errors';
-import type { Logger } from '../core/log';
+import { correlation, type Logger } from '../core/log';
 import { errorStatus, retryAfterOf } from './error-status';
 import { sendJson } from './json-response';
 import { requestIdFrom } from './request-id';
 
 export function sendError(res: ServerResponse, err: unknown, logger: Logger): GatewayError {
   const error = toGatewayError(err);
-  if (error.code === 'INTERNAL') logger.error({ err, request_id: requestIdFrom(res) }, 'internal error');
+  if (error.code === 'INTERNAL') logger.error({ err, ...correlation(requestIdFrom(res)) }, 'internal error');
   if (res.headersSent) {
     res.end();
     return error;

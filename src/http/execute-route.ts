@@ -7,13 +7,15 @@
  *
  * The request's lifetime is watched from the moment it arrives: a caller that hangs up
  * aborts the preauth, the body read and the launch wherever they are (nothing is left
- * taken), and ends a blocking run.
+ * taken), and ends a blocking run. The request is a SERVER span (tracing.ts), child of
+ * the caller's traceparent; the start's spans are its children.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { callerOf } from '../core/caller';
 import { GatewayError } from '../core/errors';
-import type { Logger } from '../core/log';
+import { correlation, type Logger } from '../core/log';
 import type { Metrics } from '../observability/metrics';
+import type { TraceSpan, Tracing } from '../observability/tracing';
 import type { OwnerClient, PreauthDenial } from '../owner/owner-client';
 import type { AuthorizedStart, Launcher } from '../run/launcher';
 import { decodeStartRequest } from '../run/start-request';
@@ -33,12 +35,15 @@ export interface ExecuteRouteDeps {
   logger: Logger;
   /** Blocking: an empty ndjson line this often. */
   keepaliveMs: number;
+  tracing: Tracing;
 }
 
 /** How a request was answered, for its log line: the outcome, or the error code. */
 interface Answer {
   runId?: string | undefined;
   reason: string;
+  /** The reason is an error code. */
+  failed?: boolean;
 }
 
 /** The route's path, as express matches it (one segment, decoded, any case, a trailing slash allowed). */
@@ -63,6 +68,7 @@ export function plainExecuteWorkflowId(method: string | undefined, url: string |
 export async function execute(deps: ExecuteRouteDeps, req: IncomingMessage, res: ServerResponse, workflowId: string | undefined): Promise<void> {
   const started = performance.now();
   const requestId = requestIdFrom(res) as string;
+  const span = deps.tracing.request('execute', req.headers, requestId, workflowId);
   // Read now: once the caller hangs up its socket address is gone.
   const caller = callerOf(req);
   const gone = new AbortController();
@@ -74,29 +80,32 @@ export async function execute(deps: ExecuteRouteDeps, req: IncomingMessage, res:
   let answer: Answer;
   try {
     deps.launcher.checkServing();
-    const preauth = await deps.owner.preauthorize(req.method as string, req.url as string, req.headers, requestId, signal);
+    const preauth = await deps.owner.preauthorize(req.method as string, req.url as string, req.headers, requestId, signal, 'execute', span);
     if (preauth.kind === 'denied') {
       answer = sendDenial(deps, res, preauth);
     } else {
       transport = preauth.answer.Detached === true ? 'detached' : 'blocking';
-      const start = { auth: preauth.answer.DuoWorkflow, request: decodeStartRequest(await readBody(req, res)), requestId, caller, signal };
-      answer = transport === 'detached' ? await answerDetached(deps, res, start) : await streamBlocking(deps, res, start);
+      deps.tracing.note(span, { workflowId: preauth.answer.DuoWorkflow.WorkflowID, transport });
+      const start = { auth: preauth.answer.DuoWorkflow, request: decodeStartRequest(await readBody(req, res)), requestId, caller, signal, span };
+      answer = transport === 'detached' ? await answerDetached(deps, res, start, span) : await streamBlocking(deps, res, start);
     }
   } catch (err) {
     // Whatever failed after the caller left failed because it left.
     const error = sendError(res, signal.aborted ? asClientGone(err) : err, deps.logger);
     deps.metrics.connectionError(transport, error.errorType);
-    answer = { runId: error.runId, reason: error.code };
+    answer = { runId: error.runId, reason: error.code, failed: true };
   }
+  deps.tracing.requestEnded(span, { status: res.statusCode, runId: answer.runId, errorCode: answer.failed || res.statusCode >= 400 ? answer.reason : undefined });
   deps.logger.info(
     {
-      request_id: requestId,
+      ...correlation(requestId),
       workflow_id: workflowId,
       run_id: answer.runId,
       transport: transportLabels[transport],
       reason: answer.reason,
       status: res.statusCode,
       duration_ms: Math.round(performance.now() - started),
+      ...span.logFields,
     },
     'execute request',
   );
@@ -115,10 +124,11 @@ function sendDenial(deps: ExecuteRouteDeps, res: ServerResponse, denial: Preauth
 }
 
 /** Detached (docs/spec.md §3b): 202 once accepted, 200 when the turn finished before that. */
-async function answerDetached(deps: ExecuteRouteDeps, res: ServerResponse, start: AuthorizedStart): Promise<Answer> {
+async function answerDetached(deps: ExecuteRouteDeps, res: ServerResponse, start: AuthorizedStart, span: TraceSpan): Promise<Answer> {
   const workflowId = start.auth.WorkflowID;
   const outcome = await deps.launcher.launch({ ...start, transport: 'detached' });
   if (outcome.kind === 'accepted') {
+    deps.tracing.accepted(span, outcome.acceptedOn);
     sendJson(res, 202, { status: 'accepted', workflow_id: workflowId, run_id: outcome.runId, accepted_on: outcome.acceptedOn });
     return { runId: outcome.runId, reason: 'accepted' };
   }

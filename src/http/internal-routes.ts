@@ -12,7 +12,7 @@
 import type { InFlightEntry, RunRecord } from '@longrun/client';
 import express from 'express';
 import { GatewayError } from '../core/errors';
-import type { Logger } from '../core/log';
+import { correlation, type Logger } from '../core/log';
 import type { CoordinationBackend, StoredRunRecord } from '../coordination/backend';
 import { verifyOwnerJwt } from '../core/jwt';
 import { STOP_REASON_TOKEN, USER_STOP } from '../core/vocabulary';
@@ -86,7 +86,7 @@ export function createInternalRouter(ctx: InternalContext): express.Router {
         throw storeError(err);
       }
       if (!requested) throw new GatewayError('NOT_CANCELLABLE', 'no run of this workflow is in flight');
-      ctx.logger.info({ workflow_id: workflowId, reason, request_id: requestIdFrom(res) }, 'stop requested');
+      ctx.logger.info({ workflow_id: workflowId, reason, ...correlation(requestIdFrom(res)) }, 'stop requested');
       res.status(202).json({ status: 'stop_requested', workflow_id: workflowId, reason });
     })().catch((err: unknown) => sendError(res, err, ctx.logger));
   });

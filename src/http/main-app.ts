@@ -18,6 +18,8 @@ import { EXECUTE_PATH, execute, plainExecuteWorkflowId, type ExecuteRouteDeps } 
 import { createInternalRouter } from './internal-routes';
 import { assignRequestId, requestIdFrom, requestIdMiddleware } from './request-id';
 import { originFormOnly } from './request-target';
+import { correlation } from '../core/log';
+import type { RequestRoute, Tracing } from '../observability/tracing';
 import { WEBSOCKET_PATH } from '../websocket/route';
 import type { Watch } from '../watch/hub';
 import { WATCH_PATH, watchRoute } from '../watch/route';
@@ -62,7 +64,7 @@ function createMainApp(deps: MainAppDeps): express.Express {
     res.on('close', () => {
       deps.logger.info(
         {
-          request_id: requestIdFrom(res),
+          ...correlation(requestIdFrom(res)),
           method: req.method,
           path: req.path,
           workflow_id: /\/workflows\/([^/]+)/.exec(req.path)?.[1],
@@ -74,6 +76,7 @@ function createMainApp(deps: MainAppDeps): express.Express {
     });
     next();
   });
+  app.use('/internal', traceInternal(deps.tracing));
   app.get(WATCH_PATH, watchRoute({ watch: deps.watch, owner: deps.owner, checkServing: () => deps.launcher.checkServing(), logger: deps.logger }));
   app.use('/internal', createInternalRouter({ secret: deps.secret, backend: deps.backend, logger: deps.logger, stopKeyTtlMs: deps.stopKeyTtlMs }));
   if (deps.sandboxRoutes) app.use(deps.sandboxRoutes);
@@ -81,4 +84,32 @@ function createMainApp(deps: MainAppDeps): express.Express {
     sendError(res, new GatewayError('NOT_FOUND', `no route for ${req.method} ${req.path}`), deps.logger);
   });
   return app;
+}
+
+/** The internal routes (docs/spec.md §1) by method and path under /internal. */
+const INTERNAL_ROUTE = /^\/workflows\/([^/]+)\/(stop|run)\/?$/;
+
+/**
+ * The owner's calls to the internal routes as SERVER spans, children of the owner's
+ * traceparent; anything else under /internal has none (it is refused like a bad token).
+ */
+function traceInternal(tracing: Tracing): express.RequestHandler {
+  return (req, res, next) => {
+    const match = tracing.enabled ? INTERNAL_ROUTE.exec(req.path) : null;
+    const route: RequestRoute | undefined =
+      match?.[2] === 'stop' && req.method === 'POST' ? 'internal_stop' : match?.[2] === 'run' && req.method === 'GET' ? 'internal_run' : undefined;
+    if (route) {
+      const span = tracing.request(route, req.headers, requestIdFrom(res) ?? '', decodeURIComponentSafe(match?.[1] ?? ''));
+      res.on('close', () => tracing.requestEnded(span, { status: res.statusCode }));
+    }
+    next();
+  };
+}
+
+function decodeURIComponentSafe(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
+  }
 }

@@ -6,7 +6,7 @@
  */
 import type { NextFunction, Request, Response } from 'express';
 import { GatewayError } from '../core/errors';
-import type { Logger } from '../core/log';
+import { correlation, type Logger } from '../core/log';
 import { sendError } from './error-response';
 import { requestIdFrom } from './request-id';
 
@@ -19,6 +19,6 @@ export function originFormOnly(logger: Logger) {
     res.setHeader('Connection', 'close');
     sendError(res, new GatewayError('INVALID_REQUEST', 'the request target must be a path: absolute-form and asterisk-form targets are refused'), logger);
     // The target itself is not logged: an absolute URL may carry credentials.
-    logger.info({ request_id: requestIdFrom(res), method: req.method, status: res.statusCode, reason: 'INVALID_REQUEST' }, 'request target refused');
+    logger.info({ ...correlation(requestIdFrom(res)), method: req.method, status: res.statusCode, reason: 'INVALID_REQUEST' }, 'request target refused');
   };
 }

@@ -8,8 +8,9 @@
  * left out and the turn starts without them (Workhorse's behaviour).
  */
 import { Agent } from 'undici';
-import type { Logger } from '../core/log';
+import { correlation, type Logger } from '../core/log';
 import type { Metrics } from '../observability/metrics';
+import { TraceSpan, type Tracing } from '../observability/tracing';
 import type { McpDiscoveryFailure, McpServerKind } from '../core/vocabulary';
 import { gitlabWorkhorseHeader, userAgent } from '../core/version';
 import { deadline, type Deadline } from '../core/deadline';
@@ -39,6 +40,8 @@ export interface McpConnectorOptions {
   allowPrivate: boolean;
   metrics: Metrics;
   logger: Logger;
+  /** Tool calls are spans (toolbox.ts). */
+  tracing?: Tracing;
 }
 
 /** What a run brings to open its MCP tools. */
@@ -51,6 +54,8 @@ export interface McpAccess {
   requestId: string;
   /** The caller's X-Forwarded-For chain plus the caller's address, when known. */
   forwardedFor?: string | undefined;
+  /** The request's span: discovery and session requests carry its traceparent (a tool call its own), their log lines its ids. */
+  span?: TraceSpan | undefined;
 }
 
 export class McpConnector {
@@ -75,7 +80,7 @@ export class McpConnector {
   async open(access: McpAccess, timeoutMs: number): Promise<McpToolbox> {
     const servers = Object.entries(access.servers ?? {});
     if (servers.length === 0) return NO_MCP_TOOLS;
-    const log = this.options.logger.child({ request_id: access.requestId, workflow_id: access.workflowId });
+    const log = this.options.logger.child({ ...correlation(access.requestId), workflow_id: access.workflowId, ...access.span?.logFields });
     const started = performance.now();
     const limit = deadline(undefined, timeoutMs);
     const sessions: McpSession[] = [];
@@ -109,7 +114,12 @@ export class McpConnector {
     const durationS = (performance.now() - started) / 1000;
     this.options.metrics.mcpDiscovery(durationS);
     log.info({ mcp_servers: servers.length, mcp_tools: catalog.tools.length, duration_ms: Math.round(durationS * 1000) }, 'mcp tools discovered');
-    return new McpToolbox(catalog, sessions, { metrics: this.options.metrics, logger: log, callTimeoutMs: this.options.callTimeoutMs });
+    return new McpToolbox(catalog, sessions, {
+      metrics: this.options.metrics,
+      logger: log,
+      callTimeoutMs: this.options.callTimeoutMs,
+      ...(this.options.tracing ? { tracing: this.options.tracing } : {}),
+    });
   }
 
   private discoveryFailed(log: Logger, server: string, kind: McpServerKind, reason: McpDiscoveryFailure, why: string): void {
@@ -123,6 +133,7 @@ export class McpConnector {
       headers: this.headers(endpoint, access),
       bodyLimit: BODY_LIMIT,
       onError: (err) => log.debug({ mcp_server: endpoint.name, err: errorText(err) }, 'mcp transport error'),
+      traced: access.span?.headers !== undefined,
     });
   }
 
@@ -132,7 +143,7 @@ export class McpConnector {
    * server's configured Headers, then longrun's own.
    */
   private headers(endpoint: McpEndpoint, access: McpAccess): () => Promise<Record<string, string>> {
-    const ours: Record<string, string> = { 'user-agent': userAgent, 'x-request-id': access.requestId };
+    const ours: Record<string, string> = { 'user-agent': userAgent, 'x-request-id': access.requestId, ...(access.span ?? TraceSpan.NONE).headers };
     if (access.forwardedFor) ours['x-forwarded-for'] = access.forwardedFor;
     const configured = endpoint.config.Headers ?? {};
     if (endpoint.kind === 'external') {

@@ -11,7 +11,10 @@
  * - the owner's and longrun's headers are set on every request (SDK protocol headers are
  *   never overridden);
  * - every request ends when the session is closed (`stop`), and a response body is
- *   capped, so a server cannot make longrun buffer without bound.
+ *   capped, so a server cannot make longrun buffer without bound;
+ * - with tracing on, a tool call's request carries that call's own `traceparent` header,
+ *   the one its JSON-RPC message carries in `params._meta` (session.ts): the SDK gives no
+ *   per-request headers, and one session serves calls at once.
  */
 import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { fetch as undiciFetch, type Dispatcher, type RequestInit as UndiciRequestInit } from 'undici';
@@ -34,6 +37,22 @@ const PROTOCOL_HEADERS = new Set([
   'upgrade',
 ]);
 
+/**
+ * How a tool call's traceparent is written in its message (session.ts puts `_meta` last in
+ * `params`, and the SDK writes `jsonrpc` and `id` after `params`): the last occurrence in the
+ * body is the call's own, whatever its arguments hold.
+ */
+const META_TRACEPARENT = '"_meta":{"traceparent":"';
+const TRACEPARENT = /^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/;
+
+/** The traceparent a JSON-RPC request body carries in its `params._meta`, if any. */
+export function messageTraceparent(body: string): string | undefined {
+  const at = body.lastIndexOf(META_TRACEPARENT);
+  if (at < 0) return undefined;
+  const value = body.slice(at + META_TRACEPARENT.length, at + META_TRACEPARENT.length + 55);
+  return TRACEPARENT.test(value) ? value : undefined;
+}
+
 /** Statuses whose response may not have a body (the Fetch standard's null-body statuses). */
 const NULL_BODY_STATUSES = new Set([101, 103, 204, 205, 304]);
 
@@ -47,6 +66,8 @@ export interface SessionFetchOptions {
   stop: AbortSignal;
   /** Largest response body read, in bytes. */
   bodyLimit: number;
+  /** Tracing is on: a message's `params._meta.traceparent` is its request's traceparent header. */
+  traced?: boolean;
 }
 
 export class ResponseTooLargeError extends Error {
@@ -83,6 +104,8 @@ export function sessionFetch(options: SessionFetchOptions): FetchLike {
     for (const [name, value] of Object.entries(await options.headers())) {
       if (!PROTOCOL_HEADERS.has(name.toLowerCase())) headers.set(name, value);
     }
+    const traceparent = options.traced && typeof init?.body === 'string' ? messageTraceparent(init.body) : undefined;
+    if (traceparent) headers.set('traceparent', traceparent);
     const signal = init?.signal ? AbortSignal.any([init.signal, options.stop]) : options.stop;
     const response = await undiciFetch(url, {
       ...(init as UndiciRequestInit),

@@ -12,6 +12,7 @@ import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv
 import type { Dispatcher } from 'undici';
 import { version } from '../core/version';
 import { deadline } from '../core/deadline';
+import type { TraceHeaders } from '../observability/tracing';
 import { sessionFetch } from './fetch';
 import type { McpEndpoint } from './servers';
 
@@ -33,6 +34,8 @@ export interface SessionOptions {
   bodyLimit: number;
   /** Errors of the transport outside any request (e.g. a stream that broke). */
   onError(err: Error): void;
+  /** Tracing is on: a tool call's traceparent is its request's header too (fetch.ts). */
+  traced?: boolean;
 }
 
 /**
@@ -68,6 +71,7 @@ export class McpSession {
         headers: options.headers,
         stop: this.stopper.signal,
         bodyLimit: options.bodyLimit,
+        traced: options.traced ?? false,
       }),
       // Never reconnect a stream by itself: a run's requests have deadlines of their own.
       reconnectionOptions: { maxRetries: 0, initialReconnectionDelay: 1_000, maxReconnectionDelay: 1_000, reconnectionDelayGrowFactor: 1 },
@@ -101,10 +105,12 @@ export class McpSession {
    * Calls `name` (the server's own name for the tool). The result is taken as the server
    * sent it: `tools/call` is sent as a plain request, so the SDK does not hold a result
    * against the tool's output schema (only the first content item is used). `signal` is
-   * the call's own (see `within`).
+   * the call's own (see `within`). `trace`, the call's span, goes in `params._meta` (the
+   * MCP convention for trace context, last so fetch.ts finds it) and as its request's header.
    */
-  callTool(name: string, args: Record<string, unknown>, signal: AbortSignal, timeoutMs: number): Promise<CallToolResult> {
-    return this.client.request({ method: 'tools/call', params: { name, arguments: args } }, CallToolResultSchema, { signal, timeout: timeoutMs });
+  callTool(name: string, args: Record<string, unknown>, signal: AbortSignal, timeoutMs: number, trace?: TraceHeaders): Promise<CallToolResult> {
+    const params = trace ? { name, arguments: args, _meta: { ...trace } } : { name, arguments: args };
+    return this.client.request({ method: 'tools/call', params }, CallToolResultSchema, { signal, timeout: timeoutMs });
   }
 
   /**

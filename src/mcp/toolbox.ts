@@ -7,6 +7,7 @@
  */
 import type { Logger } from '../core/log';
 import type { Metrics } from '../observability/metrics';
+import { TraceSpan, Tracing } from '../observability/tracing';
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import type { McpCallResult } from '../core/vocabulary';
 import { deadline } from '../core/deadline';
@@ -26,6 +27,8 @@ export interface ToolboxDeps {
   logger: Logger;
   /** Deadline of one tool call. */
   callTimeoutMs: number;
+  /** Each call is a CLIENT span. */
+  tracing?: Tracing;
 }
 
 /**
@@ -77,9 +80,10 @@ export class McpToolbox {
 
   /**
    * Calls the tool the workflow service named (`<server>_<tool>`) with `argsJson`, within
-   * the call deadline and `signal` (the run's). Never throws.
+   * the call deadline and `signal` (the run's), as a span under `parent` whose traceparent
+   * the request carries. Never throws.
    */
-  async call(name: string, argsJson: string | undefined, signal: AbortSignal): Promise<PlainTextAnswer> {
+  async call(name: string, argsJson: string | undefined, signal: AbortSignal, parent: TraceSpan = TraceSpan.NONE): Promise<PlainTextAnswer> {
     const route = this.catalog.routes.get(name);
     const deps = this.deps;
     if (!route || !deps) {
@@ -87,19 +91,22 @@ export class McpToolbox {
       return { error: `mcp tool not available: ${name}` };
     }
     const kind = route.session.endpoint.kind;
-    const log = deps.logger.child({ mcp_tool: name, mcp_server: route.session.endpoint.name, args_size: argsJson?.length ?? 0 });
+    // The call's lines carry the run's trace ids (the toolbox's logger has the request's, from discovery).
+    const log = deps.logger.child({ mcp_tool: name, mcp_server: route.session.endpoint.name, args_size: argsJson?.length ?? 0, ...parent.logFields });
     const args = parseToolArguments(argsJson);
     if (!args.ok) {
       deps.metrics.mcpCall(kind, 'invalid_args');
       log.info({ result: 'invalid_args' }, 'mcp tool call refused');
       return { error: args.error };
     }
+    const tracing = deps.tracing ?? Tracing.OFF;
+    const span = tracing.mcpCall(parent, name, kind);
     const started = performance.now();
     const limit = deadline(signal, deps.callTimeoutMs);
     let answer: PlainTextAnswer;
     let result: McpCallResult;
     try {
-      const outcome = toolAnswer(await route.session.callTool(route.tool, args.value, limit.signal, deps.callTimeoutMs));
+      const outcome = toolAnswer(await route.session.callTool(route.tool, args.value, limit.signal, deps.callTimeoutMs, span.headers));
       ({ answer, result } = outcome);
     } catch (err) {
       if (signal.aborted) {
@@ -116,6 +123,7 @@ export class McpToolbox {
       limit.dispose();
     }
     const durationS = (performance.now() - started) / 1000;
+    tracing.mcpCallEnded(span, result);
     deps.metrics.mcpCall(kind, result, durationS);
     log.info({ result, duration_ms: Math.round(durationS * 1000), response_size: (answer.response ?? answer.error ?? '').length }, 'mcp tool called');
     return answer;

@@ -385,6 +385,11 @@ export class Metrics {
     labelNames: ['result'],
     registers: [this.registry],
   });
+  readonly traceExportFailures = new Counter({
+    name: 'longrun_trace_export_failures_total',
+    help: 'Batches of spans the OTLP exporter gave up on (the collector refused, failed or did not answer in time); their spans are lost, no run is affected.',
+    registers: [this.registry],
+  });
   readonly buildInfo = new Gauge({ name: 'longrun_build_info', help: 'Always 1; the version label says which longrun runs.', labelNames: ['version'], registers: [this.registry] });
 
   constructor(options: { defaultMetrics?: boolean } = {}) {

@@ -1,7 +1,9 @@
 /**
  * Every call longrun makes to the owner service (docs/spec.md §2, §6), over one undici Pool per
  * owner origin: the pre-authorization, the runHTTPRequest relay and the segment-end
- * callback. Each has a deadline; failures are translated to GatewayErrors here.
+ * callback. Each has a deadline; failures are translated to GatewayErrors here. Each is a
+ * CLIENT span (tracing.ts) under the span that makes it, and carries X-Request-Id (the
+ * correlation id, docs/spec.md §13) and, with tracing on, the span's `traceparent`.
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -17,6 +19,7 @@ import { OwnerCall, type CallEnd, type OwnerCallOptions } from './owner-call';
 import { relayResult, type RelayResult } from './relay-call';
 import { checkRelayPath } from './relay-path';
 import { Semaphore } from '../core/semaphore';
+import { TraceSpan, Tracing, type TraceHeaders } from '../observability/tracing';
 
 /** The largest preauth answer read (a 200's body); a larger one is PREAUTH_INVALID. */
 const PREAUTH_ANSWER_LIMIT = 4 * 1024 * 1024;
@@ -51,6 +54,8 @@ export interface OwnerClientOptions {
   callbackConcurrency?: number;
   /** How long a signed Gitlab-Workhorse-Api-Request JWT is reused. */
   jwtRefreshMs: number;
+  /** Each call's span (default: tracing off). */
+  tracing?: Tracing;
 }
 
 /** The owner's refusal of a preauth, to pass on to the caller. */
@@ -82,6 +87,8 @@ export interface RelayRequest {
   signal: AbortSignal;
   /** X-Forwarded-For to send: the caller's chain plus the caller's address (caller.ts forwardedForOf). */
   forwardedFor?: string;
+  /** The span the relay's span is a child of (the run's). */
+  parent?: TraceSpan;
 }
 
 /** PREAUTH_INVALID for an answer its schema refused, at its first issue. */
@@ -93,12 +100,25 @@ function headerValue(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value.join(', ') : value;
 }
 
+/** What a call's span records of its end: the owner's status, or why there was none. */
+function endOf(end: CallEnd): { status?: number; error?: string } {
+  if (end.kind !== 'answer') return { error: end.kind };
+  return end.overflow ? { status: end.statusCode, error: 'too_large' } : { status: end.statusCode };
+}
+
+/** What a segment-end callback's span records: the attempts made, and how the last one ended. */
+interface Tried {
+  attempts: number;
+  last: CallEnd | undefined;
+}
+
 export class OwnerClient {
   private readonly pool: Pool;
   private readonly basePath: string;
   private readonly jwt: JwtSigner;
   /** Bounds the segment-end callbacks in flight: a drain ends thousands of runs at once. */
   private readonly callbackSlots: Semaphore;
+  private readonly tracing: Tracing;
   private closing: Promise<void> | undefined;
 
   constructor(private readonly options: OwnerClientOptions) {
@@ -109,6 +129,17 @@ export class OwnerClient {
     this.basePath = options.ownerUrl.pathname.replace(/\/+$/, '');
     this.jwt = new JwtSigner(options.secret, undefined, options.jwtRefreshMs);
     this.callbackSlots = new Semaphore(options.callbackConcurrency ?? 64);
+    this.tracing = options.tracing ?? Tracing.OFF;
+  }
+
+  /** Ends `span` with how `call` ended, and hands the end on. */
+  private traced(span: TraceSpan, call: Promise<CallEnd>): Promise<CallEnd> {
+    if (span === TraceSpan.NONE) return call;
+    return call.then((end) => {
+      const { status, error } = endOf(end);
+      this.tracing.ownerCallEnded(span, status, error);
+      return end;
+    });
   }
 
   /**
@@ -116,6 +147,7 @@ export class OwnerClient {
    * the owner URL, no body, filtered headers plus Gitlab-Workhorse and the JWT.
    * Throws GatewayError OWNER_UNAVAILABLE (unreachable, deadline) or PREAUTH_INVALID.
    * `route` 'websocket': the answer need not name the workflow (docs/spec.md §11).
+   * With tracing on, the caller's `traceparent` is replaced by the preauth span's (a child of `parent`).
    */
   async preauthorize(
     method: string,
@@ -124,8 +156,9 @@ export class OwnerClient {
     requestId: string,
     signal?: AbortSignal,
     route: 'execute' | 'websocket' = 'execute',
+    parent: TraceSpan = TraceSpan.NONE,
   ): Promise<PreauthResult> {
-    const asked = await this.askOwner(method, originalUrl, headers, requestId, signal);
+    const asked = await this.askOwner(method, originalUrl, headers, requestId, signal, parent);
     if (asked.kind === 'denied') return asked;
     const parsed = (route === 'websocket' ? websocketPreauthSchema : preauthSchema).safeParse(asked.json);
     if (!parsed.success) throw malformed(parsed.error.issues[0]);
@@ -138,8 +171,15 @@ export class OwnerClient {
    * preauth (watchPreauthSchema); its refusal is passed on. Throws as preauthorize does, and
    * PREAUTH_INVALID when the answer names another workflow.
    */
-  async authorizeWatch(originalUrl: string, headers: IncomingHttpHeaders, requestId: string, workflowId: string, signal?: AbortSignal): Promise<PreauthDenial | undefined> {
-    const asked = await this.askOwner('GET', originalUrl, headers, requestId, signal);
+  async authorizeWatch(
+    originalUrl: string,
+    headers: IncomingHttpHeaders,
+    requestId: string,
+    workflowId: string,
+    signal?: AbortSignal,
+    parent: TraceSpan = TraceSpan.NONE,
+  ): Promise<PreauthDenial | undefined> {
+    const asked = await this.askOwner('GET', originalUrl, headers, requestId, signal, parent);
     if (asked.kind === 'denied') return asked;
     const parsed = watchPreauthSchema.safeParse(asked.json);
     if (!parsed.success) throw malformed(parsed.error.issues[0]);
@@ -161,21 +201,25 @@ export class OwnerClient {
     headers: IncomingHttpHeaders,
     requestId: string,
     signal: AbortSignal | undefined,
+    parent: TraceSpan,
   ): Promise<PreauthDenial | { kind: 'answered'; json: unknown }> {
-    const end = await this.call(
-      { signal, timeoutMs: this.options.preauthTimeoutMs, bodyLimit: (status) => (status === 200 ? PREAUTH_ANSWER_LIMIT : DENIAL_BODY_LIMIT) },
-      (jwt) => ({
+    const span = this.tracing.ownerCall(parent, 'preauth', method);
+    const trace = span.headers;
+    const end = await this.traced(
+      span,
+      this.call({ signal, timeoutMs: this.options.preauthTimeoutMs, bodyLimit: (status) => (status === 200 ? PREAUTH_ANSWER_LIMIT : DENIAL_BODY_LIMIT) }, (jwt) => ({
         method: method as Dispatcher.HttpMethod,
         path: this.basePath + originalUrl,
         headers: {
           ...forwardedHeaders(headers),
+          ...trace,
           'gitlab-workhorse': gitlabWorkhorseHeader,
           'gitlab-workhorse-api-request': jwt,
           'x-request-id': requestId,
         },
         headersTimeout: this.options.preauthTimeoutMs,
         bodyTimeout: this.options.preauthTimeoutMs,
-      }),
+      })),
     );
     if (end.kind !== 'answer') {
       const why = end.answered ? 'answer was cut off' : end.kind === 'timeout' ? 'timed out' : 'unreachable';
@@ -210,12 +254,17 @@ export class OwnerClient {
     }
     const checked = checkRelayPath(req.path);
     if (!checked.ok) return Promise.resolve({ ok: false, type: 'refused_path', error: `invalid path: ${checked.reason}` });
-    return this.call({ signal: req.signal, timeoutMs: req.timeout ? this.options.relayTimeoutMs : undefined, bodyLimit: () => RELAY_BODY_LIMIT }, (jwt) =>
-      this.relayRequest(req, method, checked.path, jwt),
+    const span = this.tracing.ownerCall(req.parent ?? TraceSpan.NONE, 'relay', method);
+    const trace = span.headers;
+    return this.traced(
+      span,
+      this.call({ signal: req.signal, timeoutMs: req.timeout ? this.options.relayTimeoutMs : undefined, bodyLimit: () => RELAY_BODY_LIMIT }, (jwt) =>
+        this.relayRequest(req, method, checked.path, jwt, trace),
+      ),
     ).then((end) => relayResult(end, RELAY_BODY_LIMIT, this.options.ownerUrl.host));
   }
 
-  private relayRequest(req: RelayRequest, method: string, path: string, jwt: string): Dispatcher.DispatchOptions {
+  private relayRequest(req: RelayRequest, method: string, path: string, jwt: string, trace: TraceHeaders | undefined): Dispatcher.DispatchOptions {
     const headers = [
       'authorization',
       `Bearer ${req.token}`,
@@ -232,6 +281,10 @@ export class OwnerClient {
     ];
     if (req.forwardedFor) headers.push('x-forwarded-for', req.forwardedFor);
     headers.push('user-agent', userAgent);
+    if (trace) {
+      headers.push('traceparent', trace.traceparent);
+      if (trace.tracestate) headers.push('tracestate', trace.tracestate);
+    }
     return {
       method: method as Dispatcher.HttpMethod,
       path: this.basePath + path,
@@ -267,18 +320,32 @@ export class OwnerClient {
    * tries with short backoff on 5xx, 429 and network errors, all within `signal` (the
    * drain budget). At most `callbackConcurrency` callbacks are in flight at once (over the
    * pool's keep-alive connections); the others wait their turn, and one whose signal
-   * aborts while waiting is 'failed' without being sent.
+   * aborts while waiting is 'failed' without being sent. One span (a child of `parent`,
+   * the run's) covers the wait and every attempt.
    */
-  async segmentEnd(body: SegmentEnd, requestId: string, signal: AbortSignal): Promise<CallbackResult> {
-    if (!(await this.callbackSlots.acquire(signal))) return 'failed';
+  async segmentEnd(body: SegmentEnd, requestId: string, signal: AbortSignal, parent: TraceSpan = TraceSpan.NONE): Promise<CallbackResult> {
+    const span = this.tracing.ownerCall(parent, 'segment_end', 'POST');
+    const tried: Tried = { attempts: 0, last: undefined };
+    let result: CallbackResult = 'failed';
     try {
-      return await this.sendSegmentEnd(body, requestId, signal);
+      if (!(await this.callbackSlots.acquire(signal))) return result;
+      try {
+        result = await this.sendSegmentEnd(body, requestId, signal, span.headers, tried);
+        return result;
+      } finally {
+        this.callbackSlots.release();
+      }
     } finally {
-      this.callbackSlots.release();
+      const { status, error } = tried.last ? endOf(tried.last) : { status: undefined, error: 'aborted' };
+      this.tracing.ownerCallEnded(span, status, result === 'failed' ? (error ?? 'failed') : undefined, {
+        'longrun.callback.result': result,
+        'longrun.callback.attempts': tried.attempts,
+        'longrun.end_reason': body.reason,
+      });
     }
   }
 
-  private async sendSegmentEnd(body: SegmentEnd, requestId: string, signal: AbortSignal): Promise<CallbackResult> {
+  private async sendSegmentEnd(body: SegmentEnd, requestId: string, signal: AbortSignal, trace: TraceHeaders | undefined, tried: Tried): Promise<CallbackResult> {
     const attempts = this.options.callbackAttempts;
     const path = `${this.basePath}/api/v4/internal/ai/duo_workflows/workflows/${encodeURIComponent(body.workflow_id)}/segment_end`;
     // An attempt's deadline is undici's own header and body timeouts (a 2xx answer has no
@@ -296,11 +363,14 @@ export class OwnerClient {
           'gitlab-workhorse-api-request': jwt,
           'x-request-id': requestId,
           'user-agent': userAgent,
+          ...trace,
         },
         body: JSON.stringify(body),
         headersTimeout: timeoutMs,
         bodyTimeout: timeoutMs,
       }));
+      tried.attempts = attempt;
+      tried.last = end;
       if (end.kind === 'answer') {
         if (end.statusCode < 300) return attempt === 1 ? 'ok' : 'retried_ok';
         retryable = end.statusCode >= 500 || end.statusCode === 429;

@@ -7,6 +7,7 @@
  * is produced here, exactly once.
  */
 import type { Metrics } from '../observability/metrics';
+import type { TraceSpan } from '../observability/tracing';
 import type { BillingStream } from '../workflow/billing-stream';
 import type { McpToolbox } from '../mcp/toolbox';
 import type { OwnerClient } from '../owner/owner-client';
@@ -42,6 +43,8 @@ export interface ActionContext {
   mcp: McpToolbox;
   /** Self-hosted billing, when the owner named a cloud service for it. */
   billing: BillingStream | undefined;
+  /** The run's span: each relay and tool call is a child of it. */
+  span: TraceSpan;
 }
 
 /** The answer to an action, or null for actions that take none (newCheckpoint). */
@@ -56,7 +59,7 @@ export function serveAction(action: Action, ctx: ActionContext): Promise<ActionR
       return relayAction(requestID, action.runHTTPRequest ?? {}, ctx);
     case 'runMCPTool': {
       const tool = action.runMCPTool ?? {};
-      return ctx.mcp.call(tool.name ?? '', tool.args, ctx.signal).then((plainTextResponse) => ({ requestID, plainTextResponse }));
+      return ctx.mcp.call(tool.name ?? '', tool.args, ctx.signal, ctx.span).then((plainTextResponse) => ({ requestID, plainTextResponse }));
     }
     case 'trackLlmCallForSelfHosted':
       if (ctx.billing) return trackLlmCall(requestID, action, ctx.billing);
@@ -97,6 +100,7 @@ function relayAction(requestID: string, http: RunHTTPRequest, ctx: ActionContext
     timeout: ctx.timeoutHTTPRequests,
     signal: ctx.signal,
     forwardedFor: ctx.forwardedFor,
+    parent: ctx.span,
   });
   return relayed.then((result): ActionResponse => {
     if (!result.ok) {

@@ -10,7 +10,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { GatewayError } from '../core/errors';
-import type { Logger } from '../core/log';
+import { correlation, type Logger } from '../core/log';
 import { CoordinationError, LockStoreFenced } from '../coordination/backend';
 import type { HeldLock } from '../coordination/lease';
 import { RunCoordination, type CoordinationDeps } from '../coordination/run-coordination';
@@ -119,7 +119,7 @@ async function takeLock(want: AdmissionRequest, mode: 'required' | 'best_effort'
     giveBackActor();
     if (mode === 'required') throw unavailable(err);
     deps.metrics.unlockedRuns.inc();
-    deps.logger.warn({ err, workflow_id: workflowId, request_id: want.requestId }, 'lock store unavailable: blocking run continues without the lock');
+    deps.logger.warn({ err, workflow_id: workflowId, ...correlation(want.requestId) }, 'lock store unavailable: blocking run continues without the lock');
     return undefined;
   }
 }

@@ -24,6 +24,7 @@ import type { RunCoordination } from '../coordination/run-coordination';
 import { GatewayError } from '../core/errors';
 import type { McpConnector } from '../mcp/connector';
 import type { McpToolbox } from '../mcp/toolbox';
+import { TraceSpan, type TraceLink, type Tracing } from '../observability/tracing';
 import type { DuoWorkflowAuth } from '../owner/preauth';
 import { STOPS, type AcceptedOn, type StopReason } from '../core/vocabulary';
 import type { ChannelPool } from '../workflow/channel-pool';
@@ -46,6 +47,8 @@ export interface AuthorizedStart {
   caller?: Caller;
   /** Aborted when the caller is gone. */
   signal?: AbortSignal;
+  /** The request's or session's span: the start's spans are its children, a detached or WebSocket run's span is linked to it. */
+  span?: TraceSpan;
 }
 
 /** An authorized detached start (the owner answered `Detached: true`). */
@@ -72,14 +75,21 @@ export interface Streaming {
 /** What a WebSocket session holds of its run: the client's events in, its stops, its end. */
 export interface SessionRun {
   readonly id: string;
+  /** The correlation id of the request that started it. */
+  readonly requestId: string;
   readonly done: Promise<RunResult>;
   fromClient(event: ClientEvent): boolean;
   stop(reason: StopReason): Promise<RunResult>;
   /**
    * The session's connection was lost at `at` (parked for `windowMs`), or one re-attached
-   * (undefined): on this replica, or through a bridge from `socketReplica`.
+   * (undefined): on this replica, or through a bridge from `socketReplica`; `by` is the
+   * span of the connection that re-attached (docs/spec.md §13: the two are linked).
    */
-  noteParked(at: number | undefined, windowMs: number, socketReplica?: string): void;
+  noteParked(at: number | undefined, windowMs: number, socketReplica?: string, by?: TraceLink): void;
+  /** Why longrun is giving the parked run up (its park span says so). */
+  noteParkEnd(why: string): void;
+  /** The run's span, for a connection that re-attaches to link to. */
+  readonly traceLink: TraceLink | undefined;
 }
 
 /** WebSocket: the run is open; the session passes events both ways until `run.done`. */
@@ -97,6 +107,7 @@ export interface LauncherDeps extends RunDeps, Omit<AdmissionDeps, 'maxRunsPerAc
   /** Opens each run's MCP sessions and discovers their tools. */
   mcp: McpConnector;
   isDraining(): boolean;
+  tracing: Tracing;
 }
 
 function clientGone(runId?: string): GatewayError {
@@ -129,36 +140,65 @@ export class Launcher {
   launch(start: WebSocketStart): Promise<Session>;
   async launch(start: LaunchRequest): Promise<LaunchOutcome> {
     const { auth, requestId, signal, caller } = start;
+    const { tracing } = this.deps;
+    const span = start.span ?? TraceSpan.NONE;
     const authorized = authorizeStartRequest(start.request, auth, start.transport);
     if (signal?.aborted) throw clientGone();
-    const coordination = await reserve(
-      { workflowId: auth.WorkflowID, transport: start.transport, lockConcurrentFlow: auth.LockConcurrentFlow ?? false, actorId: auth.ActorID ?? undefined, requestId },
-      this.admission,
-    );
+    const coordination = await this.admit(start, span);
     const discoveryStarted = performance.now();
     let mcp: McpToolbox | undefined;
+    let streamSpan: TraceSpan | undefined;
     let run: Run;
     try {
       if (signal?.aborted) throw clientGone();
       mcp = await this.deps.mcp.open(
-        { servers: auth.McpServers, token: auth.Service.Headers?.['x-gitlab-oauth-token'] ?? '', workflowId: auth.WorkflowID, requestId, forwardedFor: forwardedForOf(caller) },
+        {
+          servers: auth.McpServers,
+          token: auth.Service.Headers?.['x-gitlab-oauth-token'] ?? '',
+          workflowId: auth.WorkflowID,
+          requestId,
+          forwardedFor: forwardedForOf(caller),
+          span,
+        },
         this.discoveryTimeoutMs(start.transport),
       );
       if (signal?.aborted) throw clientGone();
       this.checkServing();
-      run = this.open(start, coordination, mcp);
+      streamSpan = tracing.streamOpen(span);
+      run = this.open(start, coordination, mcp, streamSpan);
     } catch (err) {
+      if (streamSpan) tracing.streamOpened(streamSpan, 'unreachable');
       await Promise.all([coordination.release(), mcp?.close()]);
       throw err;
     }
     const request = withMcpTools(authorized, mcp);
     if (start.transport === 'blocking') bindToCaller(run, signal);
     if (start.transport !== 'detached') void run.markRunning();
-    await this.send(run, request, start.transport === 'detached' ? undefined : signal);
+    await this.send(run, request, start.transport === 'detached' ? undefined : signal, streamSpan);
     if (start.transport === 'blocking') return { kind: 'streaming', runId: run.id, done: run.done };
     if (start.transport === 'websocket') return { kind: 'session', run };
     // The caller waited through discovery already: it counts against the accept wait.
     return this.accept(run, Math.max(0, this.deps.config.acceptWaitMs - (performance.now() - discoveryStarted)));
+  }
+
+  /**
+   * Admission (admission.ts), as the `lock acquire` span: the process slot, the actor's
+   * slot and the workflow's lock — for a start that takes the lock (detached, or the
+   * owner's LockConcurrentFlow).
+   */
+  private async admit(start: LaunchRequest, span: TraceSpan): Promise<RunCoordination> {
+    const { auth, requestId, transport } = start;
+    const lockConcurrentFlow = auth.LockConcurrentFlow ?? false;
+    const lockSpan = transport === 'detached' || lockConcurrentFlow ? this.deps.tracing.lock(span) : TraceSpan.NONE;
+    let coordination: RunCoordination;
+    try {
+      coordination = await reserve({ workflowId: auth.WorkflowID, transport, lockConcurrentFlow, actorId: auth.ActorID ?? undefined, requestId }, this.admission);
+    } catch (err) {
+      this.deps.tracing.lockEnded(lockSpan, err instanceof GatewayError ? err.code : 'INTERNAL');
+      throw err;
+    }
+    this.deps.tracing.lockEnded(lockSpan, coordination.locked ? 'ok' : 'unlocked');
+    return coordination;
   }
 
   /**
@@ -177,12 +217,14 @@ export class Launcher {
    * HTTP/2, or is unreachable behind a silent network) is given up: the run is cancelled
    * and torn down, and the caller gets 502 — no run is accepted on a stream that never
    * opened. A stream that ends first is answered from its end by the caller of this.
+   * `span` (the stream open's) ends here, with how the write went.
    */
-  private async send(run: Run, request: StartWorkflowRequest, signal: AbortSignal | undefined): Promise<void> {
+  private async send(run: Run, request: StartWorkflowRequest, signal: AbortSignal | undefined, span: TraceSpan): Promise<void> {
     let timer: NodeJS.Timeout | undefined;
     const timedOut = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), this.deps.config.streamOpenTimeoutMs)));
     const sent = await Promise.race([run.start(request), timedOut]);
     clearTimeout(timer);
+    this.deps.tracing.streamOpened(span, sent);
     if (sent === 'timeout') {
       void run.stop(WORKFLOW_UNAVAILABLE);
       await run.done;
@@ -196,27 +238,37 @@ export class Launcher {
     }
   }
 
-  /** Opens the gRPC stream and the Run that owns it (and, from here on, its coordination). */
-  private open(start: LaunchRequest, coordination: RunCoordination, mcp: McpToolbox): Run {
+  /**
+   * Opens the gRPC stream (its metadata carries `streamSpan`'s traceparent) and the Run that
+   * owns it (and, from here on, its coordination). A detached or WebSocket run gets a span
+   * of its own, linked to the request's; a blocking run's spans go under the request's.
+   */
+  private open(start: LaunchRequest, coordination: RunCoordination, mcp: McpToolbox, streamSpan: TraceSpan): Run {
     const { auth, requestId, transport, caller } = start;
+    const trace = streamSpan.headers;
     let call;
     let billing: BillingStream | undefined;
     try {
-      call = this.deps.channels.open(auth.Service.URI, auth.Service.Secure ?? false, callMetadata(auth, requestId, caller), caller?.userAgent);
+      call = this.deps.channels.open(auth.Service.URI, auth.Service.Secure ?? false, callMetadata(auth, requestId, caller, trace), caller?.userAgent);
       // Self-hosted billing beside the main stream, with the cloud service's own headers (Workhorse's stream_manager).
       const cloud = auth.CloudServiceForSelfHosted;
       if (cloud?.URI) {
-        const metadata = callMetadata({ ...auth, Service: { URI: cloud.URI, Headers: cloud.Headers ?? {}, Secure: cloud.Secure ?? false } }, requestId, caller);
+        const metadata = callMetadata({ ...auth, Service: { URI: cloud.URI, Headers: cloud.Headers ?? {}, Secure: cloud.Secure ?? false } }, requestId, caller, trace);
         billing = new BillingStream(this.deps.channels.openBilling(cloud.URI, cloud.Secure ?? false, metadata, caller?.userAgent));
       }
     } catch (err) {
       if (call) call.cancel();
       throw new GatewayError('WORKFLOW_SERVICE_UNAVAILABLE', 'workflow service could not be reached', { cause: err });
     }
+    const requestSpan = start.span ?? TraceSpan.NONE;
+    const ownSpan = transport !== 'blocking';
+    const span = ownSpan ? this.deps.tracing.run(requestSpan, { workflowId: auth.WorkflowID, runId: coordination.snapshot.runId, transport }) : requestSpan;
     return new Run(
       {
         requestId,
         transport,
+        span,
+        ownsSpan: ownSpan,
         call,
         coordination,
         mcp,

@@ -2,7 +2,7 @@
  * The runs in flight in this process: what /runs lists, what the detached cap counts
  * (pending admissions included) and what a drain stops.
  */
-import { STOPS, type StopReason, type Transport, type TransportLabel } from '../core/vocabulary';
+import { STOPS, type EndReason, type StopReason, type Transport, type TransportLabel } from '../core/vocabulary';
 import type { WatchableRun } from './run-events';
 
 export interface RunInfo {
@@ -25,8 +25,8 @@ export interface RegisteredRun extends WatchableRun {
   readonly workflowId: string;
   readonly transport: Transport;
   info(): RunInfo;
-  /** Stops the run; resolves when it has ended and cleaned up. */
-  stop(reason: StopReason): Promise<unknown>;
+  /** Stops the run; resolves when it has ended and cleaned up, with why it ended. */
+  stop(reason: StopReason): Promise<{ readonly reason: EndReason }>;
 }
 
 /** The process is closing: what is still in flight is cancelled, as if its caller were gone. */
@@ -88,9 +88,9 @@ export class RunRegistry {
     return found;
   }
 
-  /** Stops every run in flight concurrently (the drain); resolves when all have ended. */
-  async stopAll(reason: StopReason): Promise<void> {
-    await Promise.allSettled([...this.runs.values()].map((run) => run.stop(reason)));
+  /** Stops every run in flight concurrently (the drain); resolves when all have ended. `onEnded` hears each end. */
+  async stopAll(reason: StopReason, onEnded?: (run: RegisteredRun, reason: EndReason) => void): Promise<void> {
+    await Promise.allSettled([...this.runs.values()].map((run) => (onEnded ? run.stop(reason).then((result) => onEnded(run, result.reason)) : run.stop(reason))));
   }
 
   /** Cancels every run in flight at once (last resort when closing: no handshake). */

@@ -6,6 +6,7 @@
 import type { InFlightEntry } from '@longrun/client';
 import type { Logger } from '../core/log';
 import type { Metrics } from '../observability/metrics';
+import type { TraceSpan } from '../observability/tracing';
 import type { OwnerClient } from '../owner/owner-client';
 import { segmentEndReason, type EndReason, type StopOutcome, type Transport } from '../core/vocabulary';
 import type { StreamEnd } from '../workflow/workflow-stream';
@@ -27,6 +28,8 @@ export interface RunEnd {
   inFlight: InFlightEntry[];
   /** Send the segment-end callback (accepted detached runs). */
   callback: boolean;
+  /** The run's span: the callback's is its child. */
+  span: TraceSpan;
 }
 
 export interface RunEndContext {
@@ -75,6 +78,7 @@ export async function recordRunEnd(ctx: RunEndContext, log: () => Logger, run: R
     },
     run.requestId,
     ctx.callbackSignal,
+    run.span,
   );
   metrics.callback(result);
   if (result === 'failed') log().warn({ reason: run.reason }, 'segment-end callback lost');

@@ -21,8 +21,9 @@
  * registry, then hands over to run-end.ts (metrics, the run's log line, the segment-end
  * callback).
  */
-import type { Logger } from '../core/log';
+import { correlation, type Logger } from '../core/log';
 import type { Metrics } from '../observability/metrics';
+import type { TraceLink, TraceSpan, Tracing } from '../observability/tracing';
 import type { OwnerClient } from '../owner/owner-client';
 import type { RunCoordination } from '../coordination/run-coordination';
 import type { McpToolbox } from '../mcp/toolbox';
@@ -99,6 +100,8 @@ export interface RunDeps {
   callbackSignal: AbortSignal;
   /** Gives a run whose workflow is watched its reporter (docs/spec.md §14). */
   watch?: RunWatchSource;
+  /** Where the run's spans are made (tracing.ts). */
+  tracing: Tracing;
 }
 
 /** What serving actions needs of the owner's authorization (not the whole preauth answer). */
@@ -114,6 +117,10 @@ export interface RunAccess {
 export interface RunSpec {
   requestId: string;
   transport: Transport;
+  /** The span the run's spans (relays, tool calls, the stop handshake, the callback) are children of. */
+  span: TraceSpan;
+  /** Whether `span` is the run's own (detached, WebSocket: ended at teardown) or its request's (blocking). */
+  ownsSpan: boolean;
   call: CallHandle;
   /** What admission took (id, lock, slots) and what the run holds in Redis; given back at teardown. */
   coordination: RunCoordination;
@@ -143,6 +150,11 @@ export class Run implements RegisteredRun, LimitedRun {
   private parkedAt: number | undefined;
   /** The replica holding the client's socket while a bridge serves this run (docs/spec.md §12). */
   private socketReplica: string | undefined;
+  /** While parked: the span of the wait, and why longrun gives it up (when it does). */
+  private parkSpan: TraceSpan | undefined;
+  private parkEnd: string | undefined;
+  /** The stop handshake's span, from the stop to the teardown. */
+  private stopSpan: TraceSpan | undefined;
   /** The stop check of the last action that needed one, and its serving. */
   private checking: Promise<void> | undefined;
   /** Set when the owner's stop signal is seen (it wins over acceptance). */
@@ -179,6 +191,11 @@ export class Run implements RegisteredRun, LimitedRun {
     this.events = deps.watch?.eventsFor(this);
   }
 
+  /** The correlation id of the request or session that started the run (docs/spec.md §13). */
+  get requestId(): string {
+    return this.spec.requestId;
+  }
+
   get startedAt(): number {
     return this.coordination.snapshot.startedAt;
   }
@@ -193,10 +210,24 @@ export class Run implements RegisteredRun, LimitedRun {
     this.events = this.phase.state === 'ended' ? undefined : events;
   }
 
-  /** One child logger per run, made when first needed: workflow_id, run_id, request_id on every line. */
+  /**
+   * One child logger per run, made when first needed: request_id, correlation_id,
+   * workflow_id, run_id, transport and (tracing on) the run's trace_id and span_id on every line.
+   */
   private get log(): Logger {
-    this.logger ??= this.deps.logger.child({ request_id: this.spec.requestId, workflow_id: this.workflowId, run_id: this.id, transport: transportLabels[this.transport] });
+    this.logger ??= this.deps.logger.child({
+      ...correlation(this.spec.requestId),
+      workflow_id: this.workflowId,
+      run_id: this.id,
+      transport: transportLabels[this.transport],
+      ...this.spec.span.logFields,
+    });
     return this.logger;
+  }
+
+  /** The run's span, for a connection that re-attaches to link to (docs/spec.md §13). */
+  get traceLink(): TraceLink | undefined {
+    return this.spec.span.link;
   }
 
   /** Moves to `to` when the run is in one of `from`; false (nothing changes) otherwise. */
@@ -306,6 +337,7 @@ export class Run implements RegisteredRun, LimitedRun {
   private handshake(cause: StopCause, ackTimeoutMs: number): Promise<RunResult> {
     if (this.transition(['starting', 'running'], this.ending({ by: 'stop', reason: cause.end, ack: cause.ack }))) {
       this.stopStartedAt = performance.now();
+      this.stopSpan = this.deps.tracing.stopHandshake(this.spec.span, cause.reason, cause.end);
       this.stopping = this.stream.stop(cause.reason, cause.ack, ackTimeoutMs);
     }
     return this.done;
@@ -408,6 +440,7 @@ export class Run implements RegisteredRun, LimitedRun {
         mcp: this.spec.mcp,
         billing: this.spec.billing,
         forwardedFor: this.spec.access.forwardedFor,
+        span: this.spec.span,
       },
       this.stream,
       this.coordination.snapshot,
@@ -427,15 +460,28 @@ export class Run implements RegisteredRun, LimitedRun {
 
   /**
    * A WebSocket session's connection was lost at `at` and the run waits for its client
-   * (docs/spec.md §12), or one re-attached (undefined): /runs and the run record say `parked`.
+   * (docs/spec.md §12), or one re-attached (undefined; `by`: its span): /runs and the run
+   * record say `parked`, and the wait is a span of its own.
    */
-  noteParked(at: number | undefined, windowMs: number, socketReplica?: string): void {
+  noteParked(at: number | undefined, windowMs: number, socketReplica?: string, by?: TraceLink): void {
+    if (at !== undefined) {
+      this.parkSpan ??= this.deps.tracing.parked(this.spec.span);
+    } else if (this.parkSpan) {
+      this.deps.tracing.parkEnded(this.parkSpan, this.spec.span, 'reattached', by, socketReplica);
+      this.parkSpan = undefined;
+      this.parkEnd = undefined;
+    }
     this.parkedAt = at;
     this.socketReplica = at === undefined ? socketReplica : undefined;
     if (at === undefined) this.events?.attached(socketReplica);
     else this.events?.parked(at);
     this.coordination.snapshot.noteState(at === undefined ? this.phase.state : 'parked');
     this.coordination.noteParked(at !== undefined, windowMs, (err) => this.log.warn({ err }, 'run record not written'));
+  }
+
+  /** longrun gives the parked run up (`expired`, `backlog_full`, `taken_over`): its park span ends with that at teardown. */
+  noteParkEnd(why: string): void {
+    this.parkEnd ??= why;
   }
 
   /**
@@ -476,6 +522,8 @@ export class Run implements RegisteredRun, LimitedRun {
     const handshake = this.stopping ? await this.stopping : undefined;
     const stopOutcome = decision.byStop ? handshake : undefined;
     if (stopOutcome) this.deps.metrics.stopAck(stopOutcome, (performance.now() - this.stopStartedAt) / 1000);
+    if (this.stopSpan) this.deps.tracing.stopHandshakeEnded(this.stopSpan, stopOutcome ?? 'crossed', end.code);
+    if (this.parkSpan) this.deps.tracing.parkEnded(this.parkSpan, this.spec.span, this.parkEnd ?? ended.reason);
     // Recorded before the lock is given back: the workflow's next run is reported after this end.
     const events = this.events;
     this.events = undefined;
@@ -498,8 +546,18 @@ export class Run implements RegisteredRun, LimitedRun {
       // Only accepted runs are called back: an end before the 202 was answered to the dispatcher itself.
       callback: this.transport === 'detached' && ended.accepted,
       inFlight,
+      span: this.spec.span,
       ...result,
     });
+    // After the callback: the run's span holds it.
+    if (this.spec.ownsSpan)
+      this.deps.tracing.runEnded(this.spec.span, {
+        reason: result.reason,
+        grpcCode: end.code,
+        stopOutcome,
+        actions: result.actions,
+        endedWhileStopping: result.endedWhileStopping,
+      });
     return result;
   }
 }

@@ -8,6 +8,7 @@ import * as grpc from '@grpc/grpc-js';
 import { metadataValue, type Caller } from '../core/caller';
 import { GatewayError } from '../core/errors';
 import type { Transport } from '../core/vocabulary';
+import type { TraceHeaders } from '../observability/tracing';
 import type { DuoWorkflowAuth } from '../owner/preauth';
 import { messageTypes, type McpTool, type StartWorkflowRequest } from '../workflow/contract';
 import { JsonBodyError, parseJsonBody } from '../core/json-body';
@@ -99,11 +100,13 @@ export function withMcpTools(request: StartWorkflowRequest, offered: { tools: re
 /**
  * gRPC metadata for the call: the owner's Service.Headers, the caller's GitLab client
  * headers (`x-gitlab-client-name`, `x-gitlab-client-version`, as Workhorse passes them
- * on; the owner's own value wins), and x-request-id. The caller's User-Agent cannot
- * travel as metadata — grpc-js writes its own `user-agent` over it — so the channel
- * carries it (ChannelPool.open's userAgent).
+ * on; the owner's own value wins), the correlation id as `x-request-id` and
+ * `x-gitlab-correlation-id` (labkit's correlation interceptor, as Workhorse sends it:
+ * docs/spec.md §13), and with tracing on the stream-open span's `traceparent`/`tracestate`.
+ * The caller's User-Agent cannot travel as metadata — grpc-js writes its own `user-agent`
+ * over it — so the channel carries it (ChannelPool.open's userAgent).
  */
-export function callMetadata(auth: DuoWorkflowAuth, requestId: string, caller?: Caller): grpc.Metadata {
+export function callMetadata(auth: DuoWorkflowAuth, requestId: string, caller?: Caller, trace?: TraceHeaders): grpc.Metadata {
   const metadata = new grpc.Metadata();
   for (const [name, value] of Object.entries(auth.Service.Headers ?? {})) {
     const key = name.toLowerCase();
@@ -120,5 +123,10 @@ export function callMetadata(auth: DuoWorkflowAuth, requestId: string, caller?: 
     if (text !== undefined && metadata.get(key).length === 0) metadata.set(key, text);
   }
   metadata.set('x-request-id', requestId);
+  metadata.set('x-gitlab-correlation-id', requestId);
+  if (trace) {
+    metadata.set('traceparent', trace.traceparent);
+    if (trace.tracestate) metadata.set('tracestate', trace.tracestate);
+  }
   return metadata;
 }

@@ -14,6 +14,7 @@
  * reason the public service allows, so the workflow stays resumable.
  */
 import type { Metrics } from '../observability/metrics';
+import type { TraceLink } from '../observability/tracing';
 import type { SessionRun } from '../run/launcher';
 import type { ActionSink, RunResult } from '../run/run';
 import { STOPS, type ParkEndReason, type StopReason } from '../core/vocabulary';
@@ -91,6 +92,21 @@ export class ClientRun implements ActionSink {
     if (this.stopping) void run.stop(PARKED_RUN_ENDED);
   }
 
+  /** The run's id, once it opened. */
+  get runId(): string | undefined {
+    return this.run?.id;
+  }
+
+  /** The correlation id of the session that started the run, once it opened. */
+  get requestId(): string | undefined {
+    return this.run?.requestId;
+  }
+
+  /** The run's span, for a connection that re-attaches to link to. */
+  get traceLink(): TraceLink | undefined {
+    return this.run?.traceLink;
+  }
+
   /** The run's end (undefined before it opened, never rejects). */
   get done(): Promise<RunResult | undefined> {
     return this.run ? this.run.done : Promise.resolve(undefined);
@@ -164,6 +180,7 @@ export class ClientRun implements ActionSink {
     if (!this.stopping) {
       this.stopping = true;
       this.metrics.websocketParkEnd(why);
+      this.run?.noteParkEnd(why);
     }
     await this.run?.stop(PARKED_RUN_ENDED);
   }
@@ -176,16 +193,17 @@ export class ClientRun implements ActionSink {
   /**
    * A new connection takes the parked run over: it is sent every action sent before the
    * loss and not answered, then the backlog, in order; the live stream follows.
-   * `bridgedFrom`: the replica holding the connection's socket, when it is not this one.
+   * `bridgedFrom`: the replica holding the connection's socket, when it is not this one;
+   * `by`: the connection's session span (the run's span links to it).
    */
-  attach(connection: Connection, bridgedFrom?: string): void {
+  attach(connection: Connection, bridgedFrom?: string, by?: TraceLink): void {
     if (this.parkedAt === undefined) return;
     clearTimeout(this.window);
     const lostFor = Date.now() - this.parkedAt;
     this.parkedAt = undefined;
     this.parked.delete(this.workflowId);
     this.connection = connection;
-    this.run?.noteParked(undefined, this.settings.resumeWindowMs, bridgedFrom);
+    this.run?.noteParked(undefined, this.settings.resumeWindowMs, bridgedFrom, by);
     const queued = new Set(this.backlog);
     const replay = [...[...this.unanswered.values()].filter((f) => !queued.has(f)), ...this.backlog];
     this.releaseBacklog();

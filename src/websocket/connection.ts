@@ -25,14 +25,17 @@
  * the run instead, for LONGRUN_WS_RESUME_WINDOW_MS (0: stopped as above): a start of the
  * same actor naming that workflow with no new input re-attaches to it on this replica.
  * Everything the connection holds — its timers, its place in the route's count — is
- * given back when its socket closes, whichever side closed it.
+ * given back when its socket closes, whichever side closed it. The connection is the
+ * upgrade's SERVER span (tracing.ts), ended when the socket closes; a re-attach links it
+ * and the run's span both ways.
  */
 import type { WebSocket } from 'ws';
 import type { Bridges } from './bridge/bridges';
 import { SocketLink } from './bridge/socket-link';
 import { GatewayError } from '../core/errors';
-import type { Logger } from '../core/log';
+import { correlation, type Logger } from '../core/log';
 import type { Metrics } from '../observability/metrics';
+import { TraceSpan, type Tracing } from '../observability/tracing';
 import type { AuthorizedStart, Launcher, SessionRun } from '../run/launcher';
 import { ClientRun, type ClientRunSettings, type Connection, type ParkedRuns } from './client-run';
 import { parseJsonBody } from '../core/json-body';
@@ -57,6 +60,7 @@ export interface SessionDeps {
   launcher: Launcher;
   metrics: Metrics;
   logger: Logger;
+  tracing: Tracing;
   settings: SessionSettings & ClientRunSettings;
   /** This process's parked runs (the route's). */
   parked: ParkedRuns;
@@ -122,6 +126,9 @@ export class WebSocketConnection implements Connection {
   private readonly flow = new Backpressure();
   private readonly handshake: CloseHandshake;
   private readonly closed: Promise<void>;
+  /** The close code this side sent, and the run this connection served (started, or re-attached to): for the connection's span. */
+  private closeCode: number | undefined;
+  private runId: string | undefined;
 
   constructor(
     private readonly socket: WebSocket,
@@ -129,7 +136,15 @@ export class WebSocketConnection implements Connection {
     private readonly deps: SessionDeps,
   ) {
     this.closed = new Promise((resolve) => socket.once('close', () => resolve()));
-    this.handshake = new CloseHandshake(socket, deps.settings.closeTimeoutMs, (close) => deps.metrics.websocketClose(close.code));
+    this.handshake = new CloseHandshake(socket, deps.settings.closeTimeoutMs, (close) => {
+      this.closeCode = close.code;
+      deps.metrics.websocketClose(close.code);
+    });
+  }
+
+  /** The connection's span (the upgrade's SERVER span). */
+  private get span(): TraceSpan {
+    return this.auth.span ?? TraceSpan.NONE;
   }
 
   /** How long a stalled client may hold the run before it counts as gone. */
@@ -162,6 +177,7 @@ export class WebSocketConnection implements Connection {
       if (this.state === 'awaiting_start') this.close(NO_START);
     }, this.deps.settings.startTimeoutMs);
     await this.closed;
+    this.deps.tracing.requestEnded(this.span, { status: 101, workflowId: this.workflowId, runId: this.runId, transport: 'websocket', closeCode: this.closeCode });
   }
 
   /**
@@ -305,7 +321,8 @@ export class WebSocketConnection implements Connection {
     const parked = this.deps.parked.get(workflowId);
     if (parked?.resumableBy(actor, carriesInput)) {
       // Re-attach (docs/spec.md §12): the service never saw the loss; its start is not sent again.
-      parked.attach(this);
+      parked.attach(this, undefined, this.span.link);
+      this.deps.tracing.linkToRun(this.span, parked.traceLink);
       this.opened(parked);
       return;
     }
@@ -339,11 +356,12 @@ export class WebSocketConnection implements Connection {
       this.launch(request, workflowId, actor);
       return;
     }
-    const link = bridges.claim(holder, workflowId, actor, carriesInput, this);
+    const link = bridges.claim(holder, workflowId, actor, carriesInput, this, this.span.link);
     this.phase = { state: 'claiming', workflowId, early: starting.early, link };
     const outcome = await link.outcome;
     if (this.state !== 'claiming') return;
     if (outcome === 'attached') {
+      this.deps.tracing.linkToRun(this.span, link.runLink);
       this.log().info({ holder }, 'websocket session bridged to its parked run');
       this.opened(link);
     } else if (outcome === 'unreachable') {
@@ -374,6 +392,7 @@ export class WebSocketConnection implements Connection {
 
   private launched(client: ClientRun, run: SessionRun): void {
     client.opened(run);
+    this.runId = run.id;
     if (this.state === 'closed') {
       // The client left while the run was opening: parked if its connection was lost (and
       // another may have re-attached already), else the call is cancelled.
@@ -388,6 +407,7 @@ export class WebSocketConnection implements Connection {
     const before = this.phase;
     if (before.state === 'awaiting_start' || before.state === 'closed') return;
     this.phase = { state: 'open', workflowId: before.workflowId, client, handingBack: false };
+    this.runId ??= client.runId;
     for (const event of 'early' in before ? before.early : []) client.fromClient(event);
     if (client instanceof SocketLink) void client.ended.then(({ close }) => this.endWith(close));
     else
@@ -482,7 +502,7 @@ export class WebSocketConnection implements Connection {
   }
 
   private log(): Logger {
-    return this.deps.logger.child({ request_id: this.auth.requestId, workflow_id: this.workflowId, transport: 'websocket' });
+    return this.deps.logger.child({ ...correlation(this.auth.requestId), workflow_id: this.workflowId, transport: 'websocket', ...this.span.logFields });
   }
 }
 

@@ -5,7 +5,8 @@
  * (GET, same path and query; a denial is the owner's answer, passed through) — then the
  * upgrade (`ws`, no subprotocol, no compression, frames of at most 4 MiB) and the session
  * (connection.ts). A refusal is a plain HTTP answer with the error body and the status
- * error-status.ts gives its code.
+ * error-status.ts gives its code. The session is a SERVER span (tracing.ts) from the
+ * upgrade request to the socket's close, child of the client's traceparent.
  */
 import { STATUS_CODES, type IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -13,8 +14,9 @@ import { WebSocketServer } from 'ws';
 import type { Bridges } from './bridge/bridges';
 import { callerOf } from '../core/caller';
 import { GatewayError, toGatewayError } from '../core/errors';
-import type { Logger } from '../core/log';
+import { correlation, type Logger } from '../core/log';
 import type { Metrics } from '../observability/metrics';
+import type { Tracing } from '../observability/tracing';
 import type { OwnerClient } from '../owner/owner-client';
 import type { Launcher } from '../run/launcher';
 import { errorStatus, retryAfterOf } from '../http/error-status';
@@ -31,6 +33,7 @@ export interface WebSocketRouteDeps {
   owner: OwnerClient;
   metrics: Metrics;
   logger: Logger;
+  tracing: Tracing;
   settings: SessionSettings & ClientRunSettings;
   maxSessions: number;
   /** Origins allowed besides the request's own host. */
@@ -109,6 +112,7 @@ export class WebSocketRoute {
   private async authorize(req: IncomingMessage, socket: Duplex, head: Buffer, requestId: string): Promise<void> {
     const { deps } = this;
     const started = performance.now();
+    const span = deps.tracing.request('websocket', req.headers, requestId);
     let answer = 'upgraded';
     this.pending += 1;
     const gone = new AbortController();
@@ -121,11 +125,12 @@ export class WebSocketRoute {
         throw new GatewayError('CAPACITY_EXHAUSTED', 'this instance holds its maximum of WebSocket sessions');
       }
       if (!this.originAllowed(req)) throw new GatewayError('FORBIDDEN_ORIGIN', 'this Origin may not open a WebSocket session here');
-      const preauth = await deps.owner.preauthorize('GET', req.url ?? WEBSOCKET_PATH, req.headers, requestId, gone.signal, 'websocket');
+      const preauth = await deps.owner.preauthorize('GET', req.url ?? WEBSOCKET_PATH, req.headers, requestId, gone.signal, 'websocket', span);
       if (preauth.kind === 'denied') {
         answer = 'PREAUTH_DENIED';
         deps.metrics.connectionError('websocket', 'preauth');
         writeRaw(socket, preauth.status, { ...preauth.headers, 'X-Longrun-Error-Code': 'PREAUTH_DENIED' }, preauth.body, requestId);
+        deps.tracing.requestEnded(span, { status: preauth.status, errorCode: answer });
         return;
       }
       if (gone.signal.aborted) throw new GatewayError('CLIENT_GONE', 'the client hung up before the upgrade');
@@ -134,8 +139,8 @@ export class WebSocketRoute {
       this.server.handleUpgrade(req, socket, head, (ws) => {
         const session = new WebSocketConnection(
           ws,
-          { auth, requestId, caller },
-          { launcher: deps.launcher, metrics: deps.metrics, logger: deps.logger, settings: deps.settings, parked: this.parked, bridges: deps.bridges },
+          { auth, requestId, caller, span },
+          { launcher: deps.launcher, metrics: deps.metrics, logger: deps.logger, tracing: deps.tracing, settings: deps.settings, parked: this.parked, bridges: deps.bridges },
         );
         this.sessions.add(session);
         this.liveness ??= setInterval(() => this.tick(), Math.max(10, Math.floor(Math.min(deps.settings.pingMs, deps.settings.pongTimeoutMs) / 10)));
@@ -150,14 +155,15 @@ export class WebSocketRoute {
     } catch (err) {
       const error = toGatewayError(err);
       answer = error.code;
-      if (error.code === 'INTERNAL') deps.logger.error({ err, request_id: requestId }, 'internal error');
+      if (error.code === 'INTERNAL') deps.logger.error({ err, ...correlation(requestId) }, 'internal error');
       deps.metrics.connectionError('websocket', error.errorType);
       refuse(socket, error, requestId);
+      deps.tracing.requestEnded(span, { status: errorStatus[error.code], errorCode: error.code });
     } finally {
       this.pending -= 1;
       socket.off('close', onGone);
       deps.logger.info(
-        { request_id: requestId, path: WEBSOCKET_PATH, transport: 'websocket', reason: answer, duration_ms: Math.round(performance.now() - started) },
+        { ...correlation(requestId), path: WEBSOCKET_PATH, transport: 'websocket', reason: answer, duration_ms: Math.round(performance.now() - started), ...span.logFields },
         'websocket upgrade',
       );
     }

@@ -10,6 +10,7 @@ import { request, type Dispatcher } from 'undici';
 import { gatewayConfig, loadConfig } from '../../src/config';
 import { Gateway } from '../../src/gateway';
 import { createLogger } from '../../src/core/log';
+import type { Tracing } from '../../src/observability/tracing';
 import { OwnerServiceSimulator, type PreauthConfig } from '../../sandbox/owner-sim';
 import { scenarioMetadata, type Step } from '../../sandbox/scenario';
 import { WorkflowServiceSimulator, type WorkflowSimulatorOptions } from '../../sandbox/workflow-sim';
@@ -28,6 +29,8 @@ export interface StackOptions {
   redis?: boolean;
   preauth?: PreauthConfig;
   workflow?: WorkflowSimulatorOptions;
+  /** The gateway's spans go here (test/helpers/spans.ts: the SDK's in-memory exporter). */
+  tracing?: Tracing;
 }
 
 export interface ExecuteOptions {
@@ -54,9 +57,9 @@ export interface Stack {
   client?: Redis;
   /**
    * Another gateway on the same owner, workflow service and Redis (another replica:
-   * `LONGRUN_REPLICA_ID` in `env`), closed with the stack.
+   * `LONGRUN_REPLICA_ID` in `env`), closed with the stack; its spans go to `tracing` when given.
    */
-  peer(env: Record<string, string>): Promise<Peer>;
+  peer(env: Record<string, string>, tracing?: Tracing): Promise<Peer>;
   close(): Promise<void>;
 }
 
@@ -69,7 +72,7 @@ export interface Peer {
   close(): Promise<void>;
 }
 
-async function startPeer(env: Record<string, string>): Promise<Peer> {
+async function startPeer(env: Record<string, string>, tracing?: Tracing): Promise<Peer> {
   const chunks: Buffer[] = [];
   const sink = new Writable({
     write(chunk: Buffer, _enc, cb) {
@@ -78,7 +81,7 @@ async function startPeer(env: Record<string, string>): Promise<Peer> {
     },
   });
   const config = gatewayConfig(loadConfig(env));
-  const gateway = await Gateway.start(config, { logger: createLogger(config.logLevel, sink) });
+  const gateway = await Gateway.start(config, { logger: createLogger(config.logLevel, sink), ...(tracing ? { tracing } : {}) });
   let closing: Promise<void> | undefined;
   return {
     gateway,
@@ -147,7 +150,7 @@ async function startGatewayStack(options: StackOptions): Promise<Stack> {
   };
   const config = gatewayConfig(loadConfig(baseEnv));
   const peers: Peer[] = [];
-  const gateway = await Gateway.start(config, { logger: createLogger(config.logLevel, sink) });
+  const gateway = await Gateway.start(config, { logger: createLogger(config.logLevel, sink), ...(options.tracing ? { tracing: options.tracing } : {}) });
   const url = gateway.mainUrl;
 
   const execute = (workflowId: string, opts: ExecuteOptions = {}): Promise<Dispatcher.ResponseData> => {
@@ -177,8 +180,8 @@ async function startGatewayStack(options: StackOptions): Promise<Stack> {
       const res = await request(`${gateway.opsUrl}/metrics`);
       return res.body.text();
     },
-    async peer(env) {
-      const peer = await startPeer({ ...baseEnv, ...env });
+    async peer(env, tracing) {
+      const peer = await startPeer({ ...baseEnv, ...env }, tracing);
       peers.push(peer);
       return peer;
     },

@@ -311,7 +311,19 @@ describe('request ids across the mix', () => {
     ]);
   });
 
-  it('reached the workflow service as call metadata x-request-id', () => {
+  it('is the correlation_id of every log line about a request or a run (docs/spec.md §13)', () => {
+    const lines = mix.logs
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    const about = lines.filter((l) => l['request_id'] !== undefined || l['run_id'] !== undefined);
+    expect(about.length).toBeGreaterThanOrEqual(13);
+    for (const line of about) expect([line['msg'], line['correlation_id']]).toEqual([line['msg'], line['request_id']]);
+    expect(new Set(about.map((l) => l['correlation_id']))).toEqual(new Set(Object.values(ids)));
+  });
+
+  it('reached the workflow service as call metadata x-request-id and x-gitlab-correlation-id', () => {
+    for (const call of mix.stack.workflow.calls) expect(call.metadata['x-gitlab-correlation-id']).toBe(call.metadata['x-request-id']);
     const metadataIds = mix.stack.workflow.calls.map((c) => [c.workflowId, c.metadata['x-request-id']]);
     expect(metadataIds).toEqual([
       ['obs-success', ids.success],

@@ -18,8 +18,9 @@
 import { randomBytes } from 'node:crypto';
 import type { CoordinationBackend } from '../../coordination/backend';
 import type { ClientRun, ParkedRuns } from '../client-run';
-import type { Logger } from '../../core/log';
+import { correlation, type Logger } from '../../core/log';
 import type { Metrics } from '../../observability/metrics';
+import type { TraceLink } from '../../observability/tracing';
 import { HolderLink } from './holder-link';
 import { LinkSender } from './link-sender';
 import type { BreakWhy, BridgeHeader, BridgeMessage, BridgeTransport, LinkEnv } from './protocol';
@@ -116,14 +117,17 @@ export class Bridges {
     return record && record.state === 'parked' && record.replica !== this.replicaId ? record.replica : undefined;
   }
 
-  /** Asks `holder` for the parked run of `workflowId`, for `socket`; the link's outcome says how it was answered. */
-  claim(holder: string, workflowId: string, actor: string | undefined, carriesInput: boolean, socket: BridgedSocket): SocketLink {
+  /**
+   * Asks `holder` for the parked run of `workflowId`, for `socket` (whose session span is
+   * `by`); the link's outcome says how it was answered.
+   */
+  claim(holder: string, workflowId: string, actor: string | undefined, carriesInput: boolean, socket: BridgedSocket, by?: TraceLink): SocketLink {
     const link = new SocketLink(`${this.prefix}${(this.next++).toString(36)}`, holder, socket, this.env);
     this.sockets.set(link.id, link);
     this.deps.metrics.bridgesOpen.inc({ side: 'socket' });
     this.heard.set(holder, Date.now());
     this.beatOn();
-    link.claim(workflowId, actor, carriesInput, this.deps.settings.claimTimeoutMs);
+    link.claim(workflowId, actor, carriesInput, this.deps.settings.claimTimeoutMs, by);
     return link;
   }
 
@@ -178,8 +182,11 @@ export class Bridges {
       void run.stopParked('taken_over').then(() => answer('released'));
       return;
     }
-    const link = new HolderLink(claim.b, from, run, this.deps.settings.stallMs, this.env);
-    this.deps.logger.info({ workflow_id: claim.wf, socket_replica: from, bridge: claim.b }, 'parked run re-attached to a socket on another replica');
+    const link = new HolderLink(claim.b, from, run, this.deps.settings.stallMs, this.env, claim.tp);
+    this.deps.logger.info(
+      { ...correlation(run.requestId), workflow_id: claim.wf, run_id: run.runId, socket_replica: from, bridge: claim.b },
+      'parked run re-attached to a socket on another replica',
+    );
     this.holders.set(link.id, link);
     this.deps.metrics.bridgesOpen.inc({ side: 'holder' });
     this.beatOn();

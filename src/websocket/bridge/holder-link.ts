@@ -14,6 +14,7 @@ import type { ClientRun, Connection } from '../client-run';
 import { closeForRunEnd } from '../close-codes';
 import { STOPS } from '../../core/vocabulary';
 import { Backpressure } from '../flow-control';
+import type { TraceLink } from '../../observability/tracing';
 import type { ClientEvent } from '../../workflow/contract';
 import type { BreakWhy, BridgeBody, BridgeHeader, LinkEnv, OrderedSender } from './protocol';
 
@@ -33,14 +34,17 @@ export class HolderLink implements Connection {
     private readonly client: ClientRun,
     readonly stallMs: number,
     private readonly env: LinkEnv,
+    /** The span of the session that claimed the run (on the socket's replica). */
+    private readonly claimedBy?: TraceLink,
   ) {
     this.sender = env.sender(peer, () => this.lost('send_failed'));
   }
 
-  /** Answers the claim and hands the parked run to this link: replayed frames follow the answer. */
+  /** Answers the claim (with the run's span and id) and hands the parked run to this link: replayed frames follow the answer. */
   attach(): void {
-    this.post({ t: 'claimed', outcome: 'attached' });
-    this.client.attach(this, this.peer);
+    const { traceLink, runId } = this.client;
+    this.post({ t: 'claimed', outcome: 'attached', ...(traceLink ? { tp: traceLink } : {}), ...(runId ? { run: runId } : {}) });
+    this.client.attach(this, this.peer, this.claimedBy);
     void this.client.done.then((result) => {
       if (this.gone) return;
       if (result && this.client.servedOn(this)) {

@@ -14,6 +14,9 @@
  *   stop    the client's end as a StopReason
  *   lost    the connection was lost: park
  *
+ *   A claim carries the reconnecting session's span (`tp`, its W3C traceparent) and an
+ *   attached answer the run's span and id, so each side links to the other (docs/spec.md §13).
+ *
  *   beat (both ways, per replica pair): the bridges the sender still has with the
  *   receiver, and the last sequence number it sent on each. A bridge the other side no
  *   longer lists is gone there; one whose last message was not heard lost it (a gap at
@@ -35,8 +38,8 @@ interface OfBridge {
 }
 
 export type BridgeHeader =
-  | (OfBridge & { t: 'claim'; wf: string; actor?: string; input: boolean })
-  | (OfBridge & { t: 'claimed'; outcome: ClaimOutcome })
+  | (OfBridge & { t: 'claim'; wf: string; actor?: string; input: boolean; tp?: string })
+  | (OfBridge & { t: 'claimed'; outcome: ClaimOutcome; tp?: string; run?: string })
   | (OfBridge & { t: 'frame' })
   | (OfBridge & { t: 'event' })
   | (OfBridge & { t: 'ack'; bytes: number })

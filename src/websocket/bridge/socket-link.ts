@@ -13,6 +13,7 @@
  */
 import { RUN_UNREACHABLE, SERVICE_RESTART, type Close } from '../close-codes';
 import type { StopReason } from '../../core/vocabulary';
+import type { TraceLink } from '../../observability/tracing';
 import type { ClientEvent } from '../../workflow/contract';
 import type { BreakWhy, BridgeBody, BridgeHeader, ClaimOutcome, LinkEnv, OrderedSender } from './protocol';
 
@@ -47,6 +48,9 @@ export class SocketLink {
   readonly outcome = new Promise<ClaimOutcome | 'unreachable'>((resolve) => (this.settleOutcome = resolve));
   /** The run's end as the holder saw it, or the bridge's. */
   readonly ended = new Promise<LinkEnd>((resolve) => (this.settleEnd = resolve));
+  /** Once attached: the run's span and id, as the holder named them. */
+  runLink: TraceLink | undefined;
+  runId: string | undefined;
 
   constructor(
     readonly id: string,
@@ -81,9 +85,12 @@ export class SocketLink {
     return this.heard;
   }
 
-  /** Asks the holder for its parked run; unanswered within `timeoutMs`, the holder counts as unreachable. */
-  claim(workflowId: string, actor: string | undefined, input: boolean, timeoutMs: number): void {
-    void this.post({ t: 'claim', wf: workflowId, ...(actor !== undefined ? { actor } : {}), input });
+  /**
+   * Asks the holder for its parked run; unanswered within `timeoutMs`, the holder counts as
+   * unreachable. `by`: the session's span, which the run's will link to.
+   */
+  claim(workflowId: string, actor: string | undefined, input: boolean, timeoutMs: number, by?: TraceLink): void {
+    void this.post({ t: 'claim', wf: workflowId, ...(actor !== undefined ? { actor } : {}), input, ...(by ? { tp: by } : {}) });
     this.claimTimer = setTimeout(() => {
       if (this.state !== 'claiming') return;
       this.env.broke(this, 'unanswered');
@@ -155,6 +162,8 @@ export class SocketLink {
           return;
         }
         this.state = 'attached';
+        this.runLink = header.tp;
+        this.runId = header.run;
         this.settleOutcome('attached');
         if (this.abandoned) this.park();
         break;
