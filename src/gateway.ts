@@ -22,7 +22,7 @@ import { RedisBackend } from './coordination/redis-backend';
 import { StopWatcher } from './coordination/stop-watcher';
 import { createMainListener } from './http/main-app';
 import { createOpsApp, listRuns } from './http/ops-app';
-import { WebSocketRoute } from './websocket/route';
+import { WebSocketRoute, websocketHttpRoutes } from './websocket/route';
 import type { ParkedRuns } from './websocket/client-run';
 import { BacklogBudget } from './websocket/backlog-budget';
 import { Bridges } from './websocket/bridge/bridges';
@@ -38,6 +38,7 @@ import { INTEREST_TTL_MS, Watch } from './watch/hub';
 import type { WatchLog } from './watch/log';
 import { MemoryWatchLog } from './watch/memory-log';
 import { RedisWatchLog } from './watch/redis-log';
+import { watchRoutes } from './watch/route';
 
 export type GatewayState = 'serving' | 'draining' | 'closed';
 
@@ -400,7 +401,7 @@ export class Gateway {
         backend,
         stopKeyTtlMs: config.stopKeyTtlMs,
         sandboxRoutes: options.sandboxRoutes,
-        watch,
+        routes: [websocketHttpRoutes(logger), watchRoutes({ watch, owner, checkServing: () => launcher.checkServing(), logger })],
         tracing,
       });
       const parked: ParkedRuns = new Map();

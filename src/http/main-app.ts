@@ -20,13 +20,15 @@ import { assignRequestId, requestIdFrom, requestIdMiddleware } from './request-i
 import { originFormOnly } from './request-target';
 import { correlation } from '../core/log';
 import type { RequestRoute, Tracing } from '../observability/tracing';
-import { WEBSOCKET_PATH } from '../websocket/route';
-import type { Watch } from '../watch/hub';
-import { WATCH_PATH, watchRoute } from '../watch/route';
 
 export interface MainAppDeps extends ExecuteRouteDeps {
-  /** Following runs (docs/spec.md §14). */
-  watch: Watch;
+  /**
+   * The other transports' plain-HTTP routes, mounted after the request log: the watch's
+   * events (src/watch/route.ts) and the WebSocket route's answer to a GET without an
+   * upgrade (src/websocket/route.ts). The gateway hands them in, so that http/ — the floor
+   * those transports stand on — imports neither.
+   */
+  routes: express.RequestHandler[];
   secret: Uint8Array;
   backend: CoordinationBackend;
   stopKeyTtlMs: number;
@@ -54,10 +56,6 @@ function createMainApp(deps: MainAppDeps): express.Express {
   app.use(requestIdMiddleware);
   app.use(originFormOnly(deps.logger));
   app.post(EXECUTE_PATH, (req, res) => void execute(deps, req, res, req.params['workflow_id']));
-  // The WebSocket route answers upgrades only (route.ts); a plain GET there is a client error.
-  app.get(WEBSOCKET_PATH, (_req, res) => {
-    sendError(res, new GatewayError('INVALID_REQUEST', 'this route takes a WebSocket upgrade (Connection: Upgrade, Upgrade: websocket)'), deps.logger);
-  });
   // One log line per request (docs/spec.md §7) for everything after the execute route.
   app.use((req, res, next) => {
     const started = performance.now();
@@ -77,7 +75,7 @@ function createMainApp(deps: MainAppDeps): express.Express {
     next();
   });
   app.use('/internal', traceInternal(deps.tracing));
-  app.get(WATCH_PATH, watchRoute({ watch: deps.watch, owner: deps.owner, checkServing: () => deps.launcher.checkServing(), logger: deps.logger }));
+  for (const routes of deps.routes) app.use(routes);
   app.use('/internal', createInternalRouter({ secret: deps.secret, backend: deps.backend, logger: deps.logger, stopKeyTtlMs: deps.stopKeyTtlMs }));
   if (deps.sandboxRoutes) app.use(deps.sandboxRoutes);
   app.use((req, res) => {

@@ -7,7 +7,7 @@
  * WebSocket route asks it; a refusal is passed through), then the stream (hub.ts).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type express from 'express';
+import express from 'express';
 import { GatewayError } from '../core/errors';
 import type { Logger } from '../core/log';
 import { passDenial } from '../http/denial-response';
@@ -29,8 +29,9 @@ export interface WatchRouteDeps {
   logger: Logger;
 }
 
-export function watchRoute(deps: WatchRouteDeps): express.RequestHandler {
-  return (req, res) => void serve(deps, req, res, req.params['workflow_id'] as string);
+/** The watch's route, for the main listener (src/http/main-app.ts `routes`). */
+export function watchRoutes(deps: WatchRouteDeps): express.Router {
+  return express.Router().get(WATCH_PATH, (req, res) => void serve(deps, req, res, req.params['workflow_id'] as string));
 }
 
 /** Last-Event-ID when the client sends one (a reconnect), else `?after=`; undefined: from now. */

@@ -10,6 +10,7 @@
  */
 import { STATUS_CODES, type IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
+import express from 'express';
 import { WebSocketServer } from 'ws';
 import type { Bridges } from './bridge/bridges';
 import { callerOf } from '../core/caller';
@@ -19,6 +20,7 @@ import type { Metrics } from '../observability/metrics';
 import type { Tracing } from '../observability/tracing';
 import type { OwnerClient } from '../owner/owner-client';
 import type { Launcher } from '../run/launcher';
+import { sendError } from '../http/error-response';
 import { errorStatus, retryAfterOf } from '../http/error-status';
 import { requestIdOf } from '../http/request-id';
 import type { ClientRunSettings, ParkedRuns } from './client-run';
@@ -27,6 +29,16 @@ import { WebSocketConnection, type SessionSettings } from './connection';
 export const WEBSOCKET_PATH = '/api/v4/ai/duo_workflows/ws';
 /** The largest frame a client may send (a startRequest is at most what an execute body is). */
 export const MAX_FRAME_BYTES = 4 * 1024 * 1024;
+
+/**
+ * The route's plain-HTTP side, for the main listener (src/http/main-app.ts `routes`): it
+ * answers upgrades only (WebSocketRoute.upgrade), so a GET without one is a client error.
+ */
+export function websocketHttpRoutes(logger: Logger): express.Router {
+  return express.Router().get(WEBSOCKET_PATH, (_req, res) => {
+    sendError(res, new GatewayError('INVALID_REQUEST', 'this route takes a WebSocket upgrade (Connection: Upgrade, Upgrade: websocket)'), logger);
+  });
+}
 
 export interface WebSocketRouteDeps {
   launcher: Launcher;
