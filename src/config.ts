@@ -121,7 +121,7 @@ export interface Config {
    * most specific of them (docs/spec.md §4). Always holds WORKHORSE_SERVER_SHUTDOWN.
    */
   workflowInfraStopReasons: readonly string[];
-  /** Streams per gRPC connection before another connection to the same target is opened. */
+  /** Streams per gRPC connection before another connection to the same target is opened (100: the usual per-connection stream cap of gRPC servers). */
   grpcStreamsPerConnection: number;
   /** gRPC keepalive ping interval; a ping unanswered for grpcKeepaliveTimeoutMs ends every call on its connection (docs/spec.md §4). */
   grpcKeepaliveTimeMs: number;
@@ -208,6 +208,16 @@ function read<T>(env: Env, name: string, schema: z.ZodType<T>, expected: string,
   const parsed = schema.safeParse(raw.trim());
   if (!parsed.success) throw new ConfigError(name, expected, raw);
   return parsed.data;
+}
+
+/** A duration in milliseconds, at least 1 (every *_MS variable but the few that take 0). */
+function readMs(env: Env, name: string, fallback: number): number {
+  return read(env, name, durationMs, 'a positive integer number of milliseconds', fallback);
+}
+
+/** A duration in milliseconds that may be 0 (`what0`: what 0 means, when it means more than no wait). */
+function readMsOrZero(env: Env, name: string, fallback: number, what0?: string): number {
+  return read(env, name, nonNegativeMs, `a non-negative integer number of milliseconds${what0 ? ` (0 = ${what0})` : ''}`, fallback);
 }
 
 function parseListen(env: Env, name: string, fallback: string): ListenAddress {
@@ -379,69 +389,69 @@ export function loadConfig(env: Env = process.env): EnvConfig {
     redis,
     redisKeys,
     redisConfigureNotifications: read(env, 'LONGRUN_REDIS_CONFIGURE_NOTIFICATIONS', flag, 'true or false', false),
-    acceptWaitMs: read(env, 'LONGRUN_ACCEPT_WAIT_MS', durationMs, 'a positive integer number of milliseconds', 10_000),
+    acceptWaitMs: readMs(env, 'LONGRUN_ACCEPT_WAIT_MS', 10_000),
     // A connection (TLS included) takes well under a second; a service that accepts TCP
     // and never speaks HTTP/2 must not hold the caller for the whole accept wait.
-    streamOpenTimeoutMs: read(env, 'LONGRUN_STREAM_OPEN_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 5_000),
+    streamOpenTimeoutMs: readMs(env, 'LONGRUN_STREAM_OPEN_TIMEOUT_MS', 5_000),
     // Three keepalive periods: a caller reading nothing for a minute is not coming back.
-    callerStallMs: read(env, 'LONGRUN_CALLER_STALL_MS', durationMs, 'a positive integer number of milliseconds', 60_000),
+    callerStallMs: readMs(env, 'LONGRUN_CALLER_STALL_MS', 60_000),
     // 55 min: below the workflow service's one-hour stream cap and two-hour token TTL.
-    runLimitMs: read(env, 'LONGRUN_RUN_LIMIT_MS', durationMs, 'a positive integer number of milliseconds', 3_300_000),
-    stopAckTimeoutMs: read(env, 'LONGRUN_STOP_ACK_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 10_000),
+    runLimitMs: readMs(env, 'LONGRUN_RUN_LIMIT_MS', 3_300_000),
+    stopAckTimeoutMs: readMs(env, 'LONGRUN_STOP_ACK_TIMEOUT_MS', 10_000),
     leaseTtlMs,
-    stopPollMs: read(env, 'LONGRUN_STOP_POLL_MS', durationMs, 'a positive integer number of milliseconds', 5_000),
-    stopKeyTtlMs: read(env, 'LONGRUN_STOP_KEY_TTL_MS', durationMs, 'a positive integer number of milliseconds', 600_000),
-    keepaliveMs: read(env, 'LONGRUN_KEEPALIVE_MS', durationMs, 'a positive integer number of milliseconds', 20_000),
-    shutdownDelayMs: read(env, 'LONGRUN_SHUTDOWN_DELAY_MS', nonNegativeMs, 'a non-negative integer number of milliseconds', 0),
+    stopPollMs: readMs(env, 'LONGRUN_STOP_POLL_MS', 5_000),
+    stopKeyTtlMs: readMs(env, 'LONGRUN_STOP_KEY_TTL_MS', 600_000),
+    keepaliveMs: readMs(env, 'LONGRUN_KEEPALIVE_MS', 20_000),
+    shutdownDelayMs: readMsOrZero(env, 'LONGRUN_SHUTDOWN_DELAY_MS', 0),
     // 8 s fits a drain inside Kubernetes' default 10 s SIGTERM→SIGKILL window.
-    drainTimeoutMs: read(env, 'LONGRUN_DRAIN_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 8_000),
+    drainTimeoutMs: readMs(env, 'LONGRUN_DRAIN_TIMEOUT_MS', 8_000),
     // 2 s after the stops leave room for 10 000 lock releases and callbacks (BENCHMARKS.md drain).
-    drainReserveMs: read(env, 'LONGRUN_DRAIN_RESERVE_MS', nonNegativeMs, 'a non-negative integer number of milliseconds', 2_000),
+    drainReserveMs: readMsOrZero(env, 'LONGRUN_DRAIN_RESERVE_MS', 2_000),
     maxDetachedRuns: read(env, 'LONGRUN_MAX_DETACHED_RUNS', count, 'a non-negative integer', 10_000),
     maxRunsPerActor: read(env, 'LONGRUN_MAX_RUNS_PER_ACTOR', count, 'a non-negative integer (0 = off)', 0),
-    wsPingMs: read(env, 'LONGRUN_WS_PING_MS', durationMs, 'a positive integer number of milliseconds', 20_000),
-    wsPongTimeoutMs: read(env, 'LONGRUN_WS_PONG_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 30_000),
-    wsWriteTimeoutMs: read(env, 'LONGRUN_WS_WRITE_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 60_000),
-    wsCloseTimeoutMs: read(env, 'LONGRUN_WS_CLOSE_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 5_000),
-    wsStartTimeoutMs: read(env, 'LONGRUN_WS_START_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 60_000),
+    wsPingMs: readMs(env, 'LONGRUN_WS_PING_MS', 20_000),
+    wsPongTimeoutMs: readMs(env, 'LONGRUN_WS_PONG_TIMEOUT_MS', 30_000),
+    wsWriteTimeoutMs: readMs(env, 'LONGRUN_WS_WRITE_TIMEOUT_MS', 60_000),
+    wsCloseTimeoutMs: readMs(env, 'LONGRUN_WS_CLOSE_TIMEOUT_MS', 5_000),
+    wsStartTimeoutMs: readMs(env, 'LONGRUN_WS_START_TIMEOUT_MS', 60_000),
     wsAllowedOrigins: read(env, 'LONGRUN_WS_ALLOWED_ORIGINS', originList, 'a comma-separated list of origins (scheme://host[:port])', []),
     trustForwardedHost: read(env, 'LONGRUN_TRUST_FORWARDED_HOST', flag, 'true or false', false),
     maxWsSessions: read(env, 'LONGRUN_MAX_WS_SESSIONS', count, 'a non-negative integer', 10_000),
-    watchIdleMs: read(env, 'LONGRUN_WATCH_IDLE_MS', durationMs, 'a positive integer number of milliseconds', 120_000),
+    watchIdleMs: readMs(env, 'LONGRUN_WATCH_IDLE_MS', 120_000),
     // 20 s: under the 60 s idle timeout of common proxies (nginx's proxy_read_timeout), as the ndjson keepalive.
-    watchKeepaliveMs: read(env, 'LONGRUN_WATCH_KEEPALIVE_MS', durationMs, 'a positive integer number of milliseconds', 20_000),
+    watchKeepaliveMs: readMs(env, 'LONGRUN_WATCH_KEEPALIVE_MS', 20_000),
     // 1 MiB: a few checkpoints; ten thousand watchers all stalled hold at most 10 GiB, most hold nothing.
     watchBufferBytes: read(env, 'LONGRUN_WATCH_BUFFER_BYTES', z.coerce.number().int().min(1), 'a positive integer number of bytes', 1024 * 1024),
     watchBacklogEvents: read(env, 'LONGRUN_WATCH_BACKLOG_EVENTS', z.coerce.number().int().min(1).max(1_000_000), 'an integer from 1 to 1000000', 512),
     maxWatchersPerWorkflow: read(env, 'LONGRUN_MAX_WATCHERS_PER_WORKFLOW', count, 'a non-negative integer', 100),
     maxWatchers: read(env, 'LONGRUN_MAX_WATCHERS', count, 'a non-negative integer', 10_000),
-    wsResumeWindowMs: read(env, 'LONGRUN_WS_RESUME_WINDOW_MS', nonNegativeMs, 'a non-negative integer number of milliseconds (0 = off)', 60_000),
+    wsResumeWindowMs: readMsOrZero(env, 'LONGRUN_WS_RESUME_WINDOW_MS', 60_000, 'off'),
     wsBacklogBytes: read(env, 'LONGRUN_WS_BACKLOG_BYTES', count, 'a non-negative integer number of bytes', 8 * 1024 * 1024),
     // 32 full backlogs: a pod's parked runs hold at most this much of what the service
     // sent them, whatever their count (size it with the memory limit: docs/deploying.md).
     wsBacklogBudgetBytes: read(env, 'LONGRUN_WS_BACKLOG_BUDGET_BYTES', count, 'a non-negative integer number of bytes', 256 * 1024 * 1024),
-    preauthTimeoutMs: read(env, 'LONGRUN_PREAUTH_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 10_000),
-    relayTimeoutMs: read(env, 'LONGRUN_RELAY_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 5_000),
+    preauthTimeoutMs: readMs(env, 'LONGRUN_PREAUTH_TIMEOUT_MS', 10_000),
+    relayTimeoutMs: readMs(env, 'LONGRUN_RELAY_TIMEOUT_MS', 5_000),
     // A tool call may take a while (a search, a build); 30 s bounds a hung MCP server.
-    mcpTimeoutMs: read(env, 'LONGRUN_MCP_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 30_000),
+    mcpTimeoutMs: readMs(env, 'LONGRUN_MCP_TIMEOUT_MS', 30_000),
     // Discovery holds a turn's start (the tools go into it): a few seconds bound a slow
     // server; a detached start also never waits past the accept wait (launcher.ts).
-    mcpDiscoveryTimeoutMs: read(env, 'LONGRUN_MCP_DISCOVERY_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 5_000),
+    mcpDiscoveryTimeoutMs: readMs(env, 'LONGRUN_MCP_DISCOVERY_TIMEOUT_MS', 5_000),
     mcpAllowPrivate: read(env, 'LONGRUN_MCP_ALLOW_PRIVATE', flag, 'true or false', false),
     // Enough for thousands of concurrent relays and a drain's burst of callbacks.
     ownerConnections: read(env, 'LONGRUN_OWNER_CONNECTIONS', z.coerce.number().int().min(1).max(65_536), 'an integer from 1 to 65536', 256),
     // Three tries with 100 ms and 300 ms between them fit a drain's budget.
     callbackAttempts: read(env, 'LONGRUN_CALLBACK_ATTEMPTS', z.coerce.number().int().min(1).max(20), 'an integer from 1 to 20', 3),
-    callbackTimeoutMs: read(env, 'LONGRUN_CALLBACK_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 2_000),
+    callbackTimeoutMs: readMs(env, 'LONGRUN_CALLBACK_TIMEOUT_MS', 2_000),
     // Enough to keep an owner busy (a drain's 5 000 callbacks take about a second at 64),
     // few enough that a drain does not open thousands of requests on it at once.
     callbackConcurrency: read(env, 'LONGRUN_CALLBACK_CONCURRENCY', z.coerce.number().int().min(1).max(10_000), 'an integer from 1 to 10000', 64),
     // Signing per request would cost CPU on the hot path; the owner only wants a fresh iat.
-    jwtRefreshMs: read(env, 'LONGRUN_JWT_REFRESH_MS', durationMs, 'a positive integer number of milliseconds', 30_000),
+    jwtRefreshMs: readMs(env, 'LONGRUN_JWT_REFRESH_MS', 30_000),
     // A renewal must fail well inside the lease TTL, and a detached execute must answer
     // 503 at once rather than hang when Redis is away.
-    redisCommandTimeoutMs: read(env, 'LONGRUN_REDIS_COMMAND_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 2_000),
-    redisConnectTimeoutMs: read(env, 'LONGRUN_REDIS_CONNECT_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 2_000),
+    redisCommandTimeoutMs: readMs(env, 'LONGRUN_REDIS_COMMAND_TIMEOUT_MS', 2_000),
+    redisConnectTimeoutMs: readMs(env, 'LONGRUN_REDIS_CONNECT_TIMEOUT_MS', 2_000),
     workflowInfraStopReasons: read(
       env,
       'LONGRUN_WORKFLOW_INFRA_STOP_REASONS',
@@ -449,12 +459,11 @@ export function loadConfig(env: Env = process.env): EnvConfig {
       `a comma-separated list of stop words [A-Z][A-Z0-9_]{0,63} that holds ${SERVER_SHUTDOWN}`,
       [...publicInfraStopReasons],
     ),
-    // 100 is the usual per-connection stream cap of gRPC servers.
     grpcStreamsPerConnection: read(env, 'LONGRUN_GRPC_STREAMS_PER_CONNECTION', z.coerce.number().int().min(1).max(10_000), 'an integer from 1 to 10000', 100),
     // 20 s and 20 s: Workhorse's keepalive (and gRPC-Go's default timeout). The real service
     // accepts pings 10 s apart (min_ping_interval_without_data_ms), so 20 s is never a strike.
-    grpcKeepaliveTimeMs: read(env, 'LONGRUN_GRPC_KEEPALIVE_TIME_MS', durationMs, 'a positive integer number of milliseconds', 20_000),
-    grpcKeepaliveTimeoutMs: read(env, 'LONGRUN_GRPC_KEEPALIVE_TIMEOUT_MS', durationMs, 'a positive integer number of milliseconds', 20_000),
+    grpcKeepaliveTimeMs: readMs(env, 'LONGRUN_GRPC_KEEPALIVE_TIME_MS', 20_000),
+    grpcKeepaliveTimeoutMs: readMs(env, 'LONGRUN_GRPC_KEEPALIVE_TIMEOUT_MS', 20_000),
     grpcKeepaliveWithoutCalls: read(env, 'LONGRUN_GRPC_KEEPALIVE_WITHOUT_CALLS', flag, 'true or false', true),
     replicaId: read(
       env,

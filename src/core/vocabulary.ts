@@ -218,6 +218,14 @@ export const parkEndReasons = ['expired', 'backlog_full', 'backlog_budget', 'tak
 export type ParkEndReason = (typeof parkEndReasons)[number];
 
 /**
+ * Why a bridge between replicas was given up (docs/spec.md §12; longrun_bridge_breaks_total):
+ * a message lost on the way, a send Redis refused, a peer not heard within its deadline or
+ * that said it dropped the bridge, a claim nobody answered.
+ */
+export const bridgeBreakWhys = ['gap', 'send_failed', 'peer_silent', 'peer_dropped', 'unanswered'] as const;
+export type BridgeBreakWhy = (typeof bridgeBreakWhys)[number];
+
+/**
  * What a run reports to those who follow its workflow (docs/spec.md §14), the `event:` of each
  * Server-Sent Event of the watch route, in its per-workflow log: a run took the workflow, a
  * checkpoint, an action served or passed on, a WebSocket run parked or re-attached, the

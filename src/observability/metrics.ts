@@ -9,6 +9,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import { version } from '../core/version';
 import {
   acceptedOn,
+  bridgeBreakWhys,
   callbackResults,
   capKinds,
   connectionErrorTypes,
@@ -126,10 +127,15 @@ export class Metrics {
     labelNames: ['transport', 'error_type'],
     registers: [this.registry],
   });
-  readonly sessions = new Counter({ name: 'longrun_sessions_total', help: 'Workflow sessions ended, by final gRPC code.', labelNames: ['code'], registers: [this.registry] });
+  readonly sessions = new Counter({
+    name: 'longrun_sessions_total',
+    help: "Calls to the workflow service (ExecuteWorkflow streams) ended, by final gRPC code, named after Workhorse's sessions_total.",
+    labelNames: ['code'],
+    registers: [this.registry],
+  });
   readonly sessionErrors = new Counter({
     name: 'longrun_session_errors_total',
-    help: 'Workflow sessions that ended with a non-OK gRPC code.',
+    help: 'Calls to the workflow service (ExecuteWorkflow streams) that ended with a non-OK gRPC code.',
     labelNames: ['code'],
     registers: [this.registry],
   });
@@ -398,7 +404,7 @@ export class Metrics {
       for (const name of lintFailingDefaults) this.registry.removeSingleMetric(name);
     }
     for (const how of ['local', 'bridged']) this.websocketReattaches.inc({ how }, 0);
-    for (const why of ['gap', 'send_failed', 'peer_silent', 'peer_dropped', 'unanswered']) this.bridgeBreaks.inc({ why }, 0);
+    for (const why of bridgeBreakWhys) this.bridgeBreaks.inc({ why }, 0);
     for (const side of ['holder', 'socket']) this.bridgesOpen.set({ side }, 0);
     for (const why of parkEndReasons) this.websocketParkEnds.inc({ why }, 0);
     for (const direction of ['in', 'out']) {

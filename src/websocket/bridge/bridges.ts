@@ -23,7 +23,8 @@ import type { Metrics } from '../../observability/metrics';
 import type { TraceLink } from '../../observability/tracing';
 import { HolderLink } from './holder-link';
 import { LinkSender } from './link-sender';
-import type { BreakWhy, BridgeHeader, BridgeMessage, BridgeTransport, LinkEnv } from './protocol';
+import type { BridgeHeader, BridgeMessage, BridgeTransport, LinkEnv } from './protocol';
+import type { BridgeBreakWhy } from '../../core/vocabulary';
 import { SocketLink, type BridgedSocket } from './socket-link';
 
 export interface BridgeSettings {
@@ -83,7 +84,7 @@ export class Bridges {
       // A send Redis refused goes again every beat; one refused as long as a peer may stay silent gives its bridge up.
       sender: (replica, onGiveUp) => new LinkSender((header, data) => send(replica, header, data), deps.settings.beatMs, deps.settings.deadAfterMs, onGiveUp),
       done: (link) => this.forget(link.id),
-      broke: (link, why: BreakWhy) => {
+      broke: (link, why: BridgeBreakWhy) => {
         metrics.bridgeBreaks.inc({ why });
         deps.logger.info({ bridge: link.id, why }, 'bridge given up');
       },

@@ -16,7 +16,8 @@ import { STOPS } from '../../core/vocabulary';
 import { Backpressure } from '../flow-control';
 import type { TraceLink } from '../../observability/tracing';
 import type { ClientEvent } from '../../workflow/contract';
-import type { BreakWhy, BridgeBody, BridgeHeader, LinkEnv, OrderedSender } from './protocol';
+import type { BridgeBody, BridgeHeader, LinkEnv, OrderedSender } from './protocol';
+import type { BridgeBreakWhy } from '../../core/vocabulary';
 
 export class HolderLink implements Connection {
   private sent = 0;
@@ -123,7 +124,7 @@ export class HolderLink implements Connection {
    * send, the replica silent or no longer listing it): the run is parked again for its
    * window — or, when it cannot be, its call cancelled as for a lost socket here.
    */
-  lost(why?: BreakWhy): void {
+  lost(why?: BridgeBreakWhy): void {
     if (this.gone) return;
     if (why) this.env.broke(this, why);
     const served = this.client.servedOn(this);

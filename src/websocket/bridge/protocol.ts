@@ -25,7 +25,7 @@
  * A send Redis refused is sent again, in order, once Redis is back (link-sender.ts); a
  * message that arrives twice (sent again after all) is read once.
  */
-import type { StopReason } from '../../core/vocabulary';
+import type { BridgeBreakWhy, StopReason } from '../../core/vocabulary';
 
 /** How a claim was answered. attached: the run is the socket's; released: the parked run was stopped (start anew); none: nothing parked here. */
 export type ClaimOutcome = 'attached' | 'released' | 'none';
@@ -55,9 +55,6 @@ export type BridgeHeader =
       socketsSent?: number[];
     };
 
-/** Why a bridge was given up (longrun_bridge_breaks_total). */
-export type BreakWhy = 'gap' | 'send_failed' | 'peer_silent' | 'peer_dropped' | 'unanswered';
-
 /** A message of one bridge less its bridge id and sequence number, which the link fills in. */
 export type BridgeBody = BridgeHeader extends infer H ? (H extends OfBridge ? Omit<H, 'b' | 's'> : never) : never;
 
@@ -78,7 +75,7 @@ export interface LinkEnv {
   /** Told once, when the link is done (it is forgotten). */
   done(link: { readonly id: string }): void;
   /** Told when the link gives its bridge up. */
-  broke(link: { readonly id: string }, why: BreakWhy): void;
+  broke(link: { readonly id: string }, why: BridgeBreakWhy): void;
 }
 
 /** A message as it arrives: who sent it, what it says, and its bytes (a frame, an event). */

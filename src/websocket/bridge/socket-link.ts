@@ -15,7 +15,8 @@ import { RUN_UNREACHABLE, SERVICE_RESTART, type Close } from '../close-codes';
 import type { StopReason } from '../../core/vocabulary';
 import type { TraceLink } from '../../observability/tracing';
 import type { ClientEvent } from '../../workflow/contract';
-import type { BreakWhy, BridgeBody, BridgeHeader, ClaimOutcome, LinkEnv, OrderedSender } from './protocol';
+import type { BridgeBody, BridgeHeader, ClaimOutcome, LinkEnv, OrderedSender } from './protocol';
+import type { BridgeBreakWhy } from '../../core/vocabulary';
 
 /** Bytes written to the client before the holder is told (and at every beat, whatever is left). */
 const ACK_EVERY_BYTES = 128 * 1024;
@@ -183,7 +184,7 @@ export class SocketLink {
   }
 
   /** The bridge broke: the holder is told (when it can be) and the client closed 1012. */
-  broken(why: BreakWhy): void {
+  broken(why: BridgeBreakWhy): void {
     if (this.state === 'done') return;
     this.env.broke(this, why);
     const wasClaiming = this.state === 'claiming';
