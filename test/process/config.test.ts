@@ -79,6 +79,8 @@ describe('config: defaults', () => {
       watchBacklogEvents: 512,
       maxWatchersPerWorkflow: 100,
       maxWatchers: 10_000,
+      // No OTEL_EXPORTER_OTLP_*ENDPOINT: tracing off (docs/configuration.md#tracing-otel_).
+      tracing: { enabled: false },
       wsResumeWindowMs: 60_000,
       wsBacklogBytes: 8 * 1024 * 1024,
       wsBacklogBudgetBytes: 256 * 1024 * 1024,
