@@ -74,6 +74,8 @@ async function startGateway(name: string, url: string, leaseTtlMs: number, env: 
     LONGRUN_SECRET_FILE: secretFile,
     LONGRUN_REDIS_URL: url,
     LONGRUN_LEASE_TTL_MS: String(leaseTtlMs),
+    // Under the lease keeper's attempt timeout (TTL/6), as the defaults are (2 s under 10 s).
+    LONGRUN_REDIS_COMMAND_TIMEOUT_MS: String(Math.floor(leaseTtlMs / 8)),
     LONGRUN_STOP_ACK_TIMEOUT_MS: '1000',
     LONGRUN_LOG_LEVEL: 'info',
     ...env,
