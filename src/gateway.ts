@@ -349,11 +349,11 @@ export class Gateway {
       const stopReasons = new StopReasons(config.workflowInfraStopReasons);
       // Said once: an operator reading why a run limit sent WORKHORSE_SERVER_SHUTDOWN finds it here.
       logger.info({ service_allowlist: config.workflowInfraStopReasons, ...stopReasons.infraWords }, 'stop words in force (LONGRUN_WORKFLOW_INFRA_STOP_REASONS)');
-      // The lease keeper gives a renewal up after TTL/6 (lease-keeper.ts); a Redis command that may outlast it holds a whole batch with it.
+      // The lease keeper gives a renewal up after TTL/6 (lease-keeper.ts): a Redis command allowed longer is given up before its own deadline.
       if (config.redis && config.redisCommandTimeoutMs >= config.leaseTtlMs / 6) {
         logger.warn(
           { redis_command_timeout_ms: config.redisCommandTimeoutMs, lease_ttl_ms: config.leaseTtlMs },
-          'LONGRUN_REDIS_COMMAND_TIMEOUT_MS is not under LONGRUN_LEASE_TTL_MS / 6: a renewal to a Redis node that stopped answering can cost the leases renewed with it (docs/configuration.md)',
+          'LONGRUN_REDIS_COMMAND_TIMEOUT_MS is not under LONGRUN_LEASE_TTL_MS / 6: the lease keeper gives a renewal up before Redis would time it out, and sends it again meanwhile (docs/configuration.md)',
         );
       }
       const runLimits = own('run limits', new RunLimits(config.runLimitMs), (l) => l.close());

@@ -117,9 +117,11 @@ export interface CoordinationBackend {
    * call per Redis primary and per batch of leases): what a process's lease keeper sends
    * each tick. Each lease gets exactly the observation `renew` would make; a part of the
    * batch the store could not run (a primary down) answers CoordinationError for its
-   * leases alone. Rejects only when nothing could be sent.
+   * leases alone. Rejects only when nothing could be sent. `answered` hears each lease's
+   * outcome as soon as its part is answered (index into `leases`), so that a primary that
+   * stopped answering holds back only its own leases' confirmations, not the others'.
    */
-  renewMany(ttlMs: number, leases: readonly LeaseRenewal[]): Promise<RenewOutcome[]>;
+  renewMany(ttlMs: number, leases: readonly LeaseRenewal[], answered?: (index: number, outcome: RenewOutcome) => void): Promise<RenewOutcome[]>;
   /**
    * Compare-and-delete: deletes the lock when `token` holds it, the run record when it is
    * `runId`'s, the stop key when the lock was ours, and the actor slot.

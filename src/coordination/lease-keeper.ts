@@ -11,7 +11,8 @@
  *   command timeout, 2 s by default, usually answers first) and retries them;
  * - sends, in one `renewMany`, every lease due before the next tick: a lease is renewed
  *   TTL/3 after the renewal that last confirmed it, at most one tick early, never late
- *   while the event loop keeps time.
+ *   while the event loop keeps time. Each part of a batch (one per Redis primary) is acted
+ *   on as it is answered: a primary that stopped answering holds back its own leases only.
  *
  * Per lease the answer means: token gone → onLost('taken'); stop flag → onStop(value); the
  * lock re-created under the store fence → onReasserted(); an
@@ -166,33 +167,43 @@ export class LeaseKeeper implements LeaseOwner {
       refresh: lock.actor ? { ...hooks.refresh(), actor: lock.actor } : hooks.refresh(),
     }));
     const started = performance.now();
+    // Each lease's outcome is acted on as soon as its part of the batch is answered (a
+    // Cluster sends one call per primary): a primary that hangs delays only its own leases.
+    const settled: boolean[] = new Array(batch.length).fill(false);
+    const settle = (i: number, outcome: RenewOutcome | undefined, answeredAt: number): void => {
+      if (settled[i]) return;
+      settled[i] = true;
+      this.settle(batch[i] as Lease, attempts[i] as number, outcome, sentAt, answeredAt);
+    };
     let outcomes: RenewOutcome[];
     try {
-      outcomes = await this.backend.renewMany(this.ttlMs, items);
+      outcomes = await this.backend.renewMany(this.ttlMs, items, (i, outcome) => settle(i, outcome, Date.now()));
     } catch (err) {
       const error = err instanceof CoordinationError ? err : new CoordinationError('renewal failed', { cause: err });
       outcomes = batch.map(() => error);
     }
     const answeredAt = Date.now();
     this.options.onBatch?.('renew', batch.length, (performance.now() - started) / 1_000, outcomes.some((o) => o instanceof Error) ? 'error' : 'ok');
-    batch.forEach((lease, i) => {
-      // Released, lost, or given up (and maybe sent again) meanwhile: this answer is stale.
-      if (!lease.awaits(attempts[i] as number)) return;
-      const outcome = outcomes[i];
-      if (outcome === undefined || outcome instanceof Error) {
-        this.failed(lease, answeredAt);
-        return;
-      }
-      if (!outcome.owned) {
-        this.lose(lease, 'taken');
-        return;
-      }
-      if (answeredAt > lease.confirmedAt + this.intervalMs + this.tickMs) this.options.onLate?.();
-      lease.renewed(sentAt);
-      lease.hooks.onRenew?.('ok');
-      if (outcome.reasserted) lease.hooks.onReasserted?.();
-      if (outcome.stop !== null) lease.hooks.onStop(outcome.stop);
-    });
+    batch.forEach((_, i) => settle(i, outcomes[i], answeredAt));
+  }
+
+  /** One lease's renewal answered (`attempt`: the renewal it answers, sent at `sentAt`). */
+  private settle(lease: Lease, attempt: number, outcome: RenewOutcome | undefined, sentAt: number, answeredAt: number): void {
+    // Released, lost, or given up (and maybe sent again) meanwhile: this answer is stale.
+    if (!lease.awaits(attempt)) return;
+    if (outcome === undefined || outcome instanceof Error) {
+      this.failed(lease, answeredAt);
+      return;
+    }
+    if (!outcome.owned) {
+      this.lose(lease, 'taken');
+      return;
+    }
+    if (answeredAt > lease.confirmedAt + this.intervalMs + this.tickMs) this.options.onLate?.();
+    lease.renewed(sentAt);
+    lease.hooks.onRenew?.('ok');
+    if (outcome.reasserted) lease.hooks.onReasserted?.();
+    if (outcome.stop !== null) lease.hooks.onStop(outcome.stop);
   }
 
   /** A renewal that errored or went unanswered: retried a margin later, or the lease is lost. */

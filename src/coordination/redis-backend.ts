@@ -380,7 +380,7 @@ export class RedisBackend implements CoordinationBackend {
     return outcome as RenewResult;
   }
 
-  async renewMany(ttlMs: number, leases: readonly LeaseRenewal[]): Promise<RenewOutcome[]> {
+  async renewMany(ttlMs: number, leases: readonly LeaseRenewal[], answered?: (index: number, outcome: RenewOutcome) => void): Promise<RenewOutcome[]> {
     const outcomes: RenewOutcome[] = new Array(leases.length);
     const lease = (i: number): LeaseRenewal => leases[i] as LeaseRenewal;
     const { calls, elsewhere } = this.plan(
@@ -410,6 +410,7 @@ export class RedisBackend implements CoordinationBackend {
         const error = failure('renew', err);
         for (const i of call.items) outcomes[i] = error;
       }
+      if (answered) for (const i of call.items) answered(i, outcomes[i] as RenewOutcome);
     };
     await Promise.all(calls.map(send));
     // Actor sets another primary serves (a Cluster): refreshed once their leases are seen

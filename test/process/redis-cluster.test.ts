@@ -83,8 +83,7 @@ describe('gateways on a Redis Cluster', () => {
     LONGRUN_REDIS_URL: cluster.url,
     LONGRUN_LEASE_TTL_MS: String(LEASE_TTL_MS),
     // Under the lease keeper's attempt timeout (TTL/6 = 1 s), as the defaults are (2 s under
-    // 10 s): one renewal batch spans every primary, so a command to a dead primary that
-    // outlived the attempt would have the healthy primaries' leases given up with it.
+    // 10 s), so a renewal to the killed primary fails before it is given up.
     LONGRUN_REDIS_COMMAND_TIMEOUT_MS: '800',
     LONGRUN_STOP_ACK_TIMEOUT_MS: '1000',
   }));

@@ -29,9 +29,22 @@ class FakeStore implements LeaseBackend {
   delayMs = 0;
   releaseFails = false;
 
-  renewMany(_ttlMs: number, leases: readonly LeaseRenewal[]): Promise<RenewOutcome[]> {
+  /**
+   * When set, a part of every batch as a Cluster answers it: the leases it names are
+   * answered at once (through `answered`), the others' primary never answers.
+   */
+  answersAtOnce: ((lease: LeaseRenewal) => boolean) | undefined;
+
+  renewMany(_ttlMs: number, leases: readonly LeaseRenewal[], answered?: (index: number, outcome: RenewOutcome) => void): Promise<RenewOutcome[]> {
     this.batches.push({ at: Date.now(), leases: [...leases] });
     const answer = (): RenewOutcome[] => leases.map((l) => this.answer(l));
+    const atOnce = this.answersAtOnce;
+    if (atOnce) {
+      leases.forEach((l, i) => {
+        if (atOnce(l)) queueMicrotask(() => answered?.(i, this.answer(l)));
+      });
+      return new Promise(() => undefined);
+    }
     if (this.hold) {
       const held = this.hold;
       return new Promise((resolve) => held.push(() => resolve(answer())));
@@ -250,6 +263,17 @@ describe('LeaseKeeper: what each lease sees', () => {
     await vi.advanceTimersByTimeAsync(TICK);
     expect(of('early').renews.every((r) => r === 'error')).toBe(true);
     expect(of('early').lost).toHaveLength(1);
+  });
+
+  it('a part of a batch that hangs (a Cluster primary down) holds back only its own leases: the others are confirmed as their part answers', async () => {
+    store.answersAtOnce = (l) => l.workflowId === 'healthy';
+    hold('healthy');
+    hold('dead');
+    await vi.advanceTimersByTimeAsync(TTL * 3);
+    expect(of('dead').lost.map((l) => l.why)).toEqual(['expired']);
+    expect(of('healthy').lost).toEqual([]);
+    expect(of('healthy').renews.length).toBeGreaterThanOrEqual(8);
+    expect(of('healthy').renews.every((r) => r === 'ok')).toBe(true);
   });
 
   it('a late success counts from when it was sent, so the lease is never believed longer than it lives; it is counted late', async () => {
