@@ -21,3 +21,17 @@ export function freePort(host = '127.0.0.1'): Promise<number> {
     });
   });
 }
+
+/**
+ * Keeps a port that a killed server freed from being taken by another test's server, which
+ * the clients and Sentinels still pointed at it would then reach: a listener that resets
+ * every connection, as a dead host's port answers. Best effort (taken already: nothing held).
+ */
+export function holdPort(port: number, host = '127.0.0.1'): Promise<{ close(): Promise<void> }> {
+  return new Promise((resolve) => {
+    const server = net.createServer((socket) => socket.resetAndDestroy());
+    const close = (): Promise<void> => new Promise((done) => server.close(() => done()));
+    server.once('error', () => resolve({ close: async () => undefined }));
+    server.listen(port, host, () => resolve({ close }));
+  });
+}

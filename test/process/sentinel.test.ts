@@ -22,6 +22,7 @@ import { OwnerServiceSimulator } from '../../sandbox/owner-sim';
 import type { Step } from '../../sandbox/scenario';
 import { WorkflowServiceSimulator, type CallRecord } from '../../sandbox/workflow-sim';
 import { startReplica, type Replica } from '../helpers/replicas';
+import { holdPort } from '../helpers/ports';
 import { removeSecretFile, testSecret, writeSecretFile } from '../helpers/secret';
 import { startSentinelTopology, type SentinelTopology } from '../helpers/sentinel';
 
@@ -61,7 +62,11 @@ afterAll(async () => {
   await Promise.allSettled([owner.close(), workflow.close(), removeSecretFile(secretFile)]);
 });
 
+/** Ports of killed data nodes, kept from other tests' servers until the test ends. */
+const heldPorts: Array<{ close(): Promise<void> }> = [];
+
 afterEach(async () => {
+  await Promise.allSettled(heldPorts.splice(0).map((p) => p.close()));
   await Promise.allSettled(gateways.map((g) => g.child.kill()));
   gateways = [];
   await topology?.stop();
@@ -189,7 +194,18 @@ async function holdThrough(
       const last = probes.filter((p) => p.gateway === name && p.sentAt >= recoveredAt).slice(-3);
       return last.length === 3 && last.every((p) => p.status === 202);
     };
-    await expect.poll(() => gateways.every((g) => recovered(g.name)), { timeout: RECOVERY_DEADLINE_MS, interval: 100 }).toBe(true);
+    await expect
+      .poll(() => gateways.every((g) => recovered(g.name)), { timeout: RECOVERY_DEADLINE_MS, interval: 100 })
+      .toBe(true)
+      .catch((err: unknown) => {
+        // What each gateway answered last, and what it logged: why it did not recover.
+        const last = gateways.map((g) => ({
+          gateway: g.name,
+          probes: probes.filter((p) => p.gateway === g.name).slice(-5),
+          log: g.child.stderr().slice(-1_500) + g.child.stdout().slice(-3_000),
+        }));
+        throw new Error(`not every gateway recovered within ${RECOVERY_DEADLINE_MS} ms of the new primary: ${JSON.stringify(last, null, 1)}`, { cause: err });
+      });
     // A lease TTL more with every contender trying: a lock lost to the failover would be taken now.
     await sleep(leaseTtlMs + 1_000);
     await Promise.all([contenders.stop(), prober.stop()]);
@@ -294,7 +310,9 @@ describe('Redis behind Sentinel', () => {
     const ttl = KILL_LEASE_TTL_MS;
     const [a, b] = await Promise.all([startGateway('gw-a', topo.url, ttl), startGateway('gw-b', topo.url, ttl)]);
     const outcome = await holdThrough({ held: 8_000, probes: 8_100 }, [a, b], ttl, async () => {
-      process.kill((await topo.primary()).pid as number, 'SIGKILL');
+      const primary = await topo.primary();
+      process.kill(primary.pid as number, 'SIGKILL');
+      heldPorts.push(await holdPort(primary.port));
     });
     console.log(`sentinel primary killed: ${JSON.stringify(outcome)}`);
     // Not allowed to configure: the new primary keeps its own (empty) setting.
