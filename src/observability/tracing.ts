@@ -99,7 +99,7 @@ export class TraceSpan {
 }
 
 /** The routes longrun serves with a SERVER span, and their names (method and route, the HTTP convention). */
-const routeNames = {
+export const routeNames = {
   execute: 'POST /api/v4/ai/duo_workflows/workflows/{workflow_id}/execute',
   websocket: 'GET /api/v4/ai/duo_workflows/ws',
   internal_stop: 'POST /internal/workflows/{workflow_id}/stop',
