@@ -145,3 +145,16 @@ export class Replicas {
     await Promise.allSettled(this.started.splice(0).map((r) => r.child.kill()));
   }
 }
+
+/**
+ * The store fence's work as the replicas' metrics count it: acquires and renewals that ended
+ * with `result` (`fenced`: starts refused while it was up; `reasserted`: locks taken back).
+ */
+export async function lockOperations(replicas: readonly Replica[], result: 'fenced' | 'reasserted'): Promise<number> {
+  let total = 0;
+  for (const replica of replicas) {
+    const text = await (await request(`${replica.opsUrl}/metrics`)).body.text();
+    for (const op of ['acquire', 'renew']) total += Number(new RegExp(`^longrun_lock_operations_total\\{op="${op}",result="${result}"\\} (\\d+)`, 'm').exec(text)?.[1] ?? 0);
+  }
+  return total;
+}

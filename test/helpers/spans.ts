@@ -91,6 +91,26 @@ export function tree(spans: SpanRecord[], root: SpanRecord, keys: readonly strin
 }
 
 /**
+ * The span tree of a detached execute whose turn relays twice around one MCP tool call and
+ * ends (`tree`'s lines), under the dispatcher's span `root`: the request's preauth, lock and
+ * stream open, and the run's own span beside it, linked, with its calls and the callback.
+ */
+export function detachedExecuteTree(root: string): string {
+  return [
+    `${root} [CLIENT]`,
+    '  POST /api/v4/ai/duo_workflows/workflows/{workflow_id}/execute [SERVER]',
+    '    owner preauth [CLIENT]',
+    '    lock acquire [INTERNAL]',
+    '    workflow stream open [CLIENT]',
+    '  workflow run [INTERNAL]',
+    '    owner relay [CLIENT]',
+    '    mcp tool call [CLIENT]',
+    '    owner relay [CLIENT]',
+    '    owner segment_end [CLIENT]',
+  ].join('\n');
+}
+
+/**
  * Every place in `spans` — names, attribute keys and values, event and link attributes,
  * the resource — that holds one of `secrets` (a token, a goal, a payload), as `span: where`.
  */

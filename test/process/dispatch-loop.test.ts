@@ -51,7 +51,7 @@ import type { Turn } from '../../examples/dispatcher/owner-state';
 import { segmentEndRoute } from '../../examples/dispatcher/segment-end-route';
 import { freePort } from '../helpers/ports';
 import { startRedis, type RedisServer } from '../helpers/redis';
-import { startReplica, type Replica } from '../helpers/replicas';
+import { lockOperations, startReplica, type Replica } from '../helpers/replicas';
 import { removeSecretFile, testSecret, writeSecretFile } from '../helpers/secret';
 
 const TURNS = 50;
@@ -368,16 +368,14 @@ describe('the dispatch loop under faults', () => {
     }
 
     // What the Redis restart cost, from the replicas up at the end (it was the last fault): locks taken back, starts refused.
-    const lockOps = async (result: string): Promise<number> => {
-      let total = 0;
-      for (const slot of slots) {
-        const text = await (await fetch(`${(slot.replica as Replica).opsUrl}/metrics`)).text();
-        for (const op of ['acquire', 'renew']) total += Number(new RegExp(`^longrun_lock_operations_total\\{op="${op}",result="${result}"\\} (\\d+)`, 'm').exec(text)?.[1] ?? 0);
-      }
-      return total;
-    };
-    const reasserted = await lockOps('reasserted');
-    const fenced = await lockOps('fenced');
+    const reasserted = await lockOperations(
+      slots.map((s) => s.replica as Replica),
+      'reasserted',
+    );
+    const fenced = await lockOperations(
+      slots.map((s) => s.replica as Replica),
+      'fenced',
+    );
     report.push(
       `Redis restart (empty): ${heldAtRedisRestart} runs held, ${reasserted} locks taken back under the store fence, ${fenced} starts refused (503, retried by the client)`,
     );

@@ -46,7 +46,7 @@ import { scenarioMetadata, type Step } from '../../sandbox/scenario';
 import { WorkflowServiceSimulator, type CallRecord } from '../../sandbox/workflow-sim';
 import { freePort } from '../helpers/ports';
 import { startRedis, type RedisServer } from '../helpers/redis';
-import { startReplica, type Replica } from '../helpers/replicas';
+import { lockOperations, startReplica, type Replica } from '../helpers/replicas';
 import { removeSecretFile, testSecret, writeSecretFile } from '../helpers/secret';
 
 /**
@@ -650,16 +650,14 @@ describe('WebSocket sessions across a fleet, under faults', () => {
 
       const sum = (f: (cl: Client) => number): number => clients.reduce((n, cl) => n + f(cl), 0);
       // What the Redis restart cost: the replicas up since before it (A's replacement and C) count it; B's first life is gone with it.
-      const lockOps = async (result: string): Promise<number> => {
-        let total = 0;
-        for (const slot of slots) {
-          const text = await (await fetch(`${(slot.replica as Replica).opsUrl}/metrics`)).text();
-          for (const op of ['acquire', 'renew']) total += Number(new RegExp(`^longrun_lock_operations_total\\{op="${op}",result="${result}"\\} (\\d+)`, 'm').exec(text)?.[1] ?? 0);
-        }
-        return total;
-      };
-      const fenced = await lockOps('fenced');
-      const reasserted = await lockOps('reasserted');
+      const fenced = await lockOperations(
+        slots.map((s) => s.replica as Replica),
+        'fenced',
+      );
+      const reasserted = await lockOperations(
+        slots.map((s) => s.replica as Replica),
+        'reasserted',
+      );
       const byCode = new Map<number, number>();
       for (const e of lost) byCode.set(e.code, (byCode.get(e.code) ?? 0) + 1);
       console.log(
