@@ -169,12 +169,8 @@ export class LeaseKeeper implements LeaseOwner {
     const started = performance.now();
     // Each lease's outcome is acted on as soon as its part of the batch is answered (a
     // Cluster sends one call per primary): a primary that hangs delays only its own leases.
-    const settled: boolean[] = new Array(batch.length).fill(false);
-    const settle = (i: number, outcome: RenewOutcome | undefined, answeredAt: number): void => {
-      if (settled[i]) return;
-      settled[i] = true;
-      this.settle(batch[i] as Lease, attempts[i] as number, outcome, sentAt, answeredAt);
-    };
+    // The pass over the whole batch below then finds those leases no longer awaiting.
+    const settle = (i: number, outcome: RenewOutcome | undefined, answeredAt: number): void => this.settle(batch[i] as Lease, attempts[i] as number, outcome, sentAt, answeredAt);
     let outcomes: RenewOutcome[];
     try {
       outcomes = await this.backend.renewMany(this.ttlMs, items, (i, outcome) => settle(i, outcome, Date.now()));
@@ -189,7 +185,7 @@ export class LeaseKeeper implements LeaseOwner {
 
   /** One lease's renewal answered (`attempt`: the renewal it answers, sent at `sentAt`). */
   private settle(lease: Lease, attempt: number, outcome: RenewOutcome | undefined, sentAt: number, answeredAt: number): void {
-    // Released, lost, or given up (and maybe sent again) meanwhile: this answer is stale.
+    // Released, lost, given up (and maybe sent again), or already answered: this answer is stale.
     if (!lease.awaits(attempt)) return;
     if (outcome === undefined || outcome instanceof Error) {
       this.failed(lease, answeredAt);

@@ -97,9 +97,12 @@ export class Lease {
     return this.attempts;
   }
 
-  /** Whether an answer to `attempt` still counts: the lease is held and no later attempt went out. */
+  /**
+   * Whether an answer to `attempt` still counts: the lease is held, no later attempt went
+   * out, and this one is still in flight (not answered already, nor given up).
+   */
   awaits(attempt: number): boolean {
-    return this.currentState === 'held' && this.attempts === attempt;
+    return this.currentState === 'held' && this.attempts === attempt && this.sent !== 0;
   }
 
   /** The renewal sent at `sentAt` confirmed the lock: it lives a TTL from then. */
