@@ -87,8 +87,14 @@ const DROP_ANY_TIME = true;
  */
 const UNROUTE_BEFORE_DRAIN_MS = 0;
 
-/** How long after handing an answer to its socket a client waits before dropping that socket. */
-const ANSWER_FLUSH_MS = 20;
+/**
+ * How long after handing an answer to its socket a client waits before dropping that socket.
+ * The drop is a reset (terminate() with data unread on the client's side), and a reset makes
+ * the gateway's kernel discard what the gateway has not read yet: an answer counts as having
+ * reached the gateway only once its event loop had time to read it. 20 ms was not enough on a
+ * loaded two-core machine (an answer lost that way, then replayed, read as a resend).
+ */
+const ANSWER_FLUSH_MS = 250;
 const SESSIONS = 32;
 const STEPS = 80;
 const STEP_MS = 250;
@@ -356,7 +362,7 @@ function drop(c: Client): void {
   const ws = c.session.socket;
   if (ws?.readyState !== WebSocket.OPEN || !(DROP_WHILE_STARTING || ws === c.heardOn)) return;
   // A client that drops its own socket under an answer it just sent cannot know if it left:
-  // drop once the answer is surely written (on loopback, in the gateway's socket as it is).
+  // drop once the gateway has surely read it (ANSWER_FLUSH_MS).
   if (ws.bufferedAmount > 0 || Date.now() - c.lastSentAt < ANSWER_FLUSH_MS) {
     setTimeout(() => drop(c), ANSWER_FLUSH_MS).unref();
     return;
