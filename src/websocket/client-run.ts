@@ -19,14 +19,22 @@ import type { SessionRun } from '../run/launcher';
 import type { ActionSink, RunResult } from '../run/run';
 import { STOPS, type ParkEndReason, type StopReason } from '../core/vocabulary';
 import type { BacklogBudget } from './backlog-budget';
+import { LateSink } from './bridge/late-answers';
 import { workhorseActionJson } from '../workflow/action-line';
 import type { Action, ClientEvent } from '../workflow/contract';
 
-/** The connection a run is served on now (connection.ts). */
+/** The connection a run is served on now (connection.ts; holder-link.ts for a socket on another replica). */
 export interface Connection {
   sendFrame(frame: Buffer): 'ok' | 'full' | 'gone';
   drained(): Promise<void>;
   readonly stallMs: number;
+  /**
+   * The run has ended: told to the connection serving it then, once. A connection is told
+   * nothing after it stopped serving the run (lost, taken over): nothing of the run keeps
+   * a connection that is gone — a client reconnecting every few seconds to an hour-long run
+   * left every connection it had held until the run ended.
+   */
+  runEnded(result: RunResult): void;
 }
 
 export interface ClientRunSettings {
@@ -64,8 +72,10 @@ export class ClientRun implements ActionSink {
   private window: NodeJS.Timeout | undefined;
   /** Set once a parked run was told to stop: counted once. */
   private stopping = false;
-  /** Set once the run has ended: it can no longer be parked. */
+  /** Set once the run has ended, or will never open (its launch failed): it can no longer be parked. */
   private finished = false;
+  /** Where a given-up bridge's late answers go (late-answers.ts): made when first asked for, cut when the run ends. */
+  private late: LateSink | undefined;
 
   constructor(
     readonly workflowId: string,
@@ -79,6 +89,12 @@ export class ClientRun implements ActionSink {
     this.connection = connection;
   }
 
+  /** The run's sink for late answers: it lets the run go once the run has ended. */
+  get lateSink(): LateSink {
+    this.late ??= new LateSink(this.finished ? undefined : this);
+    return this.late;
+  }
+
   get stallMs(): number | undefined {
     return this.connection?.stallMs;
   }
@@ -86,7 +102,7 @@ export class ClientRun implements ActionSink {
   /** The run, once the launcher opened it. */
   opened(run: SessionRun): void {
     this.run = run;
-    void run.done.then(() => this.ended());
+    void run.done.then((result) => this.ended(result));
     // Lost while it was being opened: parked already, or given up on.
     if (this.parkedAt !== undefined) run.noteParked(this.parkedAt, this.settings.resumeWindowMs);
     if (this.stopping) void run.stop(PARKED_RUN_ENDED);
@@ -105,11 +121,6 @@ export class ClientRun implements ActionSink {
   /** The run's span, for a connection that re-attaches to link to. */
   get traceLink(): TraceLink | undefined {
     return this.run?.traceLink;
-  }
-
-  /** The run's end (undefined before it opened, never rejects). */
-  get done(): Promise<RunResult | undefined> {
-    return this.run ? this.run.done : Promise.resolve(undefined);
   }
 
   /** Whether `connection` is the one the run is served on now (not parked, not taken over). */
@@ -211,12 +222,27 @@ export class ClientRun implements ActionSink {
     this.metrics.websocketReattached(bridgedFrom === undefined ? 'local' : 'bridged', lostFor / 1000);
   }
 
-  private ended(): void {
+  /**
+   * The launch failed: there is no run, and there will be none. Parked meanwhile (the
+   * connection was lost while the run was being opened), it leaves the parked runs at once —
+   * else it held its slot, and a resume start of its workflow attached to nothing.
+   */
+  abandon(): void {
+    if (this.run) return;
+    this.ended();
+  }
+
+  /** The run has ended (`result`), or will never open: everything is given back, and the connection serving it, if any, is told. */
+  private ended(result?: RunResult): void {
+    if (this.finished) return;
     this.finished = true;
     clearTimeout(this.window);
     if (this.parked.get(this.workflowId) === this) this.parked.delete(this.workflowId);
     this.releaseBacklog();
     this.unanswered.clear();
+    this.answered = undefined;
+    this.late?.cut();
+    if (result) this.connection?.runEnded(result);
   }
 
   /** The backlog was replayed or dropped: its bytes leave the gauge and the process's budget. */

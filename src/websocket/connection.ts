@@ -37,6 +37,7 @@ import { correlation, type Logger } from '../core/log';
 import type { Metrics } from '../observability/metrics';
 import { TraceSpan, type Tracing } from '../observability/tracing';
 import type { AuthorizedStart, Launcher, SessionRun } from '../run/launcher';
+import type { RunResult } from '../run/run';
 import { ClientRun, type ClientRunSettings, type Connection, type ParkedRuns } from './client-run';
 import { parseJsonBody } from '../core/json-body';
 import { authorizeStartRequest } from '../run/start-request';
@@ -382,6 +383,7 @@ export class WebSocketConnection implements Connection {
     this.deps.launcher.launch({ ...start, transport: 'websocket', sink: run }).then(
       ({ run: opened }) => this.launched(run, opened),
       (err: unknown) => {
+        run.abandon();
         const error = err instanceof GatewayError ? err : new GatewayError('INTERNAL', 'internal error', { cause: err });
         if (error.code === 'INTERNAL') this.log().error({ err }, 'websocket session could not start');
         this.deps.metrics.connectionError('websocket', error.errorType);
@@ -409,12 +411,13 @@ export class WebSocketConnection implements Connection {
     this.phase = { state: 'open', workflowId: before.workflowId, client, handingBack: false };
     this.runId ??= client.runId;
     for (const event of 'early' in before ? before.early : []) client.fromClient(event);
+    // A run here tells the connection serving it when it ends (runEnded).
     if (client instanceof SocketLink) void client.ended.then(({ close }) => this.endWith(close));
-    else
-      void client.done.then((result) => {
-        // Only if this connection is still the run's (not lost, not taken over).
-        if (result && client.servedOn(this)) this.endWith(closeForRunEnd(result));
-      });
+  }
+
+  /** Connection: the run this connection serves has ended: the close its end chose. */
+  runEnded(result: RunResult): void {
+    this.endWith(closeForRunEnd(result));
   }
 
   /** The run ended: the close its end chose; none when its client ended it (a socket still open — a client that stopped reading — is cut off). */

@@ -80,6 +80,11 @@ export class WebSocketRoute {
     return this.sessions.size + this.pending + this.parked.size;
   }
 
+  /** What the route holds, entry by entry (/debug/structures). */
+  get held(): { sessions: number; authorizing: number; parked: number; liveness_timer: number } {
+    return { sessions: this.sessions.size, authorizing: this.pending, parked: this.parked.size, liveness_timer: this.liveness ? 1 : 0 };
+  }
+
   /** Whether `url` (the request target) is this route. */
   static matches(url: string | undefined): boolean {
     return (url ?? '').split('?')[0] === WEBSOCKET_PATH;

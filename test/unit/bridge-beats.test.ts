@@ -9,6 +9,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { Bridges } from '../../src/websocket/bridge/bridges';
+import { LateSink } from '../../src/websocket/bridge/late-answers';
 import type { BridgeHeader, BridgeMessage, BridgeTransport } from '../../src/websocket/bridge/protocol';
 import type { CoordinationBackend } from '../../src/coordination/backend';
 import { createLogger } from '../../src/core/log';
@@ -73,14 +74,15 @@ describe('a bridge and the holder’s view of it', () => {
   function parkedRun() {
     const received: unknown[] = [];
     let parks = 0;
+    const fromClient = (event: unknown): boolean => received.push(event) > 0;
     const run = {
       resumableBy: () => true,
       attach: () => undefined,
       servedOn: () => true,
       park: () => (parks += 1) > 0,
       stop: () => undefined,
-      fromClient: (event: unknown) => received.push(event) > 0,
-      done: new Promise<undefined>(() => undefined),
+      fromClient,
+      lateSink: new LateSink({ fromClient }),
     };
     return { run, received, parks: () => parks };
   }
@@ -130,6 +132,24 @@ describe('a bridge and the holder’s view of it', () => {
     expect(parks()).toBe(0);
     // Still nothing from it a deadline after Redis came back: the peer is silent, the run parks again.
     await expect.poll(() => parks(), { timeout: 5 * settings.deadAfterMs, interval: 20 }).toBe(1);
+    await bridges.close();
+  });
+
+  it('what the holder keeps of a given-up bridge goes in time, and a replica it has no bridge with is not remembered', async () => {
+    const { run, received } = parkedRun();
+    const { transport, bridges } = holderOf(new Map([['7103', run]]));
+    transport.deliver({ from: 'replica-b', header: { t: 'claim', b: 'bridge-3', s: 1, wf: '7103', actor: 'user-7', input: false } });
+    expect(bridges.held).toMatchObject({ holders: 1, peers_heard: 1, late_answers: 0 });
+    transport.deliver({ from: 'replica-b', header: { t: 'beat', holding: [], sockets: [] } });
+    expect(bridges.held).toMatchObject({ holders: 0, peers_heard: 0, late_answers: 1 });
+    // Beats of a replica this one has no bridge with leave nothing behind.
+    transport.deliver({ from: 'replica-c', header: { t: 'beat', holding: [], sockets: [] } });
+    transport.deliver({ from: 'replica-b', header: { t: 'beat', holding: [], sockets: [] } });
+    expect(bridges.held.peers_heard).toBe(0);
+    // Twice the peer's deadline and two beats later, a late answer finds nothing, and the beats have stopped.
+    await expect.poll(() => bridges.held, { timeout: 5 * settings.deadAfterMs, interval: 20 }).toMatchObject({ late_answers: 0, beating: 0 });
+    transport.deliver({ from: 'replica-b', header: { t: 'event', b: 'bridge-3', s: 2 }, data: answer('9') });
+    expect(received).toEqual([]);
     await bridges.close();
   });
 });

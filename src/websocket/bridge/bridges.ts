@@ -22,9 +22,11 @@ import { correlation, type Logger } from '../../core/log';
 import type { Metrics } from '../../observability/metrics';
 import type { TraceLink } from '../../observability/tracing';
 import { HolderLink } from './holder-link';
+import { LateAnswers } from './late-answers';
 import { LinkSender } from './link-sender';
 import type { BridgeHeader, BridgeMessage, BridgeTransport, LinkEnv } from './protocol';
 import type { BridgeBreakWhy } from '../../core/vocabulary';
+import type { ClientEvent } from '../../workflow/contract';
 import { SocketLink, type BridgedSocket } from './socket-link';
 
 export interface BridgeSettings {
@@ -48,24 +50,21 @@ export interface BridgeDeps {
   settings: BridgeSettings;
 }
 
-/** Holder links remembered after they are given up: enough for every bridge of a busy replica given up at once. */
-const RETIRED_KEPT = 10_000;
-
 export class Bridges {
   /** Links to runs held here, by bridge id. */
   private readonly holders = new Map<string, HolderLink>();
   /** Links of sockets held here, by bridge id. */
   private readonly sockets = new Map<string, SocketLink>();
-  /** When each replica was last heard from. */
+  /** When each replica this one has a bridge with was last heard from (a replica gone with its bridges is forgotten). */
   private readonly heard = new Map<string, number>();
+  /** Bridges with each replica, both sides together: who is worth hearing from. */
+  private readonly linksByPeer = new Map<string, number>();
   /** When this replica last could not reach Redis: no peer is silent for longer than it has been heard of since. */
   private unreachableAt = 0;
-  /**
-   * Holder links given up lately, by bridge id (at most RETIRED_KEPT): a client's answer the
-   * socket side sent before it learnt the bridge was gone still reaches the run (below).
-   */
-  private readonly retired = new Map<string, HolderLink>();
+  /** Given-up holder links' runs, for a client's answer the socket side sent before it learnt the bridge was gone (late-answers.ts). */
+  private readonly late: LateAnswers;
   private beat: NodeJS.Timeout | undefined;
+  private closed = false;
   /** The replicas beaten last time: one that has no bridge left with us is told so once (an empty list). */
   private beaten = new Set<string>();
   /** Bridge ids: this process's, never reused by a later one of the same replica name. */
@@ -75,6 +74,9 @@ export class Bridges {
 
   constructor(private readonly deps: BridgeDeps) {
     const { transport, metrics } = deps;
+    // A message of a given-up bridge is late by at most its sender's retries (given up after
+    // deadAfterMs) and a beat or two of delivery; twice the deadline is a margin, not a bound that matters.
+    this.late = new LateAnswers(2 * deps.settings.deadAfterMs + 2 * deps.settings.beatMs);
     const send = (replica: string, header: BridgeHeader, data?: Buffer): Promise<void> => {
       metrics.bridgeMessages.inc({ kind: header.t });
       return transport.send(replica, header, data);
@@ -108,6 +110,18 @@ export class Bridges {
     return { holder: this.holders.size, socket: this.sockets.size };
   }
 
+  /** What this process holds for its bridges, entry by entry (/debug/structures). */
+  get held(): { holders: number; sockets: number; late_answers: number; peers_heard: number; peers_beaten: number; beating: number } {
+    return {
+      holders: this.holders.size,
+      sockets: this.sockets.size,
+      late_answers: this.late.size,
+      peers_heard: this.heard.size,
+      peers_beaten: this.beaten.size,
+      beating: this.beat ? 1 : 0,
+    };
+  }
+
   /**
    * The replica where `workflowId`'s run is parked, when it is another: what the run
    * record says. Undefined when none is parked, or it is parked here. Rejects when Redis
@@ -126,6 +140,7 @@ export class Bridges {
     const link = new SocketLink(`${this.prefix}${(this.next++).toString(36)}`, holder, socket, this.env);
     this.sockets.set(link.id, link);
     this.deps.metrics.bridgesOpen.inc({ side: 'socket' });
+    this.linked(holder, 1);
     this.heard.set(holder, Date.now());
     this.beatOn();
     link.claim(workflowId, actor, carriesInput, this.deps.settings.claimTimeoutMs, by);
@@ -139,13 +154,15 @@ export class Bridges {
 
   /** Stops beating; messages in flight are sent first. */
   async close(): Promise<void> {
+    this.closed = true;
     clearInterval(this.beat);
     this.beat = undefined;
     await this.deps.transport.close();
   }
 
   private route({ from, header, data }: BridgeMessage): void {
-    this.heard.set(from, Date.now());
+    // Only a replica we have bridges with is worth remembering: its silence gives them up.
+    if (this.linksByPeer.has(from)) this.heard.set(from, Date.now());
     if (header.t === 'beat') {
       this.onBeat(from, header);
       return;
@@ -159,9 +176,8 @@ export class Bridges {
       if (holder.peer === from) holder.receive(header, data);
       return;
     }
-    const retired = this.retired.get(header.b);
-    if (retired) {
-      if (retired.peer === from) retired.receiveLate(header, data);
+    if (this.late.has(header.b)) {
+      if (header.t === 'event' && data) this.late.receive(header.b, from, JSON.parse(data.toString()) as ClientEvent);
       return;
     }
     const socket = this.sockets.get(header.b);
@@ -190,6 +206,8 @@ export class Bridges {
     );
     this.holders.set(link.id, link);
     this.deps.metrics.bridgesOpen.inc({ side: 'holder' });
+    this.linked(from, 1);
+    this.heard.set(from, Date.now());
     this.beatOn();
     link.attach();
   }
@@ -216,7 +234,7 @@ export class Bridges {
   }
 
   private beatOn(): void {
-    if (this.beat) return;
+    if (this.beat || this.closed) return;
     this.beat = setInterval(() => this.tick(), this.deps.settings.beatMs);
     this.beat.unref();
   }
@@ -264,10 +282,23 @@ export class Bridges {
       for (const id of lists.sockets) this.sockets.get(id)?.flushAck();
       this.env.send(peer, { t: 'beat', ...lists }).catch(() => undefined);
     }
-    if (this.holders.size === 0 && this.sockets.size === 0 && this.beaten.size === 0) {
+    // Given-up links' late answers expire on this timer too.
+    const lateLeft = this.late.sweep();
+    if (this.holders.size === 0 && this.sockets.size === 0 && this.beaten.size === 0 && !lateLeft) {
       clearInterval(this.beat);
       this.beat = undefined;
     }
+  }
+
+  /** Counts a bridge with `peer` made (+1) or done (-1); a peer with none left is forgotten. */
+  private linked(peer: string, delta: 1 | -1): void {
+    const left = (this.linksByPeer.get(peer) ?? 0) + delta;
+    if (left > 0) {
+      this.linksByPeer.set(peer, left);
+      return;
+    }
+    this.linksByPeer.delete(peer);
+    this.heard.delete(peer);
   }
 
   private forget(id: string): void {
@@ -275,8 +306,15 @@ export class Bridges {
     if (holder) {
       this.holders.delete(id);
       this.deps.metrics.bridgesOpen.dec({ side: 'holder' });
-      this.retired.set(id, holder);
-      if (this.retired.size > RETIRED_KEPT) this.retired.delete(this.retired.keys().next().value as string);
-    } else if (this.sockets.delete(id)) this.deps.metrics.bridgesOpen.dec({ side: 'socket' });
+      this.linked(holder.peer, -1);
+      this.late.keep(id, holder.peer, holder.sink);
+      this.beatOn();
+      return;
+    }
+    const socket = this.sockets.get(id);
+    if (!socket) return;
+    this.sockets.delete(id);
+    this.deps.metrics.bridgesOpen.dec({ side: 'socket' });
+    this.linked(socket.holder, -1);
   }
 }

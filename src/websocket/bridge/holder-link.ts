@@ -11,11 +11,13 @@
  * run as a local one would (its write timeout).
  */
 import type { ClientRun, Connection } from '../client-run';
+import type { RunResult } from '../../run/run';
 import { closeForRunEnd } from '../close-codes';
 import { STOPS } from '../../core/vocabulary';
 import { Backpressure } from '../flow-control';
 import type { TraceLink } from '../../observability/tracing';
 import type { ClientEvent } from '../../workflow/contract';
+import type { LateSink } from './late-answers';
 import type { BridgeBody, BridgeHeader, LinkEnv, OrderedSender } from './protocol';
 import type { BridgeBreakWhy } from '../../core/vocabulary';
 
@@ -46,14 +48,19 @@ export class HolderLink implements Connection {
     const { traceLink, runId } = this.client;
     this.post({ t: 'claimed', outcome: 'attached', ...(traceLink ? { tp: traceLink } : {}), ...(runId ? { run: runId } : {}) });
     this.client.attach(this, this.peer, this.claimedBy);
-    void this.client.done.then((result) => {
-      if (this.gone) return;
-      if (result && this.client.servedOn(this)) {
-        const close = closeForRunEnd(result);
-        this.post({ t: 'end', ...(close ? { code: close.code, reason: close.reason } : {}) });
-      }
-      this.finish();
-    });
+  }
+
+  /** Connection: the run ended while this link served it: the socket side is told the close its end chose. */
+  runEnded(result: RunResult): void {
+    if (this.gone) return;
+    const close = closeForRunEnd(result);
+    this.post({ t: 'end', ...(close ? { code: close.code, reason: close.reason } : {}) });
+    this.finish();
+  }
+
+  /** Where the client's answers go once the link is given up (late-answers.ts): the run's side, not this link. */
+  get sink(): LateSink {
+    return this.client.lateSink;
   }
 
   /** The last sequence number sent on this bridge (in order: none still waiting for Redis), and the last heard on it. */
@@ -105,18 +112,6 @@ export class HolderLink implements Connection {
       default:
         break;
     }
-  }
-
-  /**
-   * A message of this bridge after it was given up (bridges.ts keeps given-up links a
-   * while): the client's answer to an action, sent before its replica learnt the bridge was
-   * gone, still reaches the run — the run takes each answer once (client-run.ts), so a
-   * replay already answered on a new connection changes nothing. The rest is too late.
-   */
-  receiveLate(header: BridgeHeader, data: Buffer | undefined): void {
-    if (header.t !== 'event' || !data) return;
-    const event = JSON.parse(data.toString()) as ClientEvent;
-    if ('actionResponse' in event) this.client.fromClient(event);
   }
 
   /**
