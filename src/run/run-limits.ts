@@ -3,7 +3,10 @@
  * Every run gets the same LONGRUN_RUN_LIMIT_MS from its start, so deadlines arrive in the
  * order runs were added: a FIFO whose head is the next to fire. A timer per run would
  * cost each of ten thousand held runs a Timeout and its closure; this costs one small
- * entry each. A run that ends first is struck off (its entry emptied), not searched for.
+ * entry each. A run that ends first is struck off (its entry emptied), not searched for;
+ * struck-off entries are dropped once they outnumber the runs still limited (and all at once
+ * when none is), so the queue holds what the runs in flight need, not every run started
+ * within the last run limit (issue [26]: a dispatcher of short runs grew it for 55 minutes).
  */
 
 import { STOPS, type StopReason } from '../core/vocabulary';
@@ -23,10 +26,15 @@ export interface RunLimitEntry {
 
 type Entry = RunLimitEntry;
 
+/** Struck-off entries are dropped once there are at least this many (and more than live ones): each compaction costs a pass over the queue. */
+const COMPACT_AT_STRUCK = 64;
+
 export class RunLimits {
-  private readonly queue: Entry[] = [];
+  private queue: Entry[] = [];
   /** Index of the head in `queue` (entries before it are done); compacted now and then. */
   private head = 0;
+  /** Entries still holding a run. */
+  private live = 0;
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
@@ -38,20 +46,32 @@ export class RunLimits {
   add(run: LimitedRun): RunLimitEntry {
     const entry: Entry = { deadline: this.now() + this.limitMs, run };
     this.queue.push(entry);
+    this.live += 1;
     if (!this.timer) this.arm();
     return entry;
   }
 
   /** Strikes a run off (it ended before its limit). */
   remove(entry: RunLimitEntry): void {
+    if (!entry.run) return;
     entry.run = undefined;
+    this.live -= 1;
+    const struck = this.queue.length - this.head - this.live;
+    if (this.live === 0) this.clear();
+    else if (struck >= COMPACT_AT_STRUCK && struck > this.live) {
+      this.queue = this.queue.filter((e, i) => i >= this.head && e.run !== undefined);
+      this.head = 0;
+    }
   }
 
   /** Runs whose limit is still pending (struck-off entries excluded). */
   get size(): number {
-    let n = 0;
-    for (let i = this.head; i < this.queue.length; i++) if (this.queue[i]?.run) n += 1;
-    return n;
+    return this.live;
+  }
+
+  /** Entries queued, struck-off ones included (/debug/structures). */
+  get queued(): number {
+    return this.queue.length - this.head;
   }
 
   private arm(): void {
@@ -74,6 +94,7 @@ export class RunLimits {
       this.head += 1;
       const run = entry.run;
       entry.run = undefined;
+      if (run) this.live -= 1;
       void run?.stop(RUN_LIMIT);
     }
     this.arm();
@@ -89,9 +110,15 @@ export class RunLimits {
 
   /** Forgets every pending limit and clears the timer (the process is closing). */
   close(): void {
+    this.clear();
+  }
+
+  private clear(): void {
     clearTimeout(this.timer);
     this.timer = undefined;
-    this.queue.length = 0;
+    for (const entry of this.queue) entry.run = undefined;
+    this.queue = [];
     this.head = 0;
+    this.live = 0;
   }
 }

@@ -2,6 +2,8 @@
  * The watch log of a gateway without Redis (one replica): every workflow's log in this
  * process's memory, made when a watched run first reports and dropped one TTL after it was
  * made or last touched (as the Redis log is: redis-log.ts). Announcements go back to this process only.
+ * What nobody reads or touches any more is swept on a timer of its own, which runs only while
+ * a log is held: a log outlives its watchers, and nothing else would come back for it.
  */
 import type { LogState, WatchEntry, WatchEvent } from './events';
 import type { Announcement, LogRead, LogSettings, WatchLog } from './log';
@@ -20,6 +22,7 @@ export class MemoryWatchLog implements WatchLog {
   readonly kind = 'memory';
   private readonly logs = new Map<string, Log>();
   private announced: (message: Announcement) => void = () => undefined;
+  private sweeper: NodeJS.Timeout | undefined;
 
   constructor(private readonly settings: LogSettings) {}
 
@@ -30,6 +33,7 @@ export class MemoryWatchLog implements WatchLog {
       // Seeded from the clock, as the Redis log is: ids go on increasing after a log expired.
       log = { last: now * 1_000 - 1, state, run: undefined, checkpoint: undefined, entries: [], expiresAt: now + this.settings.ttlMs };
       this.logs.set(workflowId, log);
+      this.sweepOn();
     }
     for (const event of events) {
       const entry: WatchEntry = { id: ++log.last, kind: event.kind, data: event.data };
@@ -62,7 +66,7 @@ export class MemoryWatchLog implements WatchLog {
       const log = this.live(id, now);
       if (log) log.expiresAt = now + this.settings.ttlMs;
     }
-    for (const [id, log] of this.logs) if (log.expiresAt <= now) this.logs.delete(id);
+    this.sweep(now);
   }
 
   // This process's own appends reach its feeds from the hub directly: nothing to deliver twice.
@@ -86,12 +90,28 @@ export class MemoryWatchLog implements WatchLog {
 
   close(): Promise<void> {
     this.logs.clear();
+    clearInterval(this.sweeper);
+    this.sweeper = undefined;
     return Promise.resolve();
   }
 
   /** How many logs are held (tests: nothing for a workflow nobody watches). */
   get size(): number {
     return this.logs.size;
+  }
+
+  private sweepOn(): void {
+    if (this.sweeper) return;
+    this.sweeper = setInterval(() => this.sweep(Date.now()), this.settings.ttlMs);
+    this.sweeper.unref();
+  }
+
+  private sweep(now: number): void {
+    for (const [id, log] of this.logs) if (log.expiresAt <= now) this.logs.delete(id);
+    if (this.logs.size === 0) {
+      clearInterval(this.sweeper);
+      this.sweeper = undefined;
+    }
   }
 
   private live(workflowId: string, now: number): Log | undefined {

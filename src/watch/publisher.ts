@@ -56,6 +56,11 @@ export class WatchPublisher implements RunWatchSource {
     return n;
   }
 
+  /** Workflows with a batch waiting to be appended, and with a lost batch to mark (/debug/structures). */
+  get held(): { pending: number; lost: number } {
+    return { pending: this.pending.size, lost: this.lost.size };
+  }
+
   /** Someone began to watch these workflows: their runs here report from now on (each with its `run` event first). */
   watched(workflowIds: readonly string[]): void {
     for (const workflowId of workflowIds) {
@@ -70,6 +75,8 @@ export class WatchPublisher implements RunWatchSource {
     for (const workflowId of workflowIds) {
       for (const run of this.reporting.get(workflowId)?.keys() ?? []) run.watchWith(undefined);
       this.reporting.delete(workflowId);
+      // Nobody left to tell: a watcher that comes later starts from the log's latest checkpoint.
+      this.lost.delete(workflowId);
     }
   }
 

@@ -70,6 +70,25 @@ describe('RunLimits', () => {
     expect(vi.getTimerCount()).toBe(0);
   });
 
+  it('runs that end before their limit leave no entry behind: the queue holds what the runs in flight need (issue [26])', () => {
+    const kept = limits.add(new FakeRun());
+    for (let i = 0; i < 10_000; i++) limits.remove(limits.add(new FakeRun()));
+    expect(limits.size).toBe(1);
+    expect(limits.queued).toBeLessThan(2 * 64);
+    expect(vi.getTimerCount()).toBe(1);
+    // The last run ends too: nothing is queued, no timer is left.
+    limits.remove(kept);
+    expect(limits.queued).toBe(0);
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
+  it('the last run in flight struck off empties the queue and clears the timer', () => {
+    const entries = Array.from({ length: 100 }, () => limits.add(new FakeRun()));
+    for (const entry of entries) limits.remove(entry);
+    expect(limits.queued).toBe(0);
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
   it('close forgets every pending limit', async () => {
     const run = new FakeRun();
     limits.add(run);
