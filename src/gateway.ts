@@ -14,6 +14,7 @@ import { drain } from './drain';
 import { createLogger, type Logger } from './core/log';
 import { Metrics } from './observability/metrics';
 import { startTracing } from './observability/trace-export';
+import { structures } from './observability/structures';
 import type { Tracing } from './observability/tracing';
 import type { CoordinationBackend } from './coordination/backend';
 import { LeaseKeeper } from './coordination/lease-keeper';
@@ -339,6 +340,7 @@ export class Gateway {
         }),
         (k) => k.close(),
       );
+      const keeper: LeaseKeeper = leases;
       const stopWatcher = own('stop watcher', new StopWatcher(backend, config.stopPollMs), (w) => w.close());
       const callbackBudget = new AbortController();
       // Every callback in flight (at most callbackConcurrency, each request or retry wait
@@ -412,6 +414,7 @@ export class Gateway {
         tracing,
       });
       const parked: ParkedRuns = new Map();
+      const backlogBudget = new BacklogBudget(config.wsBacklogBudgetBytes);
       const bridges = config.redis && config.wsResumeWindowMs > 0 ? own('bridges', connectBridges(config, backend, parked, metrics, logger), (b) => b.close()) : undefined;
       const websockets = new WebSocketRoute({
         launcher,
@@ -427,7 +430,7 @@ export class Gateway {
           startTimeoutMs: config.wsStartTimeoutMs,
           resumeWindowMs: config.wsResumeWindowMs,
           backlogBytes: config.wsBacklogBytes,
-          backlogBudget: new BacklogBudget(config.wsBacklogBudgetBytes),
+          backlogBudget,
         },
         maxSessions: config.maxWsSessions,
         allowedOrigins: config.wsAllowedOrigins,
@@ -443,7 +446,16 @@ export class Gateway {
       mainServer.keepAliveTimeout = 5_000;
       const opsServer = own(
         'ops listener',
-        await listen(createOpsApp({ metrics, registry, isDraining, watchersOf: (id) => watch.watchersOf(id) }), config.opsListen),
+        await listen(
+          createOpsApp({
+            metrics,
+            registry,
+            isDraining,
+            watchersOf: (id) => watch.watchersOf(id),
+            structures: () => structures({ registry, runLimits, leases: keeper, stopWatcher, websockets, backlogBudget, bridges, watch, owner, channels }),
+          }),
+          config.opsListen,
+        ),
         closeServer,
         (server) => server.closeAllConnections(),
       );

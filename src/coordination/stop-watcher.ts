@@ -34,6 +34,11 @@ export class StopWatcher {
     this.timer ??= setInterval(() => void this.poll(), this.pollMs);
   }
 
+  /** Workflows watched now. */
+  get size(): number {
+    return this.watched.size;
+  }
+
   unwatch(workflowId: string, listener: StopListener): void {
     const listeners = this.watched.get(workflowId);
     if (!listeners) return;

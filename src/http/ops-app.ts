@@ -7,6 +7,7 @@ import express from 'express';
 import { GatewayError } from '../core/errors';
 import { collectAndMeasure, compactAndMeasure } from '../core/memory-snapshot';
 import type { Metrics } from '../observability/metrics';
+import type { Structures } from '../observability/structures';
 import type { RunInfo, RunRegistry } from '../run/registry';
 import { requestIdMiddleware } from './request-id';
 
@@ -16,6 +17,8 @@ export interface OpsContext {
   isDraining(): boolean;
   /** Watchers of a workflow on every replica (docs/spec.md §14); none when absent. */
   watchersOf?(workflowId: string): number;
+  /** What the process holds per session, link and run (/debug/structures, with --expose-gc only). */
+  structures?(): Structures;
 }
 
 /** What /runs lists: this process's runs in flight, each with its workflow's watchers. */
@@ -54,6 +57,9 @@ export function createOpsApp(ctx: OpsContext): express.Express {
       if (req.query['compact'] === undefined) res.json(collectAndMeasure(gc));
       else compactAndMeasure().then((snapshot) => res.json(snapshot), next);
     });
+    // The leak tests and the soak (issue [26]): every per-session, per-link and per-run structure's entries.
+    const { structures } = ctx;
+    if (structures) app.get('/debug/structures', (_req, res) => void res.json(structures()));
   }
   app.use((req, res) => {
     res.status(404).json(new GatewayError('NOT_FOUND', `no route for ${req.method} ${req.path}`).toBody());

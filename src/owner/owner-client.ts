@@ -121,6 +121,11 @@ export class OwnerClient {
   private readonly tracing: Tracing;
   private closing: Promise<void> | undefined;
 
+  /** Segment-end callbacks being sent, and waiting for a slot (/debug/structures). */
+  get callbacksHeld(): { sending: number; waiting: number } {
+    return { sending: this.callbackSlots.active, waiting: this.callbackSlots.waiting };
+  }
+
   constructor(private readonly options: OwnerClientOptions) {
     this.pool = new Pool(options.ownerUrl.origin, {
       connections: options.connections,

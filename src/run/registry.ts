@@ -69,6 +69,11 @@ export class RunRegistry {
     return this.runs.size;
   }
 
+  /** Detached slots taken (runs and admissions in progress). */
+  get detachedHeld(): number {
+    return this.detachedSlots;
+  }
+
   count(transport: Transport): number {
     return this.byTransport.get(transport) ?? 0;
   }

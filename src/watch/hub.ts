@@ -20,6 +20,7 @@ import type { RunEvents, RunWatchSource, WatchableRun } from '../run/run-events'
 import type { RunRegistry } from '../run/registry';
 import { Feed } from './feed';
 import { Interest } from './interest';
+import { MemoryWatchLog } from './memory-log';
 import type { Announcement, LogRead, WatchLog } from './log';
 import { WatchPublisher } from './publisher';
 import { Watcher, type WatchSink } from './watcher';
@@ -121,6 +122,20 @@ export class Watch implements RunWatchSource {
       reporting: this.publisher.size,
       watched: this.interest.size,
       timers: (this.ticker ? 1 : 0) + (this.keepalives ? 1 : 0),
+    };
+  }
+
+  /** What the watch holds, entry by entry (/debug/structures): every count is 0 once nothing is watched here or elsewhere. */
+  get structures(): Record<string, number> {
+    const publisher = this.publisher.held;
+    return {
+      ...this.stats,
+      streaming: this.streaming.size,
+      reservations: this.held,
+      reserved_workflows: this.heldByWorkflow.size,
+      publisher_pending: publisher.pending,
+      publisher_lost: publisher.lost,
+      ...(this.deps.log instanceof MemoryWatchLog ? { memory_logs: this.deps.log.size } : {}),
     };
   }
 

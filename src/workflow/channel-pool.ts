@@ -162,6 +162,19 @@ export class ChannelPool {
     return created;
   }
 
+  /** Streams open now, and the connections and targets pooled for them (/debug/structures). */
+  get held(): { streams: number; connections: number; targets: number } {
+    let streams = 0;
+    let connections = 0;
+    for (const groups of this.targets.values()) {
+      for (const group of groups.values()) {
+        connections += group.length;
+        for (const c of group) streams += c.streams;
+      }
+    }
+    return { streams, connections, targets: this.targets.size };
+  }
+
   /** Closes every channel (open calls are cancelled by grpc-js). Idempotent. */
   close(): void {
     if (this.closed) return;
