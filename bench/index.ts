@@ -4,13 +4,14 @@
  * Prints a table, writes JSON to $BENCH_OUT (default bench/out/latest.json) and the charts
  * of bench/report/charts.ts beside it (`<name>.svg`; `npm run bench:charts` redraws them from a report).
  *
- *   npm run bench -- [--scenario NAME[,NAME]] [--runs N] [--rate R] [--duration S] [--turn-ms MS] [--sizes N,N] [--burst]
+ *   npm run bench -- [--scenario NAME[,NAME]] [--runs N] [--rate R] [--duration S] [--turn-ms MS] [--sizes N,N] [--burst] [--minutes M]
  *
  * `scale` (three gateways holding thousands of runs each through a lease renewal period),
  * `ws_capacity` (5 000 WebSocket sessions held through a ping round, against a raw
  * holder), `ws_resume` (sessions dropping and re-attaching over two replicas) and
  * `ws_frames` (CPU and bytes per WebSocket frame, direct and bridged, two replicas) and
- * `tracing` (gateway CPU per execute and per relayed action, tracing off and on) run only
+ * `tracing` (gateway CPU per execute and per relayed action, tracing off and on) and
+ * `ws_soak` (a replica's heap under reconnecting clients for --minutes) run only
  * when named: each alone takes most of a minute or more, past the default run's ~5 minutes.
  */
 import { execFileSync } from 'node:child_process';
@@ -35,10 +36,11 @@ import { tracing } from './scenarios/tracing';
 import { wsCapacity } from './scenarios/ws-capacity';
 import { wsFrames } from './scenarios/ws-frames';
 import { wsResume } from './scenarios/ws-resume';
+import { wsSoak } from './scenarios/ws-soak';
 import { watch } from './scenarios/watch';
 import { createBenchEnv } from './processes/stack';
 
-const scenarios: Scenario[] = [capacity, wsCapacity, accept, relay, drain, stopLatency, dispatcherHold, scale, wsResume, wsFrames, watch, tracing];
+const scenarios: Scenario[] = [capacity, wsCapacity, accept, relay, drain, stopLatency, dispatcherHold, scale, wsResume, wsFrames, watch, tracing, wsSoak];
 
 function usage(): string {
   const lines = scenarios.map((s) => `  ${s.name.padEnd(16)} --runs: ${s.sizes} (default ${s.defaultRuns})${s.onlyWhenNamed ? '; only with --scenario' : ''}`);
@@ -47,7 +49,7 @@ function usage(): string {
     `issued at once, each burst once the last one's runs have ended, after a warm-up burst, and the bare grpc-js`,
     `client's starts in the same bursts; reports CPU per accepted execute, per process. Takes no --rate or --duration.`,
   ];
-  return `usage: npm run bench -- [--scenario NAME[,NAME...]] [--runs N] [--rate R] [--duration S] [--turn-ms MS] [--sizes N,N] [--burst]\n\nscenarios:\n${lines.join('\n')}\n\n${burst.join('\n')}\n`;
+  return `usage: npm run bench -- [--scenario NAME[,NAME...]] [--runs N] [--rate R] [--duration S] [--turn-ms MS] [--sizes N,N] [--burst] [--minutes M]\n\nscenarios:\n${lines.join('\n')}\n\n${burst.join('\n')}\n`;
 }
 
 function positive(name: string, raw: string | undefined): number | undefined {
@@ -68,6 +70,7 @@ function parseCli(argv: string[]): { selected: Scenario[]; options: BenchOptions
       'turn-ms': { type: 'string' },
       sizes: { type: 'string' },
       burst: { type: 'boolean' },
+      minutes: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -103,6 +106,7 @@ function parseCli(argv: string[]): { selected: Scenario[]; options: BenchOptions
       turnMs: positive('turn-ms', values['turn-ms']),
       sizes,
       burst: values.burst,
+      minutes: positive('minutes', values.minutes),
     },
   };
 }

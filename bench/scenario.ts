@@ -19,6 +19,8 @@ export interface BenchOptions {
   turnMs?: number;
   /** capacity: more sizes (runs held) to measure before --runs, for the memory-per-run chart. */
   sizes?: number[];
+  /** ws_soak: minutes of load. */
+  minutes?: number;
 }
 
 export interface ScenarioContext {

@@ -18,6 +18,8 @@ export interface GatewayProcessOptions {
   env?: Record<string, string>;
   /** Another build's dist/src/main.js to run (default gatewayMainJs). */
   mainJs?: string;
+  /** Node flags for this gateway only (e.g. --heapsnapshot-signal), after BENCH_GATEWAY_NODE_ARGS. */
+  nodeArgs?: readonly string[];
 }
 
 /** What /debug/gc answers: a build from before the heap spaces were reported (BENCH_GATEWAY_MAIN) has none. */
@@ -90,7 +92,16 @@ export class GatewayProcess {
     // Raise the soft descriptor limit to the hard one: ten thousand held runs need it.
     const child = spawn(
       'bash',
-      ['-c', 'ulimit -n "$(ulimit -Hn)" && exec "$0" "$@"', process.execPath, '--expose-gc', ...DEPLOYED_NODE_ARGS, ...extraNodeArgs, options.mainJs ?? gatewayMainJs],
+      [
+        '-c',
+        'ulimit -n "$(ulimit -Hn)" && exec "$0" "$@"',
+        process.execPath,
+        '--expose-gc',
+        ...DEPLOYED_NODE_ARGS,
+        ...extraNodeArgs,
+        ...(options.nodeArgs ?? []),
+        options.mainJs ?? gatewayMainJs,
+      ],
       {
         env: {
           ...process.env,

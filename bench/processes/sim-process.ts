@@ -94,7 +94,8 @@ async function start(): Promise<{ address: string; handlers: Handlers<SimQueries
   if (secret.length !== 32) throw new Error('BENCH_SECRET must be base64 of 32 bytes');
   const role = process.env['BENCH_SIM_ROLE'];
   if (role === 'workflow') {
-    const sim = await WorkflowServiceSimulator.start({ host: '127.0.0.1' });
+    // BENCH_SIM_PORT: a restarted simulator takes its predecessor's port (the soak's workflow-service restart).
+    const sim = await WorkflowServiceSimulator.start({ host: '127.0.0.1', port: Number(process.env['BENCH_SIM_PORT'] ?? 0) });
     const matching = (prefix: string): CallRecord[] => sim.calls.filter((c) => c.workflowId.startsWith(prefix));
     return {
       address: sim.address,

@@ -45,12 +45,13 @@ async function json(res: Dispatcher.ResponseData): Promise<Record<string, unknow
 /**
  * A port from freePort can be taken by another process before the replica binds it (the
  * suite's files run in parallel): a replica that exits on EADDRINUSE is started again on
- * other ports, a few times.
+ * other ports, a few times. `nodeArgs`: node flags before the entry point (e.g. --expose-gc,
+ * which mounts the ops listener's /debug/gc and /debug/structures).
  */
-export async function startReplica(name: string, env: Record<string, string>): Promise<Replica> {
+export async function startReplica(name: string, env: Record<string, string>, nodeArgs: readonly string[] = []): Promise<Replica> {
   for (let attempt = 1; ; attempt++) {
     try {
-      return await startReplicaOnce(name, env);
+      return await startReplicaOnce(name, env, nodeArgs);
     } catch (err) {
       if (attempt >= 3 || !(err instanceof AddressInUse)) throw err;
     }
@@ -59,10 +60,10 @@ export async function startReplica(name: string, env: Record<string, string>): P
 
 class AddressInUse extends Error {}
 
-async function startReplicaOnce(name: string, env: Record<string, string>): Promise<Replica> {
+async function startReplicaOnce(name: string, env: Record<string, string>, nodeArgs: readonly string[]): Promise<Replica> {
   const port = await freePort();
   const opsPort = await freePort();
-  const child = startChild([gatewayMain], {
+  const child = startChild([...nodeArgs, gatewayMain], {
     LONGRUN_LISTEN: `127.0.0.1:${port}`,
     LONGRUN_OPS_LISTEN: `127.0.0.1:${opsPort}`,
     LONGRUN_REPLICA_ID: name,
