@@ -36,6 +36,7 @@ export const LOCK_LOST: Close = Object.freeze({ code: 1012, reason: 'the run los
 /** Policy violations of longrun's own (Workhorse bounds neither): no start in time, a heartbeat flood. */
 export const NO_START: Close = Object.freeze({ code: 1008, reason: 'no startRequest within the start timeout' });
 export const HEARTBEAT_FLOOD: Close = Object.freeze({ code: 1008, reason: 'too many heartbeats' });
+export const EARLY_FLOOD: Close = Object.freeze({ code: 1008, reason: 'too many events before the run started' });
 /** Workhorse's code for a request the workflow service refused as invalid. */
 export const INVALID_REQUEST_CODE = 4400;
 

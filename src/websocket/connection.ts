@@ -44,7 +44,7 @@ import { authorizeStartRequest } from '../run/start-request';
 import { STOPS, type StopReason } from '../core/vocabulary';
 import { messageTypes, type ClientEvent, type DecodedClientEvent, type StartWorkflowRequest } from '../workflow/contract';
 import { MAX_JSON_DEPTH, decodeProtoJson } from '../workflow/protojson';
-import { HEARTBEAT_FLOOD, NORMAL, NO_START, RUN_UNREACHABLE, SERVICE_RESTART, closeForRefusal, closeForRunEnd, invalidRequest, type Close } from './close-codes';
+import { EARLY_FLOOD, HEARTBEAT_FLOOD, NORMAL, NO_START, RUN_UNREACHABLE, SERVICE_RESTART, closeForRefusal, closeForRunEnd, invalidRequest, type Close } from './close-codes';
 import { CloseHandshake } from './close-handshake';
 import { Backpressure } from './flow-control';
 
@@ -77,7 +77,7 @@ export type SessionAuth = Omit<AuthorizedStart, 'request' | 'signal'>;
 
 /**
  * Where the connection is, and what it knows there. `early`: client events that came
- * before the run could take them, passed on once it can.
+ * before the run could take them, passed on once it can (at most EARLY_BYTES of frames).
  */
 type Phase =
   | { readonly state: 'awaiting_start' }
@@ -110,6 +110,12 @@ type State = Phase['state'];
  * past this the client is flooding the service, and the connection is closed 1008.
  */
 const MAX_HEARTBEATS_PER_SECOND = 20;
+/**
+ * Bytes of client frames kept while the run is being opened or claimed (seconds: lock,
+ * MCP discovery, the stream's opening). A client has nothing to answer yet; past this it is
+ * flooding, and the connection is closed 1008 rather than the process holding what it sends.
+ */
+const EARLY_BYTES = 1024 * 1024;
 
 const AWAITING_START: Phase = Object.freeze({ state: 'awaiting_start' });
 const { client_gone: CLIENT_GONE, pong_timeout: PONG_TIMEOUT, ping_failed: PING_FAILED } = STOPS;
@@ -120,6 +126,8 @@ export class WebSocketConnection implements Connection {
   private pingedAt = Date.now();
   private pongAt = Date.now();
   private startTimer: NodeJS.Timeout | undefined;
+  /** Bytes of the frames kept in the phase's `early` list. */
+  private earlyBytes = 0;
   /** Heartbeats in the current one-second window, and when it began. */
   private heartbeats = 0;
   private heartbeatWindow = 0;
@@ -247,6 +255,7 @@ export class WebSocketConnection implements Connection {
       this.close(NORMAL);
       return;
     }
+    if (this.floodingEarly(data.length)) return;
     if (decoded.startRequest) {
       this.onStart(decoded.startRequest);
       return;
@@ -468,6 +477,17 @@ export class WebSocketConnection implements Connection {
     if (code === 1000 || code === 1001) phase.client.stop({ kind: 'client_closed', code });
     // No close frame at all (1006): the connection was lost, and the run waits for its client.
     else if (code !== 1006 || !phase.client.park()) phase.client.stop(CLIENT_GONE);
+  }
+
+  /** Counts a frame that will wait for the run (kept in `early`); past EARLY_BYTES the connection is closed 1008, and true. */
+  private floodingEarly(bytes: number): boolean {
+    const { state } = this.phase;
+    if (state !== 'starting' && state !== 'claiming' && state !== 'opening') return false;
+    this.earlyBytes += bytes;
+    if (this.earlyBytes <= EARLY_BYTES) return false;
+    this.log().warn({ bytes: this.earlyBytes }, 'websocket client sent too much before its run started: closing');
+    this.close(EARLY_FLOOD);
+    return true;
   }
 
   /** Counts a heartbeat; true once the client sends more than the bound in one second. */

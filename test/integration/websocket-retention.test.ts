@@ -9,7 +9,9 @@
  * - a connection a run was served on is let go once it is lost, not when the run ends: every
  *   connection of an hour-long run, one every few seconds, was kept until its end;
  * - a run lost while it was being opened, whose start then failed, leaves the parked runs: it
- *   held its session slot for ever, and a resume start of its workflow attached to nothing.
+ *   held its session slot for ever, and a resume start of its workflow attached to nothing;
+ * - what a client sends while its run is being started is kept for it, up to 1 MiB: past it the
+ *   client is flooding, and is closed 1008 (it was kept whole, however much, for seconds).
  *
  * Real gateways (in this process, so their objects can be watched with WeakRefs), simulators
  * and redis-server.
@@ -165,5 +167,21 @@ describe('what a WebSocket run lets go', () => {
     again.send(resume(id));
     await again.next('newCheckpoint');
     expect(await again.closed).toEqual({ code: 1000, reason: '' });
+  });
+
+  it('a client that floods while its run is being started is closed 1008, the start cancelled, nothing kept', async () => {
+    // The service's stream takes a while to open: the start is under way for seconds.
+    stack = await startStack({ redis: true, env: { ...ENV, LONGRUN_STREAM_OPEN_TIMEOUT_MS: '5000' }, workflow: { front: { latencyMs: 1_000 } } });
+    stack.owner.configure(WEBSOCKET_PREAUTH, { lockConcurrentFlow: true, actorId: 'user-7' });
+    const s = stack;
+    const id = '8004';
+    const client = await open(s);
+    client.send(start(id, reads(1)));
+    const answer = JSON.stringify({ actionResponse: { requestID: '1', plainTextResponse: { response: 'x'.repeat(64 * 1024) } } });
+    // 2 MiB of answers to actions nobody has asked for yet.
+    for (let i = 0; i < 32; i++) client.ws.send(answer);
+    expect(await client.closed).toEqual({ code: 1008, reason: 'too many events before the run started' });
+    await expect.poll(() => s.gateway.registry.size, { timeout: 10_000 }).toBe(0);
+    await expect.poll(async () => (await s.client?.keys('*'))?.filter((k) => k.includes(id)), { timeout: 5_000 }).toEqual([]);
   });
 });

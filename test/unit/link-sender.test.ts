@@ -65,4 +65,24 @@ describe('LinkSender', () => {
     expect(redis.taken).toEqual([]);
     expect(vi.getTimerCount()).toBe(0);
   });
+
+  it('gives the bridge up once more than MAX_WAITING_BYTES wait, before the give-up time (issue [26]: a client sending through an outage)', async () => {
+    const redis = store();
+    const gaveUp = vi.fn();
+    const sender = new LinkSender(redis.send, 100, 60_000, gaveUp);
+    redis.setDown(true);
+    const chunk = Buffer.alloc(1024 * 1024);
+    const outcomes: Array<Promise<boolean>> = [];
+    for (let s = 1; s <= 8; s++) outcomes.push(sender.post(frame(s), chunk));
+    await vi.advanceTimersByTimeAsync(0);
+    expect(gaveUp).not.toHaveBeenCalled();
+    outcomes.push(sender.post(frame(9), chunk));
+    await vi.advanceTimersByTimeAsync(0);
+    expect(gaveUp).toHaveBeenCalledTimes(1);
+    expect(await Promise.all(outcomes)).toEqual(outcomes.map(() => false));
+    redis.setDown(false);
+    await vi.advanceTimersByTimeAsync(1_000);
+    expect(redis.taken).toEqual([]);
+    expect(vi.getTimerCount()).toBe(0);
+  });
 });

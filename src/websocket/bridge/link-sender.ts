@@ -7,13 +7,18 @@
  * takes them — so a client's answer that reached this replica during the outage still
  * reaches the run, instead of the bridge breaking and the action being sent to the client
  * again. Only a send still failing `giveUpAfterMs` after the first failure gives up (the
- * peer's silence gives it up sooner, bridges.ts). A message Redis took and then lost (a
+ * peer's silence gives it up sooner, bridges.ts), or more than MAX_WAITING_BYTES waiting (a
+ * client that goes on sending through the outage: the holder's flow control bounds what it
+ * sends, nothing bounds a client but this). A message Redis took and then lost (a
  * restart before the peer read it) is a gap, which the receiving side sees.
  *
  * What the beats report as sent (`reportedSeq`) is what went out in order: never a message
  * still waiting, which the peer would otherwise count as lost.
  */
 import type { BridgeHeader, OrderedSender } from './protocol';
+
+/** Bytes of messages a bridge may hold waiting for Redis: far past a holder's flow-control window (1 MiB), and a client's answers of a few seconds. */
+export const MAX_WAITING_BYTES = 8 * 1024 * 1024;
 
 interface Waiting {
   header: BridgeHeader;
@@ -25,6 +30,7 @@ interface Waiting {
 export class LinkSender implements OrderedSender {
   /** Messages waiting for Redis, in order; set from the first failure until all are sent. */
   private waiting: Waiting[] | undefined;
+  private waitingBytes = 0;
   private retryTimer: NodeJS.Timeout | undefined;
   private failingSince = 0;
   private posted = 0;
@@ -34,7 +40,7 @@ export class LinkSender implements OrderedSender {
     private readonly send: (header: BridgeHeader, data: Buffer | undefined) => Promise<void>,
     private readonly retryMs: number,
     private readonly giveUpAfterMs: number,
-    /** Told once, when a send has failed for giveUpAfterMs. */
+    /** Told once, when a send has failed for giveUpAfterMs (or too much waits). */
     private readonly onGiveUp: () => void,
   ) {}
 
@@ -51,7 +57,7 @@ export class LinkSender implements OrderedSender {
     return new Promise((settle) => {
       const item: Waiting = { header, data, settle };
       if (this.waiting) {
-        this.waiting.push(item);
+        this.hold(item);
         return;
       }
       this.send(header, data).then(
@@ -67,6 +73,7 @@ export class LinkSender implements OrderedSender {
     clearTimeout(this.retryTimer);
     const waiting = this.waiting ?? [];
     this.waiting = undefined;
+    this.waitingBytes = 0;
     for (const item of waiting) item.settle(false);
   }
 
@@ -75,13 +82,26 @@ export class LinkSender implements OrderedSender {
     if (this.done) return item.settle(false);
     if (this.waiting) {
       // Failures come back in the order the sends went out (one connection): keep it.
-      this.waiting.push(item);
-      this.waiting.sort((a, b) => ('s' in a.header && 's' in b.header ? a.header.s - b.header.s : 0));
+      this.hold(item);
+      this.waiting?.sort((a, b) => ('s' in a.header && 's' in b.header ? a.header.s - b.header.s : 0));
       return;
     }
-    this.waiting = [item];
+    this.waiting = [];
     this.failingSince = Date.now();
-    this.schedule();
+    this.hold(item);
+    if (!this.done) this.schedule();
+  }
+
+  /** Keeps `item` waiting; past MAX_WAITING_BYTES the bridge is given up instead. */
+  private hold(item: Waiting): void {
+    this.waitingBytes += item.data?.length ?? 0;
+    if (this.waitingBytes > MAX_WAITING_BYTES) {
+      item.settle(false);
+      this.onGiveUp();
+      this.close();
+      return;
+    }
+    this.waiting?.push(item);
   }
 
   private schedule(): void {
@@ -105,8 +125,10 @@ export class LinkSender implements OrderedSender {
         return;
       }
       this.waiting?.shift();
+      this.waitingBytes -= item.data?.length ?? 0;
       item.settle(true);
     }
     this.waiting = undefined;
+    this.waitingBytes = 0;
   }
 }
