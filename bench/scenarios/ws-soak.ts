@@ -18,9 +18,11 @@
  * - the post-GC heap slope under load, MB per hour (least squares over the samples after
  *   the load's first minute);
  * - the idle heap after the load against the idle heap before it: a warm-up of WARM_UP_MS of
- *   the same load first (compiled code, pools, connections), then every session closed and
- *   the control idle (no run, nothing held), measured; then the load for --minutes; then
- *   idle again, measured the same way.
+ *   the same load first, with one fault of each kind (compiled code, pools, connections), then
+ *   every session closed and the control idle (no run, nothing held), measured; then the load
+ *   for --minutes; then idle again, measured the same way.
+ * Each sample is read after a full GC (the issue's measure) and after a compacting one, which
+ * also drops V8's code caches: code compiled the first time a path runs is not a leak.
  *
  *   npm run bench -- --scenario ws_soak --minutes 10
  *
@@ -39,7 +41,7 @@ import { LongrunSession, type SessionAction } from '@longrun/client';
 import { WEBSOCKET_PREAUTH } from '../../sandbox/owner-sim';
 import { scenarioMetadata, type Step } from '../../sandbox/scenario';
 import { markNewStore } from '../../src/coordination/store-marker';
-import { GatewayProcess, gatewayMainJs, metricTotal } from '../processes/gateway-process';
+import { GatewayProcess, gatewayMainJs, metricTotal, type HeapUsage } from '../processes/gateway-process';
 import { IpcChild } from '../processes/ipc';
 import { HOST, exitOf, freePort, withTimeout } from '../processes/procs';
 import type { SimQueries } from '../processes/sim-protocol';
@@ -53,7 +55,9 @@ const DROP_MIN_MS = 4_000;
 const DROP_MAX_MS = 8_000;
 const FAULT_EVERY_MS = 90_000;
 const SAMPLE_EVERY_MS = 30_000;
-const WARM_UP_MS = 60_000;
+/** The warm-up: the same load, with one fault of each kind (every WARM_UP_FAULT_EVERY_MS), so their code is compiled before the heap is watched. */
+const WARM_UP_MS = 100_000;
+const WARM_UP_FAULT_EVERY_MS = 22_000;
 /** Samples from the load's first minute are left out of the slope (pools and caches still filling). */
 const SLOPE_SKIP_MS = 60_000;
 /** A turn: STEPS steps of STEP_MS, each a relayed write, a read the client executes, and a checkpoint. */
@@ -73,6 +77,13 @@ const ACTOR = 'soak-user';
 interface Sample {
   t_s: number;
   heap_mb: number;
+  /** After a compacting GC (a low-memory notification's, which also drops V8's code caches). */
+  heap_compact_mb: number;
+  /**
+   * Of heap_mb, what V8's code and bytecode take (its code and trusted spaces): it grows as more
+   * of the program is compiled and optimized under load, up to what the program is, not with what the process holds.
+   */
+  code_mb: number;
   rss_mb: number;
   runs: number;
   /** What the control holds per session, link and run (its /debug/structures `held`), when the build tells. */
@@ -138,6 +149,12 @@ function turnSteps(id: string): Step[] {
     },
     { op: 'end' },
   ];
+}
+
+/** What V8's compiled code and bytecode take of the heap (its code and trusted spaces); 0 for a build that reports no spaces. */
+function codeBytes(heap: HeapUsage): number {
+  const spaces = heap.spaces ?? {};
+  return ['code_space', 'code_large_object_space', 'trusted_space', 'trusted_large_object_space'].reduce((n, name) => n + (spaces[name]?.used ?? 0), 0);
 }
 
 /** Least-squares slope of `ys` over `xs`. */
@@ -285,17 +302,20 @@ export const wsSoak: Scenario = {
     };
     const sample = async (g: GatewayProcess): Promise<Sample> => {
       const heap = await g.gc();
+      const compact = await g.gc(true);
       const held = await structures(g);
       return {
         t_s: Math.round((Date.now() - t0) / 100) / 10,
         heap_mb: round(heap.heapUsed / 2 ** 20, 2) as number,
+        heap_compact_mb: round(compact.heapUsed / 2 ** 20, 2) as number,
+        code_mb: round(codeBytes(heap) / 2 ** 20, 2) as number,
         rss_mb: round(g.rss() / 2 ** 20, 1) as number,
         runs: await g.runsInFlight(),
         ...(held ? { structures: held } : {}),
       };
     };
     const describe = (s: Sample): string =>
-      `t=${s.t_s} s heap ${s.heap_mb} MB rss ${s.rss_mb} MB runs ${s.runs}${s.structures ? ` ${JSON.stringify(Object.fromEntries(Object.entries(s.structures).filter(([, v]) => v !== 0)))}` : ''}`;
+      `t=${s.t_s} s heap ${s.heap_mb} MB (compacted ${s.heap_compact_mb}, code ${s.code_mb}) rss ${s.rss_mb} MB runs ${s.runs}${s.structures ? ` ${JSON.stringify(Object.fromEntries(Object.entries(s.structures).filter(([, v]) => v !== 0)))}` : ''}`;
 
     /** Once the sessions are closed: waits for the control to hold no run (and nothing else, when it says), then idles, then measures. */
     const idleMeasure = async (what: string): Promise<Sample> => {
@@ -311,7 +331,12 @@ export const wsSoak: Scenario = {
       // Twice: the first compacting GC may leave what only a second one frees (weak callbacks, finalizers).
       await g.gc(true);
       const heap = await g.gc(true);
-      const s = { ...(await sample(g)), heap_mb: round(heap.heapUsed / 2 ** 20, 2) as number };
+      const s = {
+        ...(await sample(g)),
+        heap_mb: round(heap.heapUsed / 2 ** 20, 2) as number,
+        heap_compact_mb: round(heap.heapUsed / 2 ** 20, 2) as number,
+        code_mb: round(codeBytes(heap) / 2 ** 20, 2) as number,
+      };
       ctx.log(`${what}: ${describe(s)}`);
       if (snapshots) ctx.log(`${what}: heap snapshot ${await snapshot(g, snapshots)}`);
       return s;
@@ -357,43 +382,56 @@ export const wsSoak: Scenario = {
       const fresh = await sample(control as GatewayProcess);
       ctx.log(`control before any load: ${describe(fresh)}`);
 
-      await load('warm', WARM_UP_MS);
+      /** `load` for `forMs`, a fault every `faultEveryMs` meanwhile, and the control sampled every SAMPLE_EVERY_MS into `samples` when given. */
+      const phase = async (name: string, forMs: number, faultEveryMs: number, samples?: Sample[]): Promise<void> => {
+        const startedAt = Date.now();
+        let stop = false;
+        const monitor = (async () => {
+          let nextSample = startedAt + SAMPLE_EVERY_MS;
+          let nextFault = startedAt + faultEveryMs;
+          while (!stop) {
+            await sleep(250);
+            if (!stop && Date.now() >= nextFault) {
+              await fault(faultsDone++).catch((err: unknown) => ctx.log(`fault failed: ${(err as Error).message}`));
+              nextFault += faultEveryMs;
+            }
+            if (!stop && samples && Date.now() >= nextSample) {
+              const s = await sample(control as GatewayProcess).catch(() => undefined);
+              if (s) {
+                samples.push(s);
+                ctx.log(`under load: ${describe(s)}`);
+              }
+              nextSample += SAMPLE_EVERY_MS;
+            }
+          }
+        })();
+        await load(name, forMs);
+        stop = true;
+        await monitor;
+      };
+      let faultsDone = 0;
+
+      await phase('warm', WARM_UP_MS, WARM_UP_FAULT_EVERY_MS);
       const before = await idleMeasure('control idle after the warm-up');
 
       const samples: Sample[] = [];
       const loadStart = Date.now();
-      const loadMs = minutes * 60_000;
-      let faultsDone = 0;
-      let stop = false;
-      const monitor = (async () => {
-        let nextSample = loadStart + SAMPLE_EVERY_MS;
-        let nextFault = loadStart + FAULT_EVERY_MS;
-        while (!stop) {
-          await sleep(Math.max(0, Math.min(nextSample, nextFault) - Date.now()));
-          if (stop) break;
-          if (Date.now() >= nextFault) {
-            await fault(faultsDone++).catch((err: unknown) => ctx.log(`fault failed: ${(err as Error).message}`));
-            nextFault += FAULT_EVERY_MS;
-          }
-          if (Date.now() >= nextSample) {
-            const s = await sample(control as GatewayProcess).catch(() => undefined);
-            if (s) {
-              samples.push(s);
-              ctx.log(`under load: ${describe(s)}`);
-            }
-            nextSample += SAMPLE_EVERY_MS;
-          }
-        }
-      })();
-      await load('soak', loadMs);
-      stop = true;
-      await monitor;
+      await phase('soak', minutes * 60_000, FAULT_EVERY_MS, samples);
       const after = await idleMeasure('control idle after the load');
 
       const used = samples.filter((s) => s.t_s * 1_000 >= loadStart - t0 + SLOPE_SKIP_MS);
+      const hours = used.map((s) => s.t_s / 3_600);
       const slopeMbPerH = slope(
-        used.map((s) => s.t_s / 3_600),
+        hours,
         used.map((s) => s.heap_mb),
+      );
+      const compactSlopeMbPerH = slope(
+        hours,
+        used.map((s) => s.heap_compact_mb),
+      );
+      const outsideCodeSlopeMbPerH = slope(
+        hours,
+        used.map((s) => s.heap_mb - s.code_mb),
       );
       const reattached = async (how: string): Promise<number> => metricTotal(await (control as GatewayProcess).metrics(), 'longrun_websocket_reattached_total', { how }) ?? 0;
       const figures = {
@@ -412,13 +450,17 @@ export const wsSoak: Scenario = {
         control_heap_idle_after_mb: after.heap_mb,
         control_heap_idle_growth_mb: round(after.heap_mb - before.heap_mb, 2),
         control_heap_slope_mb_per_h: round(slopeMbPerH, 1),
+        control_heap_compact_slope_mb_per_h: round(compactSlopeMbPerH, 1),
+        control_heap_outside_code_slope_mb_per_h: round(outsideCodeSlopeMbPerH, 1),
+        control_code_idle_before_mb: before.code_mb,
+        control_code_idle_after_mb: after.code_mb,
         control_rss_idle_before_mb: before.rss_mb,
         control_rss_idle_after_mb: after.rss_mb,
         control_structures_idle_after: after.structures ?? null,
         samples,
       };
       ctx.log(
-        `control: post-GC heap slope under load ${figures.control_heap_slope_mb_per_h} MB/h over ${used.length} samples; idle ${before.heap_mb} MB before the load, ${after.heap_mb} MB after (${figures.control_heap_idle_growth_mb} MB)`,
+        `control: post-GC heap slope under load ${figures.control_heap_slope_mb_per_h} MB/h (compacting GC: ${figures.control_heap_compact_slope_mb_per_h}; outside V8's code and bytecode: ${figures.control_heap_outside_code_slope_mb_per_h}) over ${used.length} samples; idle ${before.heap_mb} MB before the load, ${after.heap_mb} MB after (${figures.control_heap_idle_growth_mb} MB)`,
       );
       return {
         figures,
