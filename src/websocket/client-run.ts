@@ -16,10 +16,11 @@
 import type { Metrics } from '../observability/metrics';
 import type { TraceLink } from '../observability/tracing';
 import type { SessionRun } from '../run/launcher';
-import type { ActionSink, RunResult } from '../run/run';
+import type { ActionSink } from '../run/run';
 import { STOPS, type ParkEndReason, type StopReason } from '../core/vocabulary';
 import type { BacklogBudget } from './backlog-budget';
 import { LateSink } from './bridge/late-answers';
+import { closeForRunEnd, type Close } from './close-codes';
 import { workhorseActionJson } from '../workflow/action-line';
 import type { Action, ClientEvent } from '../workflow/contract';
 
@@ -29,12 +30,13 @@ export interface Connection {
   drained(): Promise<void>;
   readonly stallMs: number;
   /**
-   * The run has ended: told to the connection serving it then, once. A connection is told
-   * nothing after it stopped serving the run (lost, taken over): nothing of the run keeps
-   * a connection that is gone — a client reconnecting every few seconds to an hour-long run
-   * left every connection it had held until the run ended.
+   * The run has ended (or will never open): told to the connection serving it then, once,
+   * with the close its end chose (undefined: cut the socket off, its client ended it). A
+   * connection is told nothing after it stopped serving the run (lost, taken over): nothing
+   * of the run keeps a connection that is gone — a client reconnecting every few seconds to
+   * an hour-long run left every connection it had held until the run ended.
    */
-  runEnded(result: RunResult): void;
+  runEnded(close: Close | undefined): void;
 }
 
 export interface ClientRunSettings {
@@ -102,7 +104,7 @@ export class ClientRun implements ActionSink {
   /** The run, once the launcher opened it. */
   opened(run: SessionRun): void {
     this.run = run;
-    void run.done.then((result) => this.ended(result));
+    void run.done.then((result) => this.ended(closeForRunEnd(result)));
     // Lost while it was being opened: parked already, or given up on.
     if (this.parkedAt !== undefined) run.noteParked(this.parkedAt, this.settings.resumeWindowMs);
     if (this.stopping) void run.stop(PARKED_RUN_ENDED);
@@ -223,17 +225,18 @@ export class ClientRun implements ActionSink {
   }
 
   /**
-   * The launch failed: there is no run, and there will be none. Parked meanwhile (the
-   * connection was lost while the run was being opened), it leaves the parked runs at once —
-   * else it held its slot, and a resume start of its workflow attached to nothing.
+   * The launch failed (`close`: how its refusal closes a session): there is no run, and there
+   * will be none. Parked meanwhile (the connection was lost while the run was being opened),
+   * it leaves the parked runs at once — else it held its slot, and a resume start of its
+   * workflow attached to nothing; a connection re-attached meanwhile is closed as its start's.
    */
-  abandon(): void {
+  abandon(close: Close): void {
     if (this.run) return;
-    this.ended();
+    this.ended(close);
   }
 
-  /** The run has ended (`result`), or will never open: everything is given back, and the connection serving it, if any, is told. */
-  private ended(result?: RunResult): void {
+  /** The run has ended, or will never open: everything is given back, and the connection serving it, if any, is told `close`. */
+  private ended(close: Close | undefined): void {
     if (this.finished) return;
     this.finished = true;
     clearTimeout(this.window);
@@ -242,7 +245,7 @@ export class ClientRun implements ActionSink {
     this.unanswered.clear();
     this.answered = undefined;
     this.late?.cut();
-    if (result) this.connection?.runEnded(result);
+    this.connection?.runEnded(close);
   }
 
   /** The backlog was replayed or dropped: its bytes leave the gauge and the process's budget. */

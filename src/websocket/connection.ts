@@ -37,14 +37,13 @@ import { correlation, type Logger } from '../core/log';
 import type { Metrics } from '../observability/metrics';
 import { TraceSpan, type Tracing } from '../observability/tracing';
 import type { AuthorizedStart, Launcher, SessionRun } from '../run/launcher';
-import type { RunResult } from '../run/run';
 import { ClientRun, type ClientRunSettings, type Connection, type ParkedRuns } from './client-run';
 import { parseJsonBody } from '../core/json-body';
 import { authorizeStartRequest } from '../run/start-request';
 import { STOPS, type StopReason } from '../core/vocabulary';
 import { messageTypes, type ClientEvent, type DecodedClientEvent, type StartWorkflowRequest } from '../workflow/contract';
 import { MAX_JSON_DEPTH, decodeProtoJson } from '../workflow/protojson';
-import { EARLY_FLOOD, HEARTBEAT_FLOOD, NORMAL, NO_START, RUN_UNREACHABLE, SERVICE_RESTART, closeForRefusal, closeForRunEnd, invalidRequest, type Close } from './close-codes';
+import { EARLY_FLOOD, HEARTBEAT_FLOOD, NORMAL, NO_START, RUN_UNREACHABLE, SERVICE_RESTART, closeForRefusal, invalidRequest, type Close } from './close-codes';
 import { CloseHandshake } from './close-handshake';
 import { Backpressure } from './flow-control';
 
@@ -392,11 +391,13 @@ export class WebSocketConnection implements Connection {
     this.deps.launcher.launch({ ...start, transport: 'websocket', sink: run }).then(
       ({ run: opened }) => this.launched(run, opened),
       (err: unknown) => {
-        run.abandon();
         const error = err instanceof GatewayError ? err : new GatewayError('INTERNAL', 'internal error', { cause: err });
         if (error.code === 'INTERNAL') this.log().error({ err }, 'websocket session could not start');
         this.deps.metrics.connectionError('websocket', error.errorType);
-        this.close(closeForRefusal(error.code, error.message));
+        const close = closeForRefusal(error.code, error.message);
+        // Its connection is told (this one, or one that re-attached while the run was being opened).
+        run.abandon(close);
+        this.close(close);
       },
     );
   }
@@ -425,8 +426,8 @@ export class WebSocketConnection implements Connection {
   }
 
   /** Connection: the run this connection serves has ended: the close its end chose. */
-  runEnded(result: RunResult): void {
-    this.endWith(closeForRunEnd(result));
+  runEnded(close: Close | undefined): void {
+    this.endWith(close);
   }
 
   /** The run ended: the close its end chose; none when its client ended it (a socket still open — a client that stopped reading — is cut off). */

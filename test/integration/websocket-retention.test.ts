@@ -10,6 +10,7 @@
  *   connection of an hour-long run, one every few seconds, was kept until its end;
  * - a run lost while it was being opened, whose start then failed, leaves the parked runs: it
  *   held its session slot for ever, and a resume start of its workflow attached to nothing;
+ *   one that re-attached while it was being opened is closed as the start was (it waited for ever);
  * - what a client sends while its run is being started is kept for it, up to 1 MiB: past it the
  *   client is flooding, and is closed 1008 (it was kept whole, however much, for seconds).
  *
@@ -167,6 +168,23 @@ describe('what a WebSocket run lets go', () => {
     again.send(resume(id));
     await again.next('newCheckpoint');
     expect(await again.closed).toEqual({ code: 1000, reason: '' });
+  });
+
+  it('a connection that re-attached to a run still being opened is closed as its start is when that start fails, not left waiting', async () => {
+    stack = await startStack({ redis: true, env: { ...ENV, LONGRUN_STREAM_OPEN_TIMEOUT_MS: '1500' }, workflow: { front: { latencyMs: 2_000 } } });
+    stack.owner.configure(WEBSOCKET_PREAUTH, { lockConcurrentFlow: true, actorId: 'user-7' });
+    const s = stack;
+    const id = '8005';
+    const first = await open(s);
+    first.send(start(id, reads(1)));
+    await expect.poll(async () => (await runsState(s))[0]?.['state'], { timeout: 5_000, interval: 20 }).toBeDefined();
+    first.ws.terminate();
+    // The resume finds the run parked while its stream is still being opened, and re-attaches to it.
+    const again = await open(s);
+    again.send(resume(id));
+    const closed = await Promise.race([again.closed, sleep(8_000).then(() => 'still waiting' as const)]);
+    expect(closed).toEqual({ code: 1001, reason: 'duo workflow service unavailable' });
+    expect(s.gateway.registry.size).toBe(0);
   });
 
   it('a client that floods while its run is being started is closed 1008, the start cancelled, nothing kept', async () => {

@@ -11,8 +11,7 @@
  * run as a local one would (its write timeout).
  */
 import type { ClientRun, Connection } from '../client-run';
-import type { RunResult } from '../../run/run';
-import { closeForRunEnd } from '../close-codes';
+import type { Close } from '../close-codes';
 import { STOPS } from '../../core/vocabulary';
 import { Backpressure } from '../flow-control';
 import type { TraceLink } from '../../observability/tracing';
@@ -51,9 +50,8 @@ export class HolderLink implements Connection {
   }
 
   /** Connection: the run ended while this link served it: the socket side is told the close its end chose. */
-  runEnded(result: RunResult): void {
+  runEnded(close: Close | undefined): void {
     if (this.gone) return;
-    const close = closeForRunEnd(result);
     this.post({ t: 'end', ...(close ? { code: close.code, reason: close.reason } : {}) });
     this.finish();
   }
