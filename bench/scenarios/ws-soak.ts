@@ -22,7 +22,10 @@
  *   every session closed and the control idle (no run, nothing held), measured; then the load
  *   for --minutes; then idle again, measured the same way.
  * Each sample is read after a full GC (the issue's measure) and after a compacting one, which
- * also drops V8's code caches: code compiled the first time a path runs is not a leak.
+ * also drops V8's code caches; V8's code and bytecode (its code and trusted spaces) are read
+ * apart, and the slope outside them reported too: code compiled and optimized as more of the
+ * program gets hot grows for many minutes under a steady load, up to what the program is — it
+ * is not held per session, and it is most of what the heap grows by over a ten-minute soak.
  *
  *   npm run bench -- --scenario ws_soak --minutes 10
  *
