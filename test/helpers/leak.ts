@@ -18,16 +18,30 @@ export interface Structures {
   pooled: Record<string, number>;
 }
 
-/** The replica's heap in MB after two compacting collections (/debug/gc?compact). */
-export async function idleHeapMb(opsUrl: string): Promise<number> {
-  let used = 0;
+/** A replica's heap after collections, in MB: all of it, and what V8's compiled code and bytecode take of it. */
+export interface Heap {
+  mb: number;
+  /** V8's code and trusted spaces: they grow as more of the program gets hot, up to what the program is — not per session. */
+  codeMb: number;
+}
+
+const CODE_SPACES = ['code_space', 'code_large_object_space', 'trusted_space', 'trusted_large_object_space'];
+
+/** The replica's heap after two compacting collections (/debug/gc?compact). */
+export async function idleHeap(opsUrl: string): Promise<Heap> {
+  let answer: { heapUsed: number; spaces?: Record<string, { used: number }> } = { heapUsed: 0 };
   for (let i = 0; i < 2; i++) {
     const res = await request(`${opsUrl}/debug/gc?compact`, { method: 'POST' });
     if (res.statusCode !== 200) throw new Error(`POST /debug/gc answered ${res.statusCode}: is the replica started with --expose-gc?`);
-    used = ((await res.body.json()) as { heapUsed: number }).heapUsed;
+    answer = (await res.body.json()) as typeof answer;
   }
-  return used / 2 ** 20;
+  const code = CODE_SPACES.reduce((n, name) => n + (answer.spaces?.[name]?.used ?? 0), 0);
+  return { mb: answer.heapUsed / 2 ** 20, codeMb: code / 2 ** 20 };
 }
+
+/** How two idle heaps compare, for a test's message: the growth, and how much of it is V8's code. */
+export const growth = (before: Heap, after: Heap): string =>
+  `${before.mb.toFixed(2)} → ${after.mb.toFixed(2)} MB (${(after.mb - before.mb).toFixed(2)} MB, of which V8's code and bytecode ${(after.codeMb - before.codeMb).toFixed(2)} MB)`;
 
 /** The replica's heap in MB after a full collection (under load: a sample of a trend). */
 export async function heapMb(opsUrl: string): Promise<number> {
