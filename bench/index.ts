@@ -35,10 +35,10 @@ import { tracing } from './scenarios/tracing';
 import { wsCapacity } from './scenarios/ws-capacity';
 import { wsFrames } from './scenarios/ws-frames';
 import { wsResume } from './scenarios/ws-resume';
-import { watch } from './scenarios/watch';
+import { follow } from './scenarios/follow';
 import { createBenchEnv } from './processes/stack';
 
-const scenarios: Scenario[] = [capacity, wsCapacity, accept, relay, drain, stopLatency, dispatcherHold, scale, wsResume, wsFrames, watch, tracing];
+const scenarios: Scenario[] = [capacity, wsCapacity, accept, relay, drain, stopLatency, dispatcherHold, scale, wsResume, wsFrames, follow, tracing];
 
 function usage(): string {
   const lines = scenarios.map((s) => `  ${s.name.padEnd(16)} --runs: ${s.sizes} (default ${s.defaultRuns})${s.onlyWhenNamed ? '; only with --scenario' : ''}`);

@@ -216,12 +216,12 @@ export class OwnerServiceSimulator {
   private async dispatch(req: express.Request, res: express.Response): Promise<void> {
     const received = this.record(req);
     const executeMatch = /\/api\/v4\/ai\/duo_workflows\/workflows\/([^/]+)\/execute$/.exec(req.path);
-    // The watch route's preauth (docs/spec.md §14): a GET of its path; answered as the workflow's execute is.
-    const watchMatch = req.method === 'GET' ? /\/api\/v4\/ai\/duo_workflows\/workflows\/([^/]+)\/events$/.exec(req.path) : null;
+    // The follow route's preauth (docs/spec.md §14): a GET of its path; answered as the workflow's execute is.
+    const followMatch = req.method === 'GET' ? /\/api\/v4\/ai\/duo_workflows\/workflows\/([^/]+)\/follow$/.exec(req.path) : null;
     // The WebSocket route's preauth (GET, as Workhorse asks it): no workflow in the path.
     const websocketPreauth = req.path === '/api/v4/ai/duo_workflows/ws' && req.method === 'GET';
     const segmentEndMatch = /\/api\/v4\/internal\/ai\/duo_workflows\/workflows\/([^/]+)\/segment_end$/.exec(req.path);
-    if ((executeMatch || watchMatch || segmentEndMatch || websocketPreauth) && !(await this.jwtOk(req))) {
+    if ((executeMatch || followMatch || segmentEndMatch || websocketPreauth) && !(await this.jwtOk(req))) {
       record(this.rejectedJwt, received, this.recordLimit);
       res.status(401).json({ message: '401 Unauthorized: missing or invalid Gitlab-Workhorse-Api-Request' });
       return;
@@ -231,9 +231,9 @@ export class OwnerServiceSimulator {
       await this.answerPreauth(decodeURIComponent(executeMatch[1] as string), res);
       return;
     }
-    if (watchMatch) {
+    if (followMatch) {
       record(this.preauths, received, this.recordLimit);
-      await this.answerPreauth(decodeURIComponent(watchMatch[1] as string), res);
+      await this.answerPreauth(decodeURIComponent(followMatch[1] as string), res);
       return;
     }
     if (websocketPreauth) {

@@ -98,5 +98,5 @@ export function sandboxCurl(mainUrl: string, workflowId = '1'): string {
 
 /** A ready-to-paste curl that follows that workflow's runs as Server-Sent Events (docs/spec.md §14). */
 export function sandboxFollowCurl(mainUrl: string, workflowId = '1'): string {
-  return `curl -N '${mainUrl}/api/v4/ai/duo_workflows/workflows/${workflowId}/events'`;
+  return `curl -N '${mainUrl}/api/v4/ai/duo_workflows/workflows/${workflowId}/follow'`;
 }

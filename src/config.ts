@@ -82,19 +82,19 @@ export interface Config {
   /** WebSocket sessions at once in this process (503 before the upgrade when full). */
   maxWsSessions: number;
   /**
-   * Following a run (docs/spec.md §14): after a resumable end, how long a watch stream waits
+   * Following a run (docs/spec.md §14): after a resumable end, how long a follow stream waits
    * for the workflow's next run before it ends with `idle`.
    */
-  watchIdleMs: number;
-  /** A comment line on every watch stream this often (proxies and browsers keep it open). */
-  watchKeepaliveMs: number;
-  /** Bytes a watcher may leave unread; past them it is dropped (it resumes by Last-Event-ID). */
-  watchBufferBytes: number;
-  /** Events of a watched workflow kept for watchers that resume (Last-Event-ID, ?after=). */
-  watchBacklogEvents: number;
-  /** Watch streams of one workflow on this replica, and of the whole process (503 past either). */
-  maxWatchersPerWorkflow: number;
-  maxWatchers: number;
+  followIdleMs: number;
+  /** A comment line on every follow stream this often (proxies and browsers keep it open). */
+  followKeepaliveMs: number;
+  /** Bytes a follower may leave unread; past them it is dropped (it resumes by Last-Event-ID). */
+  followBufferBytes: number;
+  /** Events of a followed workflow kept for followers that resume (Last-Event-ID, ?after=). */
+  followBacklogEvents: number;
+  /** Follow streams of one workflow on this replica, and of the whole process (503 past either). */
+  maxFollowersPerWorkflow: number;
+  maxFollowers: number;
   preauthTimeoutMs: number;
   relayTimeoutMs: number;
   /** Deadline of one MCP tool call. */
@@ -190,16 +190,30 @@ const stopWordList = z
   ])
   .pipe(z.array(z.string().regex(STOP_REASON_TOKEN)).refine((words) => words.includes(SERVER_SHUTDOWN)));
 
+/** Variables renamed, old name → new: what each old one says instead. */
+function renamed(names: Readonly<Record<string, string>>): Record<string, string> {
+  return Object.fromEntries(Object.entries(names).map(([from, to]) => [from, `renamed ${to}: set that instead (same meaning, same value)`]));
+}
+
 /**
  * Variables that once existed and now say something the configuration says another way:
  * one left set must not be silently ignored (the operator meant something by it).
  */
-const removedVariables: Readonly<Record<string, string>> = {
+export const removedVariables: Readonly<Record<string, string>> = {
   LONGRUN_STOP_REASON_RUN_LIMIT:
     'list the stop words your workflow service allowlists in LONGRUN_WORKFLOW_INFRA_STOP_REASONS instead (the run limit sends WORKHORSE_RUN_LIMIT when it is listed, else WORKHORSE_SERVER_SHUTDOWN)',
   LONGRUN_STOP_REASON_LOCK_LOST:
     'list the stop words your workflow service allowlists in LONGRUN_WORKFLOW_INFRA_STOP_REASONS instead (a lost lease sends WORKHORSE_LOCK_LOST when it is listed, else WORKHORSE_SERVER_SHUTDOWN)',
   LONGRUN_STOP_REASON_DRAIN: 'a drain always sends WORKHORSE_SERVER_SHUTDOWN, the one word every workflow service acknowledges as a shutdown',
+  // Following a run was called watching (GET …/events, a path Rails serves): one word now, `follow`.
+  ...renamed({
+    LONGRUN_WATCH_IDLE_MS: 'LONGRUN_FOLLOW_IDLE_MS',
+    LONGRUN_WATCH_KEEPALIVE_MS: 'LONGRUN_FOLLOW_KEEPALIVE_MS',
+    LONGRUN_WATCH_BUFFER_BYTES: 'LONGRUN_FOLLOW_BUFFER_BYTES',
+    LONGRUN_WATCH_BACKLOG_EVENTS: 'LONGRUN_FOLLOW_BACKLOG_EVENTS',
+    LONGRUN_MAX_WATCHERS_PER_WORKFLOW: 'LONGRUN_MAX_FOLLOWERS_PER_WORKFLOW',
+    LONGRUN_MAX_WATCHERS: 'LONGRUN_MAX_FOLLOWERS',
+  }),
 };
 
 function read<T>(env: Env, name: string, schema: z.ZodType<T>, expected: string, fallback: T): T {
@@ -417,14 +431,14 @@ export function loadConfig(env: Env = process.env): EnvConfig {
     wsAllowedOrigins: read(env, 'LONGRUN_WS_ALLOWED_ORIGINS', originList, 'a comma-separated list of origins (scheme://host[:port])', []),
     trustForwardedHost: read(env, 'LONGRUN_TRUST_FORWARDED_HOST', flag, 'true or false', false),
     maxWsSessions: read(env, 'LONGRUN_MAX_WS_SESSIONS', count, 'a non-negative integer', 10_000),
-    watchIdleMs: readMs(env, 'LONGRUN_WATCH_IDLE_MS', 120_000),
+    followIdleMs: readMs(env, 'LONGRUN_FOLLOW_IDLE_MS', 120_000),
     // 20 s: under the 60 s idle timeout of common proxies (nginx's proxy_read_timeout), as the ndjson keepalive.
-    watchKeepaliveMs: readMs(env, 'LONGRUN_WATCH_KEEPALIVE_MS', 20_000),
-    // 1 MiB: a few checkpoints; ten thousand watchers all stalled hold at most 10 GiB, most hold nothing.
-    watchBufferBytes: read(env, 'LONGRUN_WATCH_BUFFER_BYTES', z.coerce.number().int().min(1), 'a positive integer number of bytes', 1024 * 1024),
-    watchBacklogEvents: read(env, 'LONGRUN_WATCH_BACKLOG_EVENTS', z.coerce.number().int().min(1).max(1_000_000), 'an integer from 1 to 1000000', 512),
-    maxWatchersPerWorkflow: read(env, 'LONGRUN_MAX_WATCHERS_PER_WORKFLOW', count, 'a non-negative integer', 100),
-    maxWatchers: read(env, 'LONGRUN_MAX_WATCHERS', count, 'a non-negative integer', 10_000),
+    followKeepaliveMs: readMs(env, 'LONGRUN_FOLLOW_KEEPALIVE_MS', 20_000),
+    // 1 MiB: a few checkpoints; ten thousand followers all stalled hold at most 10 GiB, most hold nothing.
+    followBufferBytes: read(env, 'LONGRUN_FOLLOW_BUFFER_BYTES', z.coerce.number().int().min(1), 'a positive integer number of bytes', 1024 * 1024),
+    followBacklogEvents: read(env, 'LONGRUN_FOLLOW_BACKLOG_EVENTS', z.coerce.number().int().min(1).max(1_000_000), 'an integer from 1 to 1000000', 512),
+    maxFollowersPerWorkflow: read(env, 'LONGRUN_MAX_FOLLOWERS_PER_WORKFLOW', count, 'a non-negative integer', 100),
+    maxFollowers: read(env, 'LONGRUN_MAX_FOLLOWERS', count, 'a non-negative integer', 10_000),
     wsResumeWindowMs: readMsOrZero(env, 'LONGRUN_WS_RESUME_WINDOW_MS', 60_000, 'off'),
     wsBacklogBytes: read(env, 'LONGRUN_WS_BACKLOG_BYTES', count, 'a non-negative integer number of bytes', 8 * 1024 * 1024),
     // 32 full backlogs: a pod's parked runs hold at most this much of what the service

@@ -21,8 +21,8 @@ export interface DrainDeps {
   registry: RunRegistry;
   /** WebSocket sessions: those that opened no run yet are closed at once (1001), bridged ones handed back (1012). */
   websockets: { shutdownIdle(): Promise<void> };
-  /** Watch streams (docs/spec.md §14): ended once the runs are stopped (their ends sent), so each client resumes elsewhere. */
-  watch: { endAll(why: 'drain'): void };
+  /** Follow streams (docs/spec.md §14): ended once the runs are stopped (their ends sent), so each client resumes elsewhere. */
+  follow: { endAll(why: 'drain'): void };
   /** Bounds segment-end callbacks; aborted shortly before the budget ends. */
   callbackBudget: AbortController;
   tracing: Tracing;
@@ -67,7 +67,7 @@ export async function drain(deps: DrainDeps): Promise<void> {
   const outcome = await Promise.race([stops.then(() => 'done' as const), budget]);
   Error.stackTraceLimit = stackTraceLimit;
   clearTimeout(budgetTimer);
-  deps.watch.endAll('drain');
+  deps.follow.endAll('drain');
   clearTimeout(callbackDeadline);
   tracing.drainEnded(span, outcome, registry.size);
   // Whatever is still open (a hung owner, a paused Redis) gets what is left of the budget

@@ -34,11 +34,11 @@ import { RunRegistry } from './run/registry';
 import { RunLimits } from './run/run-limits';
 import { StopReasons } from './run/stop-reasons';
 import { ChannelPool } from './workflow/channel-pool';
-import { INTEREST_TTL_MS, Watch } from './watch/hub';
-import type { WatchLog } from './watch/log';
-import { MemoryWatchLog } from './watch/memory-log';
-import { RedisWatchLog } from './watch/redis-log';
-import { watchRoutes } from './watch/route';
+import { INTEREST_TTL_MS, Follow } from './follow/hub';
+import type { FollowLog } from './follow/log';
+import { MemoryFollowLog } from './follow/memory-log';
+import { RedisFollowLog } from './follow/redis-log';
+import { followRoutes } from './follow/route';
 
 export type GatewayState = 'serving' | 'draining' | 'closed';
 
@@ -75,7 +75,7 @@ interface GatewayParts {
   /** The WebSocket sessions of the main listener (docs/spec.md §11). */
   websockets: WebSocketRoute;
   /** Following runs (docs/spec.md §14). */
-  watch: Watch;
+  follow: Follow;
   /** Bounds segment-end callbacks; aborted when the drain's budget is spent. */
   callbackBudget: AbortController;
   tracing: Tracing;
@@ -194,20 +194,20 @@ function connectBridges(config: Config, backend: CoordinationBackend, parked: Pa
 }
 
 /**
- * Where watched workflows' events are kept (docs/spec.md §14): Redis, shared by the replicas,
+ * Where followed workflows' events are kept (docs/spec.md §14): Redis, shared by the replicas,
  * or this process's memory without it. A log lives one announcement TTL past its last use.
  */
-function watchLogOf(config: Config, logger: Logger): WatchLog {
-  const settings = { ttlMs: INTEREST_TTL_MS, backlog: config.watchBacklogEvents };
-  if (!config.redis) return new MemoryWatchLog(settings);
+function followLogOf(config: Config, logger: Logger): FollowLog {
+  const settings = { ttlMs: INTEREST_TTL_MS, backlog: config.followBacklogEvents };
+  if (!config.redis) return new MemoryFollowLog(settings);
   let warned = false;
-  return new RedisWatchLog(
+  return new RedisFollowLog(
     config.redis,
     config.replicaId,
     { ...settings, commandTimeoutMs: config.redisCommandTimeoutMs, connectTimeoutMs: config.redisConnectTimeoutMs },
     // The coordination backend logs each outage; this connection's errors are said once.
     (err) => {
-      if (!warned) logger.warn({ err: err.message }, 'watch log: redis connection error (watch streams answer 503 until it heals)');
+      if (!warned) logger.warn({ err: err.message }, 'follow log: redis connection error (follow streams answer 503 until it heals)');
       warned = true;
     },
   );
@@ -244,13 +244,13 @@ export class Gateway {
   }
 
   /** Following runs (docs/spec.md §14). */
-  get watch(): Watch {
-    return this.parts.watch;
+  get follow(): Follow {
+    return this.parts.follow;
   }
 
-  /** What /runs lists: the runs in flight here, each with its workflow's watchers. */
+  /** What /runs lists: the runs in flight here, each with its workflow's followers. */
   runs(): ReturnType<typeof listRuns> {
-    return listRuns({ registry: this.parts.registry, watchersOf: (id) => this.parts.watch.watchersOf(id) });
+    return listRuns({ registry: this.parts.registry, followersOf: (id) => this.parts.follow.followersOf(id) });
   }
 
   /** Starts both listeners. Throws when a listener cannot bind (everything made so far is closed). */
@@ -358,20 +358,20 @@ export class Gateway {
       }
       const runLimits = own('run limits', new RunLimits(config.runLimitMs), (l) => l.close());
       const isDraining = (): boolean => gateway?.state !== 'serving';
-      const watch = own(
-        'watch',
-        new Watch({
-          log: watchLogOf(config, logger),
+      const follow = own(
+        'follow',
+        new Follow({
+          log: followLogOf(config, logger),
           registry,
           backend,
           metrics,
           replicaId: config.replicaId,
           settings: {
-            idleMs: config.watchIdleMs,
-            keepaliveMs: config.watchKeepaliveMs,
-            bufferBytes: config.watchBufferBytes,
-            maxWatchers: config.maxWatchers,
-            maxWatchersPerWorkflow: config.maxWatchersPerWorkflow,
+            idleMs: config.followIdleMs,
+            keepaliveMs: config.followKeepaliveMs,
+            bufferBytes: config.followBufferBytes,
+            maxFollowers: config.maxFollowers,
+            maxFollowersPerWorkflow: config.maxFollowersPerWorkflow,
           },
         }),
         (w) => w.close(),
@@ -395,7 +395,7 @@ export class Gateway {
         runLimits,
         stopReasons,
         callbackSignal: callbackBudget.signal,
-        watch,
+        follow,
         tracing,
       });
       const mainListener = createMainListener({
@@ -408,7 +408,7 @@ export class Gateway {
         backend,
         stopKeyTtlMs: config.stopKeyTtlMs,
         sandboxRoutes: options.sandboxRoutes,
-        routes: [websocketHttpRoutes(logger), watchRoutes({ watch, owner, checkServing: () => launcher.checkServing(), logger })],
+        routes: [websocketHttpRoutes(logger), followRoutes({ follow, owner, checkServing: () => launcher.checkServing(), logger })],
         tracing,
       });
       const parked: ParkedRuns = new Map();
@@ -443,7 +443,7 @@ export class Gateway {
       mainServer.keepAliveTimeout = 5_000;
       const opsServer = own(
         'ops listener',
-        await listen(createOpsApp({ metrics, registry, isDraining, watchersOf: (id) => watch.watchersOf(id) }), config.opsListen),
+        await listen(createOpsApp({ metrics, registry, isDraining, followersOf: (id) => follow.followersOf(id) }), config.opsListen),
         closeServer,
         (server) => server.closeAllConnections(),
       );
@@ -453,8 +453,8 @@ export class Gateway {
       own('runs in flight', registry, (r) => r.cancelAll());
       // An upgraded socket is no longer the listener's to close.
       own('websocket sessions', websockets, (w) => w.terminateAll());
-      // Before the main listener's close, which waits for its open responses: a watch stream never ends by itself.
-      own('watch streams', watch, (w) => w.endAll('closing'));
+      // Before the main listener's close, which waits for its open responses: a follow stream never ends by itself.
+      own('follow streams', follow, (w) => w.endAll('closing'));
       own('callback budget', callbackBudget, (c) => c.abort());
       gateway = new Gateway(
         {
@@ -472,7 +472,7 @@ export class Gateway {
           mainServer,
           opsServer,
           websockets,
-          watch,
+          follow,
           callbackBudget,
           tracing,
         },

@@ -159,10 +159,10 @@ export const connectionErrorTypes = ['preauth', 'bad_request', 'lock', 'capacity
 export type ConnectionErrorType = (typeof connectionErrorTypes)[number];
 
 /**
- * Which cap refused an execute, a session or a watch: detached runs of the process, runs of
- * an actor, WebSocket sessions of the process, watchers of the process or of one workflow.
+ * Which cap refused an execute, a session or a follow: detached runs of the process, runs of
+ * an actor, WebSocket sessions of the process, followers of the process or of one workflow.
  */
-export const capKinds = ['process', 'actor', 'websocket', 'watchers', 'workflow_watchers'] as const;
+export const capKinds = ['process', 'actor', 'websocket', 'followers', 'workflow_followers'] as const;
 export type CapKind = (typeof capKinds)[number];
 
 /** Lock operations and their results; only the pairs in `lockOutcomes` happen. */
@@ -227,23 +227,23 @@ export type BridgeBreakWhy = (typeof bridgeBreakWhys)[number];
 
 /**
  * What a run reports to those who follow its workflow (docs/spec.md §14), the `event:` of each
- * Server-Sent Event of the watch route, in its per-workflow log: a run took the workflow, a
+ * Server-Sent Event of the follow route, in its per-workflow log: a run took the workflow, a
  * checkpoint, an action served or passed on, a WebSocket run parked or re-attached, the
  * segment's end.
  */
-export const watchLogKinds = ['run', 'checkpoint', 'action', 'parked', 'attached', 'end'] as const;
-export type WatchLogKind = (typeof watchLogKinds)[number];
-/** Every event a watcher is sent: the log's, and `idle` (no run in flight and none came: the stream ends). */
-export const watchEventKinds = [...watchLogKinds, 'idle'] as const;
-export type WatchEventKind = (typeof watchEventKinds)[number];
+export const followLogKinds = ['run', 'checkpoint', 'action', 'parked', 'attached', 'end'] as const;
+export type FollowLogKind = (typeof followLogKinds)[number];
+/** Every event a follower is sent: the log's, and `idle` (no run in flight and none came: the stream ends). */
+export const followEventKinds = [...followLogKinds, 'idle'] as const;
+export type FollowEventKind = (typeof followEventKinds)[number];
 
 /**
- * Why the gateway ended a watch stream before `idle`: the watcher took too little of what
- * was sent (`slow`: its buffer passed LONGRUN_WATCH_BUFFER_BYTES), the process drains
+ * Why the gateway ended a follow stream before `idle`: the follower took too little of what
+ * was sent (`slow`: its buffer passed LONGRUN_FOLLOW_BUFFER_BYTES), the process drains
  * (`drain`) or closes (`closing`). The client resumes with Last-Event-ID.
  */
-export const watchDropReasons = ['slow', 'drain', 'closing'] as const;
-export type WatchDropReason = (typeof watchDropReasons)[number];
+export const followDropReasons = ['slow', 'drain', 'closing'] as const;
+export type FollowDropReason = (typeof followDropReasons)[number];
 
 /** The words shared with @longrun/client are the same words on both sides (type-proof.ts). */
 export type ClientWordsProof = [
@@ -257,6 +257,6 @@ export type ClientWordsProof = [
   Within<client.InFlightKind, InFlightKind>,
   Within<AcceptedOn, client.AcceptedOn>,
   Within<client.AcceptedOn, AcceptedOn>,
-  Within<WatchEventKind, client.WatchEventKind>,
-  Within<client.WatchEventKind, WatchEventKind>,
+  Within<FollowEventKind, client.FollowEventKind>,
+  Within<client.FollowEventKind, FollowEventKind>,
 ];

@@ -1,6 +1,6 @@
 /**
  * The ops listener (docs/spec.md §1): /metrics, /-/liveness, /-/readiness (503 while draining),
- * /runs (this process's runs in flight, each with its workflow's watchers). Like the main listener, every response carries
+ * /runs (this process's runs in flight, each with its workflow's followers). Like the main listener, every response carries
  * X-Request-Id and anything unmatched is a JSON 404.
  */
 import express from 'express';
@@ -14,13 +14,13 @@ export interface OpsContext {
   metrics: Metrics;
   registry: RunRegistry;
   isDraining(): boolean;
-  /** Watchers of a workflow on every replica (docs/spec.md §14); none when absent. */
-  watchersOf?(workflowId: string): number;
+  /** Followers of a workflow on every replica (docs/spec.md §14); none when absent. */
+  followersOf?(workflowId: string): number;
 }
 
-/** What /runs lists: this process's runs in flight, each with its workflow's watchers. */
-export function listRuns(ctx: Pick<OpsContext, 'registry' | 'watchersOf'>): Array<RunInfo & { watchers: number }> {
-  return ctx.registry.list().map((run) => ({ ...run, watchers: ctx.watchersOf?.(run.workflow_id) ?? 0 }));
+/** What /runs lists: this process's runs in flight, each with its workflow's followers. */
+export function listRuns(ctx: Pick<OpsContext, 'registry' | 'followersOf'>): Array<RunInfo & { followers: number }> {
+  return ctx.registry.list().map((run) => ({ ...run, followers: ctx.followersOf?.(run.workflow_id) ?? 0 }));
 }
 
 export function createOpsApp(ctx: OpsContext): express.Express {

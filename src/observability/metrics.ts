@@ -44,10 +44,10 @@ import {
   type RelayErrorType,
   type StopOutcome,
   type Transport,
-  type WatchDropReason,
-  type WatchEventKind,
-  watchDropReasons,
-  watchEventKinds,
+  type FollowDropReason,
+  type FollowEventKind,
+  followDropReasons,
+  followEventKinds,
 } from '../core/vocabulary';
 import { actionKinds } from '../workflow/contract';
 
@@ -361,33 +361,33 @@ export class Metrics {
     labelNames: ['connection', 'event'],
     registers: [this.registry],
   });
-  readonly watchersOpen = new Gauge({
-    name: 'longrun_watchers_open',
-    help: 'Watch streams (GET …/workflows/:id/events, docs/spec.md §14) open now.',
+  readonly followersOpen = new Gauge({
+    name: 'longrun_followers_open',
+    help: 'Follow streams (GET …/workflows/:id/follow, docs/spec.md §14) open now.',
     registers: [this.registry],
   });
-  private readonly watchEventTally = new Tally();
-  readonly watchEvents: Counter = new Counter({
-    name: 'longrun_watch_events_sent_total',
-    help: 'Events written to watch streams, by kind (one per watcher: an event two watchers get counts twice).',
+  private readonly followEventTally = new Tally();
+  readonly followEvents: Counter = new Counter({
+    name: 'longrun_follow_events_sent_total',
+    help: 'Events written to follow streams, by kind (one per follower: an event two followers get counts twice).',
     labelNames: ['kind'],
     registers: [this.registry],
-    collect: () => this.watchEventTally.flushInto(this.watchEvents),
+    collect: () => this.followEventTally.flushInto(this.followEvents),
   });
-  readonly watchersDropped = new Counter({
-    name: 'longrun_watchers_dropped_total',
-    help: 'Watch streams the gateway ended before idle, by why (slow: its buffer passed LONGRUN_WATCH_BUFFER_BYTES; drain; closing). The client resumes by Last-Event-ID.',
+  readonly followersDropped = new Counter({
+    name: 'longrun_followers_dropped_total',
+    help: 'Follow streams the gateway ended before idle, by why (slow: its buffer passed LONGRUN_FOLLOW_BUFFER_BYTES; drain; closing). The client resumes by Last-Event-ID.',
     labelNames: ['why'],
     registers: [this.registry],
   });
-  readonly watchResyncs = new Counter({
-    name: 'longrun_watch_resyncs_total',
-    help: 'Watch streams resumed from an id older than the backlog (or across lost events): they went on from the latest checkpoint, marked resync.',
+  readonly followResyncs = new Counter({
+    name: 'longrun_follow_resyncs_total',
+    help: 'Follow streams resumed from an id older than the backlog (or across lost events): they went on from the latest checkpoint, marked resync.',
     registers: [this.registry],
   });
-  readonly watchAppends = new Counter({
-    name: 'longrun_watch_appends_total',
-    help: "Batches of a watched run's events written to its workflow's log, by result (error: the events were lost; the next checkpoint is marked resync).",
+  readonly followAppends = new Counter({
+    name: 'longrun_follow_appends_total',
+    help: "Batches of a followed run's events written to its workflow's log, by result (error: the events were lost; the next checkpoint is marked resync).",
     labelNames: ['result'],
     registers: [this.registry],
   });
@@ -440,10 +440,10 @@ export class Metrics {
       for (const reason of mcpDiscoveryFailures) this.mcpDiscoveryFailures.inc({ server_kind: kind, reason }, 0);
     }
     for (const connection of redisConnections) for (const event of redisEvents) this.redisEvents.inc({ connection, event }, 0);
-    for (const why of watchDropReasons) this.watchersDropped.inc({ why }, 0);
-    for (const kind of watchEventKinds) this.watchEvents.inc({ kind }, 0);
-    for (const result of ['ok', 'error']) this.watchAppends.inc({ result }, 0);
-    this.watchersOpen.set(0);
+    for (const why of followDropReasons) this.followersDropped.inc({ why }, 0);
+    for (const kind of followEventKinds) this.followEvents.inc({ kind }, 0);
+    for (const result of ['ok', 'error']) this.followAppends.inc({ result }, 0);
+    this.followersOpen.set(0);
     this.draining.set(0);
     this.drainDeadline.set(0);
     this.buildInfo.set({ version }, 1);
@@ -555,14 +555,14 @@ export class Metrics {
     this.capRejections.inc({ cap: oneOf(cap, capKinds) });
   }
 
-  /** An event written to one watch stream. */
-  watchEvent(kind: WatchEventKind): void {
-    this.watchEventTally.add(kind, () => ({ kind: oneOf(kind, watchEventKinds) }));
+  /** An event written to one follow stream. */
+  followEvent(kind: FollowEventKind): void {
+    this.followEventTally.add(kind, () => ({ kind: oneOf(kind, followEventKinds) }));
   }
 
-  /** A watch stream the gateway ended before idle. */
-  watcherDropped(why: WatchDropReason): void {
-    this.watchersDropped.inc({ why: oneOf(why, watchDropReasons) });
+  /** A follow stream the gateway ended before idle. */
+  followerDropped(why: FollowDropReason): void {
+    this.followersDropped.inc({ why: oneOf(why, followDropReasons) });
   }
 
   redisEvent(connection: RedisConnection, event: RedisEvent): void {

@@ -14,7 +14,7 @@ import type { CallbackResult } from '../core/vocabulary';
 import { gitlabWorkhorseHeader, userAgent } from '../core/version';
 import { JwtSigner } from '../core/jwt';
 import { passedOnDenialHeaders } from './http-headers';
-import { DENIAL_BODY_LIMIT, PREAUTH_CONTENT_TYPE, forwardedHeaders, preauthSchema, watchPreauthSchema, websocketPreauthSchema, type PreauthAnswer } from './preauth';
+import { DENIAL_BODY_LIMIT, PREAUTH_CONTENT_TYPE, forwardedHeaders, preauthSchema, followPreauthSchema, websocketPreauthSchema, type PreauthAnswer } from './preauth';
 import { OwnerCall, type CallEnd, type OwnerCallOptions } from './owner-call';
 import { relayResult, type RelayResult } from './relay-call';
 import { checkRelayPath } from './relay-path';
@@ -167,11 +167,11 @@ export class OwnerClient {
 
   /**
    * Asks the owner whether the caller may follow `workflowId` (docs/spec.md §14): a GET of the
-   * watch route's path and query, as preauthorize asks. Authorized when the owner answers a
-   * preauth (watchPreauthSchema); its refusal is passed on. Throws as preauthorize does, and
+   * follow route's path and query, as preauthorize asks. Authorized when the owner answers a
+   * preauth (followPreauthSchema); its refusal is passed on. Throws as preauthorize does, and
    * PREAUTH_INVALID when the answer names another workflow.
    */
-  async authorizeWatch(
+  async authorizeFollow(
     originalUrl: string,
     headers: IncomingHttpHeaders,
     requestId: string,
@@ -181,11 +181,11 @@ export class OwnerClient {
   ): Promise<PreauthDenial | undefined> {
     const asked = await this.askOwner('GET', originalUrl, headers, requestId, signal, parent);
     if (asked.kind === 'denied') return asked;
-    const parsed = watchPreauthSchema.safeParse(asked.json);
+    const parsed = followPreauthSchema.safeParse(asked.json);
     if (!parsed.success) throw malformed(parsed.error.issues[0]);
     const named = parsed.data.DuoWorkflow?.WorkflowID;
     if (named !== undefined && named !== null && named !== workflowId)
-      throw new GatewayError('PREAUTH_INVALID', 'owner preauth answer names another workflow than the one watched');
+      throw new GatewayError('PREAUTH_INVALID', 'owner preauth answer names another workflow than the one followed');
     return undefined;
   }
 

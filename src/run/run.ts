@@ -37,7 +37,7 @@ import { decideEnd, type Ending } from './end-decision';
 import type { RegisteredRun, RunInfo, RunRegistry } from './registry';
 import { RunActions } from './run-actions';
 import { recordRunEnd } from './run-end';
-import type { RunEvents, RunWatchSource } from './run-events';
+import type { RunEvents, RunFollowSource } from './run-events';
 import { withMcpTools } from './start-request';
 import type { LimitedRun, RunLimitEntry, RunLimits } from './run-limits';
 import type { StopCause, StopReasons } from './stop-reasons';
@@ -98,8 +98,8 @@ export interface RunDeps {
   stopReasons: StopReasons;
   /** Bounds segment-end callbacks (aborted when a drain's budget runs out). */
   callbackSignal: AbortSignal;
-  /** Gives a run whose workflow is watched its reporter (docs/spec.md §14). */
-  watch?: RunWatchSource;
+  /** Gives a run whose workflow is followed its reporter (docs/spec.md §14). */
+  follow?: RunFollowSource;
   /** Where the run's spans are made (tracing.ts). */
   tracing: Tracing;
 }
@@ -188,7 +188,7 @@ export class Run implements RegisteredRun, LimitedRun {
     deps.registry.add(this);
     deps.metrics.runOpened(this.transport, deps.registry.count(this.transport));
     this.done = this.stream.ended.then((end) => this.teardown(end));
-    this.events = deps.watch?.eventsFor(this);
+    this.events = deps.follow?.eventsFor(this);
   }
 
   /** The correlation id of the request or session that started the run (docs/spec.md §13). */
@@ -205,8 +205,8 @@ export class Run implements RegisteredRun, LimitedRun {
     return this.parkedAt !== undefined && this.phase.state === 'running' ? 'parked' : this.phase.state;
   }
 
-  /** WatchableRun: report to `events` from now on (a watch began), or to nobody (the last watcher went). */
-  watchWith(events: RunEvents | undefined): void {
+  /** FollowableRun: report to `events` from now on (a follow began), or to nobody (the last follower went). */
+  reportTo(events: RunEvents | undefined): void {
     this.events = this.phase.state === 'ended' ? undefined : events;
   }
 

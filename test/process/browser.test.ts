@@ -326,7 +326,7 @@ describe('in Chromium', () => {
       // Live: a checkpoint of the run shows while its last one is still seconds away.
       await waitForText(page, '#follow-events', /read the project|wrote the answer/);
       expect(await textOf(page, '#follow-events')).not.toContain('FINISHED done');
-      // The page's row counts its watcher while it follows.
+      // The page's row counts its follower while it follows.
       await waitForText(page, `${row} td:nth-child(6)`, /^1$/);
       await waitForText(page, '#follow-status', /^idle$/);
 
@@ -343,13 +343,13 @@ describe('in Chromium', () => {
       // Every event but idle carries its id (EventSource's lastEventId), increasing by one.
       const ids = events.slice(0, -1).map((e) => Number(e[1]));
       expect(ids).toEqual(ids.map((_, i) => (ids[0] as number) + i));
-      // The owner was asked, as a GET of the watch route's path, with the browser's own Accept.
-      const watchPreauth = w.sandbox.owner.preauths.find((p) => p.path.endsWith('/events'));
-      expect(`${watchPreauth?.method} ${watchPreauth?.path}`).toBe(`GET /api/v4/ai/duo_workflows/workflows/${workflowId}/events`);
-      expect(watchPreauth?.headers['accept']).toBe('text/event-stream');
+      // The owner was asked, as a GET of the follow route's path, with the browser's own Accept.
+      const followPreauth = w.sandbox.owner.preauths.find((p) => p.path.endsWith('/follow'));
+      expect(`${followPreauth?.method} ${followPreauth?.path}`).toBe(`GET /api/v4/ai/duo_workflows/workflows/${workflowId}/follow`);
+      expect(followPreauth?.headers['accept']).toBe('text/event-stream');
       const text = await metrics(w);
-      expect(metricValue(text, 'longrun_watch_events_sent_total', { kind: 'idle' })).toBe(1);
-      expect(metricValue(text, 'longrun_watchers_open')).toBe(0);
+      expect(metricValue(text, 'longrun_follow_events_sent_total', { kind: 'idle' })).toBe(1);
+      expect(metricValue(text, 'longrun_followers_open')).toBe(0);
       expect(w.pageErrors).toEqual([]);
     }, 60_000);
   });

@@ -73,12 +73,12 @@ describe('config: defaults', () => {
       wsAllowedOrigins: [],
       trustForwardedHost: false,
       maxWsSessions: 10_000,
-      watchIdleMs: 120_000,
-      watchKeepaliveMs: 20_000,
-      watchBufferBytes: 1024 * 1024,
-      watchBacklogEvents: 512,
-      maxWatchersPerWorkflow: 100,
-      maxWatchers: 10_000,
+      followIdleMs: 120_000,
+      followKeepaliveMs: 20_000,
+      followBufferBytes: 1024 * 1024,
+      followBacklogEvents: 512,
+      maxFollowersPerWorkflow: 100,
+      maxFollowers: 10_000,
       // No OTEL_EXPORTER_OTLP_*ENDPOINT: tracing off (docs/configuration.md#tracing-otel_).
       tracing: { enabled: false },
       wsResumeWindowMs: 60_000,
@@ -143,12 +143,12 @@ describe('config: overrides', () => {
       LONGRUN_WS_ALLOWED_ORIGINS: 'https://ide.example.com, HTTP://Chat.Example.com:8443',
       LONGRUN_TRUST_FORWARDED_HOST: 'true',
       LONGRUN_MAX_WS_SESSIONS: '7',
-      LONGRUN_WATCH_IDLE_MS: '1700',
-      LONGRUN_WATCH_KEEPALIVE_MS: '1800',
-      LONGRUN_WATCH_BUFFER_BYTES: '1900',
-      LONGRUN_WATCH_BACKLOG_EVENTS: '21',
-      LONGRUN_MAX_WATCHERS_PER_WORKFLOW: '3',
-      LONGRUN_MAX_WATCHERS: '4',
+      LONGRUN_FOLLOW_IDLE_MS: '1700',
+      LONGRUN_FOLLOW_KEEPALIVE_MS: '1800',
+      LONGRUN_FOLLOW_BUFFER_BYTES: '1900',
+      LONGRUN_FOLLOW_BACKLOG_EVENTS: '21',
+      LONGRUN_MAX_FOLLOWERS_PER_WORKFLOW: '3',
+      LONGRUN_MAX_FOLLOWERS: '4',
       LONGRUN_PREAUTH_TIMEOUT_MS: '700',
       LONGRUN_RELAY_TIMEOUT_MS: '800',
       LONGRUN_GRPC_STREAMS_PER_CONNECTION: '1',
@@ -199,12 +199,12 @@ describe('config: overrides', () => {
       wsAllowedOrigins: ['https://ide.example.com', 'http://chat.example.com:8443'],
       trustForwardedHost: true,
       maxWsSessions: 7,
-      watchIdleMs: 1_700,
-      watchKeepaliveMs: 1_800,
-      watchBufferBytes: 1_900,
-      watchBacklogEvents: 21,
-      maxWatchersPerWorkflow: 3,
-      maxWatchers: 4,
+      followIdleMs: 1_700,
+      followKeepaliveMs: 1_800,
+      followBufferBytes: 1_900,
+      followBacklogEvents: 21,
+      maxFollowersPerWorkflow: 3,
+      maxFollowers: 4,
       preauthTimeoutMs: 700,
       relayTimeoutMs: 800,
       grpcStreamsPerConnection: 1,
@@ -394,6 +394,9 @@ describe('config: invalid values name the variable', () => {
     ['LONGRUN_STOP_REASON_DRAIN', 'WORKHORSE_SERVER_SHUTDOWN'],
     ['LONGRUN_STOP_REASON_RUN_LIMIT', 'WORKHORSE_RUN_LIMIT'],
     ['LONGRUN_STOP_REASON_LOCK_LOST', 'WORKHORSE_SERVER_SHUTDOWN'],
+    // Renamed with the follow route (…/events was Rails' path): an old name left set stops start-up.
+    ['LONGRUN_WATCH_IDLE_MS', '120000'],
+    ['LONGRUN_MAX_WATCHERS', '10'],
     ['LONGRUN_REPLICA_ID', 'has space'],
     ['LONGRUN_REPLICA_ID', 'x'.repeat(129)],
     ['LONGRUN_LOG_LEVEL', 'loud'],
@@ -404,6 +407,19 @@ describe('config: invalid values name the variable', () => {
     expect(err.name).toBe('ConfigError');
     expect(err.message).toContain(variable);
     expect(err.message).toContain(JSON.stringify(value));
+  });
+
+  it.each([
+    ['LONGRUN_WATCH_IDLE_MS', 'LONGRUN_FOLLOW_IDLE_MS'],
+    ['LONGRUN_WATCH_KEEPALIVE_MS', 'LONGRUN_FOLLOW_KEEPALIVE_MS'],
+    ['LONGRUN_WATCH_BUFFER_BYTES', 'LONGRUN_FOLLOW_BUFFER_BYTES'],
+    ['LONGRUN_WATCH_BACKLOG_EVENTS', 'LONGRUN_FOLLOW_BACKLOG_EVENTS'],
+    ['LONGRUN_MAX_WATCHERS_PER_WORKFLOW', 'LONGRUN_MAX_FOLLOWERS_PER_WORKFLOW'],
+    ['LONGRUN_MAX_WATCHERS', 'LONGRUN_MAX_FOLLOWERS'],
+  ])('%s, renamed, stops start-up with a message naming %s', (old, renamed) => {
+    const err = configError({ [old]: '5' });
+    expect(err.variable).toBe(old);
+    expect(err.message).toContain(`renamed ${renamed}`);
   });
 
   it.each([

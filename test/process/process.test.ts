@@ -91,7 +91,7 @@ describe('the sandbox (npm start with no configuration)', () => {
     children.push(child);
     const [, start] = await child.waitForOutput(/^\s*(curl -sS -X POST .+)$/m, 15_000);
     const [, follow] = await child.waitForOutput(/^\s*(curl -N .+)$/m, 1_000);
-    expect(follow).toMatch(/^curl -N 'http:\/\/127\.0\.0\.1:\d+\/api\/v4\/ai\/duo_workflows\/workflows\/1\/events'$/);
+    expect(follow).toMatch(/^curl -N 'http:\/\/127\.0\.0\.1:\d+\/api\/v4\/ai\/duo_workflows\/workflows\/1\/follow'$/);
     const shell = (command: string): Promise<{ code: number | null; stdout: string }> =>
       new Promise((resolve) => {
         const proc = spawn('sh', ['-c', command], { stdio: ['ignore', 'pipe', 'inherit'] });

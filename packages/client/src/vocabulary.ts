@@ -32,9 +32,9 @@ export const acceptedOn = ['first_action', 'accept_wait_elapsed'] as const;
 export type AcceptedOn = (typeof acceptedOn)[number];
 
 /**
- * The events of the watch route (docs/spec.md §14), each the `event:` of a Server-Sent Event:
+ * The events of the follow route (docs/spec.md §14), each the `event:` of a Server-Sent Event:
  * a run took the workflow, a checkpoint, an action served or passed on, a WebSocket run
  * parked or re-attached, a segment's end, and `idle` (the stream's last: no run in flight).
  */
-export const watchEventKinds = ['run', 'checkpoint', 'action', 'parked', 'attached', 'end', 'idle'] as const;
-export type WatchEventKind = (typeof watchEventKinds)[number];
+export const followEventKinds = ['run', 'checkpoint', 'action', 'parked', 'attached', 'end', 'idle'] as const;
+export type FollowEventKind = (typeof followEventKinds)[number];

@@ -1,29 +1,29 @@
 /**
- * The watch log of a gateway without Redis (one replica): every workflow's log in this
- * process's memory, made when a watched run first reports and dropped one TTL after it was
+ * The follow log of a gateway without Redis (one replica): every workflow's log in this
+ * process's memory, made when a followed run first reports and dropped one TTL after it was
  * made or last touched (as the Redis log is: redis-log.ts). Announcements go back to this process only.
  */
-import type { LogState, WatchEntry, WatchEvent } from './events';
-import type { Announcement, LogRead, LogSettings, WatchLog } from './log';
+import type { LogState, FollowEntry, FollowEvent } from './events';
+import type { Announcement, LogRead, LogSettings, FollowLog } from './log';
 
 interface Log {
   last: number;
   state: LogState;
-  run: WatchEntry | undefined;
-  checkpoint: WatchEntry | undefined;
+  run: FollowEntry | undefined;
+  checkpoint: FollowEntry | undefined;
   /** The backlog, oldest first. */
-  entries: WatchEntry[];
+  entries: FollowEntry[];
   expiresAt: number;
 }
 
-export class MemoryWatchLog implements WatchLog {
+export class MemoryFollowLog implements FollowLog {
   readonly kind = 'memory';
   private readonly logs = new Map<string, Log>();
   private announced: (message: Announcement) => void = () => undefined;
 
   constructor(private readonly settings: LogSettings) {}
 
-  append(workflowId: string, events: readonly WatchEvent[], state: LogState): Promise<number> {
+  append(workflowId: string, events: readonly FollowEvent[], state: LogState): Promise<number> {
     const now = Date.now();
     let log = this.live(workflowId, now);
     if (!log) {
@@ -32,7 +32,7 @@ export class MemoryWatchLog implements WatchLog {
       this.logs.set(workflowId, log);
     }
     for (const event of events) {
-      const entry: WatchEntry = { id: ++log.last, kind: event.kind, data: event.data };
+      const entry: FollowEntry = { id: ++log.last, kind: event.kind, data: event.data };
       log.entries.push(entry);
       if (entry.kind === 'run') log.run = entry;
       else if (entry.kind === 'checkpoint') log.checkpoint = entry;
@@ -89,7 +89,7 @@ export class MemoryWatchLog implements WatchLog {
     return Promise.resolve();
   }
 
-  /** How many logs are held (tests: nothing for a workflow nobody watches). */
+  /** How many logs are held (tests: nothing for a workflow nobody follows). */
   get size(): number {
     return this.logs.size;
   }

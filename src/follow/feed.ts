@@ -1,21 +1,21 @@
 /**
- * One watched workflow on a replica with watchers of it (docs/spec.md §14): the log's live
- * entries, put in order, without a gap or a repeat, and handed to each watcher. Entries
+ * One followed workflow on a replica with followers of it (docs/spec.md §14): the log's live
+ * entries, put in order, without a gap or a repeat, and handed to each follower. Entries
  * arrive from two places — this replica's own appends at once, and the log's delivery of
  * every replica's appends (this one's again) — in any order and possibly twice; the ids are
  * consecutive, so a repeat is an id already passed and a gap is an id too far ahead. A gap
  * (a delivery lost while the subscription was down) is filled by reading the log; what the
- * log no longer holds is lost, and each watcher is told so (its next checkpoint says
+ * log no longer holds is lost, and each follower is told so (its next checkpoint says
  * `resync`).
  */
-import type { WatchEntry } from './events';
-import type { WatchLog } from './log';
+import type { FollowEntry } from './events';
+import type { FollowLog } from './log';
 
-/** What a feed hands entries to: a watcher (watcher.ts). */
+/** What a feed hands entries to: a follower (follower.ts). */
 export interface FeedMember {
   /** A batch of entries follows (what a turn of the event loop brought): the time to check what the last one left unread. */
   batch(): void;
-  receive(entry: WatchEntry): void;
+  receive(entry: FollowEntry): void;
   /** Entries were lost before the next one. */
   lost(): void;
   /** Whether it follows a run now (the quiet check asks). */
@@ -35,11 +35,11 @@ export class Feed {
   /** False until the first read says where the log stood: entries wait. */
   private started = false;
   private catchingUp = false;
-  private queue: WatchEntry[] = [];
+  private queue: FollowEntry[] = [];
 
   constructor(
     readonly workflowId: string,
-    private readonly log: WatchLog,
+    private readonly log: FollowLog,
   ) {
     this.subscribed = log.subscribe(workflowId);
   }
@@ -53,7 +53,7 @@ export class Feed {
   }
 
   /** Live entries, as delivered (a batch is consecutive and ordered). */
-  receive(entries: readonly WatchEntry[]): void {
+  receive(entries: readonly FollowEntry[]): void {
     this.queue.push(...entries);
     if (this.started && !this.catchingUp) this.drain();
   }
@@ -69,14 +69,14 @@ export class Feed {
     );
   }
 
-  /** Stops receiving (the last watcher went). */
+  /** Stops receiving (the last follower went). */
   close(): void {
     this.log.unsubscribe(this.workflowId);
     this.members.clear();
     this.queue = [];
   }
 
-  private caughtUp(read: readonly WatchEntry[]): void {
+  private caughtUp(read: readonly FollowEntry[]): void {
     this.catchingUp = false;
     this.queue.unshift(...read);
     this.drain(true);
@@ -91,7 +91,7 @@ export class Feed {
     this.queue = [];
     let batch = false;
     for (let i = 0; i < queued.length; i++) {
-      const entry = queued[i] as WatchEntry;
+      const entry = queued[i] as FollowEntry;
       if (this.last !== undefined && entry.id <= this.last) continue;
       if (this.last !== undefined && entry.id > this.last + 1) {
         if (!afterCatchUp) {

@@ -1,5 +1,5 @@
 /**
- * One watch stream (docs/spec.md §14): what a client following a workflow is sent.
+ * One follow stream (docs/spec.md §14): what a client following a workflow is sent.
  *
  *   joining ──start()──► following ◄──► waiting ──idle window passed──► done (`idle`)
  *                          │ a final end ─────────────────────────────► done (`idle`)
@@ -10,20 +10,20 @@
  * reaches, the latest checkpoint marked `resync` — and keeps what arrives live meanwhile;
  * then it goes live. It never sends an id twice nor out of order: it sends only ids past the
  * last it sent. Following, any event of a run keeps it following; an `end` the owner follows
- * with another segment makes it wait LONGRUN_WATCH_IDLE_MS for the next run; a final one, or
+ * with another segment makes it wait LONGRUN_FOLLOW_IDLE_MS for the next run; a final one, or
  * a wait that passes, ends the stream with `idle`.
  *
- * A watcher never holds a run back: what it has not taken is bounded (LONGRUN_WATCH_BUFFER_BYTES);
+ * A follower never holds a run back: what it has not taken is bounded (LONGRUN_FOLLOW_BUFFER_BYTES);
  * past it the stream is cut, and the client resumes with Last-Event-ID.
  */
 import type { Metrics } from '../observability/metrics';
-import type { WatchDropReason } from '../core/vocabulary';
-import { KEEPALIVE_FRAME, frameOf, markedResync, sseFrame, stateAfter, type LogState, type WatchEntry } from './events';
+import type { FollowDropReason } from '../core/vocabulary';
+import { KEEPALIVE_FRAME, frameOf, markedResync, sseFrame, stateAfter, type LogState, type FollowEntry } from './events';
 import type { FeedMember } from './feed';
 import type { LogRead } from './log';
 
 /** The client's side of the stream (the HTTP response, route.ts). */
-export interface WatchSink {
+export interface FollowSink {
   write(data: string | Buffer): void;
   /** Bytes written that the client has not taken yet. */
   readonly buffered: number;
@@ -35,7 +35,7 @@ export interface WatchSink {
   destroy(): void;
 }
 
-export interface WatcherSettings {
+export interface FollowerSettings {
   idleMs: number;
   bufferBytes: number;
 }
@@ -43,7 +43,7 @@ export interface WatcherSettings {
 type Mode = 'joining' | 'following' | 'waiting' | 'done';
 
 /** The run a `run` entry names. */
-function runIdOf(entry: WatchEntry): string | undefined {
+function runIdOf(entry: FollowEntry): string | undefined {
   try {
     return (JSON.parse(entry.data) as { run_id?: string }).run_id;
   } catch {
@@ -51,13 +51,13 @@ function runIdOf(entry: WatchEntry): string | undefined {
   }
 }
 
-export class Watcher implements FeedMember {
+export class Follower implements FeedMember {
   private mode: Mode = 'joining';
-  private sink: WatchSink | undefined;
+  private sink: FollowSink | undefined;
   /** The last id sent. */
   private last: number | undefined;
   /** Live entries that came while joining, and their bytes. */
-  private pending: WatchEntry[] = [];
+  private pending: FollowEntry[] = [];
   private pendingBytes = 0;
   /** Entries were lost before the next checkpoint: it is sent marked resync. */
   private resyncNext = false;
@@ -68,10 +68,10 @@ export class Watcher implements FeedMember {
 
   constructor(
     readonly workflowId: string,
-    private readonly settings: WatcherSettings,
+    private readonly settings: FollowerSettings,
     private readonly metrics: Metrics,
     /** Told once, when the stream is done, whatever ended it. */
-    private readonly onDone: (watcher: Watcher) => void,
+    private readonly onDone: (follower: Follower) => void,
   ) {}
 
   get following(): boolean {
@@ -83,16 +83,16 @@ export class Watcher implements FeedMember {
   }
 
   /**
-   * FeedMember: a batch follows. A watcher still holding more than the buffer's bound unread
+   * FeedMember: a batch follows. A follower still holding more than the buffer's bound unread
    * from the batches before is dropped: a burst is written whole (its client could take
-   * nothing in between), so what a watcher holds is at most the bound and one batch.
+   * nothing in between), so what a follower holds is at most the bound and one batch.
    */
   batch(): void {
-    if ((this.mode === 'following' || this.mode === 'waiting') && (this.sink as WatchSink).buffered > this.settings.bufferBytes) this.drop('slow');
+    if ((this.mode === 'following' || this.mode === 'waiting') && (this.sink as FollowSink).buffered > this.settings.bufferBytes) this.drop('slow');
   }
 
   /** FeedMember: an entry, in order. */
-  receive(entry: WatchEntry): void {
+  receive(entry: FollowEntry): void {
     if (this.mode === 'done') return;
     if (this.mode === 'joining') {
       this.pending.push(entry);
@@ -108,7 +108,7 @@ export class Watcher implements FeedMember {
   lost(): void {
     if (this.mode === 'done' || this.resyncNext) return;
     this.resyncNext = true;
-    this.metrics.watchResyncs.inc();
+    this.metrics.followResyncs.inc();
   }
 
   /** FeedMember: no run is in flight and none reported for a while (its holder died): wait for the next. */
@@ -121,7 +121,7 @@ export class Watcher implements FeedMember {
    * meanwhile, then decides whether a run is followed (`inFlight`: the run in flight now,
    * by its record or this replica's registry).
    */
-  async start(sink: WatchSink, read: LogRead, after: number | undefined, inFlight: string | undefined): Promise<void> {
+  async start(sink: FollowSink, read: LogRead, after: number | undefined, inFlight: string | undefined): Promise<void> {
     this.sink = sink;
     this.logState = read.state;
     this.loggedRun = read.run ? runIdOf(read.run) : undefined;
@@ -152,9 +152,9 @@ export class Watcher implements FeedMember {
   }
 
   /** The gateway ends the stream (drain, closing): cleanly, without `idle`, so the client resumes. */
-  end(why: WatchDropReason): void {
+  end(why: FollowDropReason): void {
     if (this.mode === 'done') return;
-    this.metrics.watcherDropped(why);
+    this.metrics.followerDropped(why);
     this.finish();
     this.sink?.end();
   }
@@ -165,8 +165,8 @@ export class Watcher implements FeedMember {
   }
 
   /** What joining replays: see the file's comment. */
-  private replayOf(read: LogRead, after: number | undefined): WatchEntry[] {
-    const snapshot = [read.run, read.checkpoint].filter((e): e is WatchEntry => e !== undefined).sort((a, b) => a.id - b.id);
+  private replayOf(read: LogRead, after: number | undefined): FollowEntry[] {
+    const snapshot = [read.run, read.checkpoint].filter((e): e is FollowEntry => e !== undefined).sort((a, b) => a.id - b.id);
     if (after === undefined) return [...snapshot, ...read.entries];
     this.last = after;
     if (read.last !== undefined && after <= read.last && (after === read.last || read.entries[0]?.id === after + 1)) return read.entries;
@@ -180,16 +180,16 @@ export class Watcher implements FeedMember {
   }
 
   /** Writes an entry past the last sent. */
-  private send(entry: WatchEntry): void {
+  private send(entry: FollowEntry): void {
     if (this.last !== undefined && entry.id <= this.last) return;
-    const sink = this.sink as WatchSink;
+    const sink = this.sink as FollowSink;
     if (entry.kind === 'checkpoint' && this.resyncNext) {
       sink.write(sseFrame(entry.kind, markedResync(entry.data), entry.id));
       this.resyncNext = false;
     } else {
       sink.write(frameOf(entry));
     }
-    this.metrics.watchEvent(entry.kind);
+    this.metrics.followEvent(entry.kind);
     this.last = entry.id;
     this.logState = stateAfter(entry);
     if (entry.kind === 'run') this.loggedRun = runIdOf(entry);
@@ -215,14 +215,14 @@ export class Watcher implements FeedMember {
   private sendIdle(): void {
     if (this.mode === 'done') return;
     this.sink?.write(sseFrame('idle', JSON.stringify({ workflow_id: this.workflowId })));
-    this.metrics.watchEvent('idle');
+    this.metrics.followEvent('idle');
     this.finish();
     this.sink?.end();
   }
 
-  private drop(why: WatchDropReason): void {
+  private drop(why: FollowDropReason): void {
     if (this.mode === 'done') return;
-    this.metrics.watcherDropped(why);
+    this.metrics.followerDropped(why);
     this.finish();
     this.sink?.destroy();
   }

@@ -1,42 +1,42 @@
 /**
- * The holder's side of a watch (docs/spec.md §14): the runs of this replica whose workflow
- * someone watches, anywhere, report to the workflow's log. A run gets a reporter as it starts
- * when its workflow is watched then, or when a watch begins later; it loses it when nobody
- * watches any more. A run nobody watches gets nothing: no reporter, no batch, no command.
+ * The holder's side of a follow (docs/spec.md §14): the runs of this replica whose workflow
+ * someone follows, anywhere, report to the workflow's log. A run gets a reporter as it starts
+ * when its workflow is followed then, or when a follow begins later; it loses it when nobody
+ * follows any more. A run nobody follows gets nothing: no reporter, no batch, no command.
  *
  * Events are batched per workflow for one turn of the event loop (setImmediate), so a burst
  * of actions is one append, and appended in the order the runs reported them: appends go on
  * one connection, each batch's ids follow the last. A batch the store refused is lost; the
- * workflow's next checkpoint is then marked `resync`, so its watchers know it stands for
+ * workflow's next checkpoint is then marked `resync`, so its followers know it stands for
  * what they missed.
  */
 import type { Metrics } from '../observability/metrics';
-import type { RunEvents, RunWatchSource, WatchableRun } from '../run/run-events';
+import type { RunEvents, RunFollowSource, FollowableRun } from '../run/run-events';
 import type { RunRegistry } from '../run/registry';
-import { markedResync, stateAfter, type WatchEntry, type WatchEvent } from './events';
+import { markedResync, stateAfter, type FollowEntry, type FollowEvent } from './events';
 import type { Interest } from './interest';
-import type { WatchLog } from './log';
+import type { FollowLog } from './log';
 import { RunReporter } from './reporter';
 
 export interface PublisherDeps {
-  log: WatchLog;
+  log: FollowLog;
   interest: Interest;
   registry: RunRegistry;
   metrics: Metrics;
   replicaId: string;
-  /** Entries this replica appended: its own watchers get them at once (the copy the log delivers later is dropped as seen). */
-  appended(workflowId: string, entries: WatchEntry[]): void;
+  /** Entries this replica appended: its own followers get them at once (the copy the log delivers later is dropped as seen). */
+  appended(workflowId: string, entries: FollowEntry[]): void;
 }
 
 interface Batch {
-  events: WatchEvent[];
+  events: FollowEvent[];
   done: Promise<void>;
   settle(): void;
 }
 
-export class WatchPublisher implements RunWatchSource {
+export class FollowPublisher implements RunFollowSource {
   /** Reporting runs, by workflow. */
-  private readonly reporting = new Map<string, Map<WatchableRun, RunReporter>>();
+  private readonly reporting = new Map<string, Map<FollowableRun, RunReporter>>();
   private pending = new Map<string, Batch>();
   private flushing: NodeJS.Immediate | undefined;
   /** Workflows whose last batch was lost: their next checkpoint is marked resync. */
@@ -44,36 +44,36 @@ export class WatchPublisher implements RunWatchSource {
 
   constructor(private readonly deps: PublisherDeps) {}
 
-  /** RunWatchSource: a reporter when the workflow is watched, else nothing at all. */
-  eventsFor(run: WatchableRun): RunEvents | undefined {
+  /** RunFollowSource: a reporter when the workflow is followed, else nothing at all. */
+  eventsFor(run: FollowableRun): RunEvents | undefined {
     return this.deps.interest.has(run.workflowId) ? this.reporterOf(run) : undefined;
   }
 
-  /** Runs reporting now (tests, and /metrics through the watch). */
+  /** Runs reporting now (tests, and /metrics through the follow). */
   get size(): number {
     let n = 0;
     for (const runs of this.reporting.values()) n += runs.size;
     return n;
   }
 
-  /** Someone began to watch these workflows: their runs here report from now on (each with its `run` event first). */
-  watched(workflowIds: readonly string[]): void {
+  /** Someone began to follow these workflows: their runs here report from now on (each with its `run` event first). */
+  followed(workflowIds: readonly string[]): void {
     for (const workflowId of workflowIds) {
       for (const run of this.deps.registry.runsOf(workflowId)) {
-        if (!this.reporting.get(workflowId)?.has(run)) run.watchWith(this.reporterOf(run));
+        if (!this.reporting.get(workflowId)?.has(run)) run.reportTo(this.reporterOf(run));
       }
     }
   }
 
-  /** Nobody watches these workflows any more: their runs report to nobody. */
-  unwatched(workflowIds: readonly string[]): void {
+  /** Nobody follows these workflows any more: their runs report to nobody. */
+  unfollowed(workflowIds: readonly string[]): void {
     for (const workflowId of workflowIds) {
-      for (const run of this.reporting.get(workflowId)?.keys() ?? []) run.watchWith(undefined);
+      for (const run of this.reporting.get(workflowId)?.keys() ?? []) run.reportTo(undefined);
       this.reporting.delete(workflowId);
     }
   }
 
-  private reporterOf(run: WatchableRun): RunReporter {
+  private reporterOf(run: FollowableRun): RunReporter {
     let runs = this.reporting.get(run.workflowId);
     if (!runs) this.reporting.set(run.workflowId, (runs = new Map()));
     const reporter = new RunReporter(
@@ -89,12 +89,12 @@ export class WatchPublisher implements RunWatchSource {
     return reporter;
   }
 
-  private forget(run: WatchableRun): void {
+  private forget(run: FollowableRun): void {
     const runs = this.reporting.get(run.workflowId);
     if (runs?.delete(run) && runs.size === 0) this.reporting.delete(run.workflowId);
   }
 
-  private publish(workflowId: string, event: WatchEvent): Promise<void> {
+  private publish(workflowId: string, event: FollowEvent): Promise<void> {
     let batch = this.pending.get(workflowId);
     if (!batch) {
       let settle = (): void => undefined;
@@ -113,10 +113,10 @@ export class WatchPublisher implements RunWatchSource {
     this.pending = new Map();
     for (const [workflowId, batch] of batches) {
       const events = this.lost.has(workflowId) ? this.markFirstCheckpoint(workflowId, batch.events) : batch.events;
-      const state = stateAfter(events[events.length - 1] as WatchEvent);
+      const state = stateAfter(events[events.length - 1] as FollowEvent);
       this.deps.log.append(workflowId, events, state).then(
         (last) => {
-          this.deps.metrics.watchAppends.inc({ result: 'ok' });
+          this.deps.metrics.followAppends.inc({ result: 'ok' });
           const first = last - events.length + 1;
           this.deps.appended(
             workflowId,
@@ -125,7 +125,7 @@ export class WatchPublisher implements RunWatchSource {
           batch.settle();
         },
         () => {
-          this.deps.metrics.watchAppends.inc({ result: 'error' });
+          this.deps.metrics.followAppends.inc({ result: 'error' });
           this.lost.add(workflowId);
           batch.settle();
         },
@@ -134,12 +134,12 @@ export class WatchPublisher implements RunWatchSource {
   }
 
   /** After a lost batch: the first checkpoint says it stands for what was lost. */
-  private markFirstCheckpoint(workflowId: string, events: WatchEvent[]): WatchEvent[] {
+  private markFirstCheckpoint(workflowId: string, events: FollowEvent[]): FollowEvent[] {
     const at = events.findIndex((event) => event.kind === 'checkpoint');
     if (at < 0) return events;
     this.lost.delete(workflowId);
     const marked = [...events];
-    marked[at] = { kind: 'checkpoint', data: markedResync((events[at] as WatchEvent).data) };
+    marked[at] = { kind: 'checkpoint', data: markedResync((events[at] as FollowEvent).data) };
     return marked;
   }
 }

@@ -1,30 +1,30 @@
 /**
- * The process's watch (docs/spec.md §14): following any workflow's runs live, from any
+ * Following runs, for the whole process (docs/spec.md §14): any workflow's runs live, from any
  * replica, across its segments. It holds both sides of it:
  *
- * - the watchers' side: watch streams (watcher.ts), grouped by workflow in feeds (feed.ts)
+ * - the followers' side: follow streams (follower.ts), grouped by workflow in feeds (feed.ts)
  *   that take the workflow's log live; the caps on them; one keepalive timer for them all;
  * - the holder's side: the publisher (publisher.ts), through which this replica's runs of a
- *   watched workflow report to its log (log.ts);
+ *   followed workflow report to its log (log.ts);
  *
  * and between them, interest (interest.ts): every ANNOUNCE_MS this replica announces the
- * workflows it has watchers of, to every replica, and keeps their logs alive; what nobody
- * announced for INTEREST_TTL_MS is no longer reported. A workflow nobody watches costs
- * nothing here: no timer runs while nothing is watched, and its runs hold no reporter.
+ * workflows it has followers of, to every replica, and keeps their logs alive; what nobody
+ * announced for INTEREST_TTL_MS is no longer reported. A workflow nobody follows costs
+ * nothing here: no timer runs while nothing is followed, and its runs hold no reporter.
  */
 import type { CoordinationBackend } from '../coordination/backend';
 import { GatewayError } from '../core/errors';
-import type { WatchDropReason } from '../core/vocabulary';
+import type { FollowDropReason } from '../core/vocabulary';
 import type { Metrics } from '../observability/metrics';
-import type { RunEvents, RunWatchSource, WatchableRun } from '../run/run-events';
+import type { RunEvents, RunFollowSource, FollowableRun } from '../run/run-events';
 import type { RunRegistry } from '../run/registry';
 import { Feed } from './feed';
 import { Interest } from './interest';
-import type { Announcement, LogRead, WatchLog } from './log';
-import { WatchPublisher } from './publisher';
-import { Watcher, type WatchSink } from './watcher';
+import type { Announcement, LogRead, FollowLog } from './log';
+import { FollowPublisher } from './publisher';
+import { Follower, type FollowSink } from './follower';
 
-/** How often a replica announces its watchers (and keeps their logs). */
+/** How often a replica announces its followers (and keeps their logs). */
 export const ANNOUNCE_MS = 2_000;
 /**
  * How long an announcement holds, and a log outlives its making or its last touch: five
@@ -34,52 +34,52 @@ export const ANNOUNCE_MS = 2_000;
 export const INTEREST_TTL_MS = 10_000;
 /** A run followed but silent this long: is one still in flight? (A holder killed leaves no `end`.) */
 const QUIET_MS = 15_000;
-/** A workflow's log is subscribed to within this, or the watch answers 503. */
+/** A workflow's log is subscribed to within this, or the follow answers 503. */
 const SUBSCRIBE_TIMEOUT_MS = 5_000;
 /** Workflows per announcement message. */
 const ANNOUNCE_CHUNK = 500;
 
-export interface WatchSettings {
+export interface FollowSettings {
   idleMs: number;
   keepaliveMs: number;
   bufferBytes: number;
-  maxWatchers: number;
-  maxWatchersPerWorkflow: number;
+  maxFollowers: number;
+  maxFollowersPerWorkflow: number;
 }
 
-export interface WatchDeps {
-  log: WatchLog;
+export interface FollowDeps {
+  log: FollowLog;
   registry: RunRegistry;
   /** Run records: whether a run of a workflow is in flight on any replica. */
   backend: CoordinationBackend;
   metrics: Metrics;
   replicaId: string;
-  settings: WatchSettings;
+  settings: FollowSettings;
 }
 
-/** One watch stream to open (route.ts). */
-export interface WatchRequest {
+/** One follow stream to open (route.ts). */
+export interface FollowRequest {
   workflowId: string;
   /** The client's position (Last-Event-ID or ?after=); undefined: from now. */
   after: number | undefined;
   /** Aborted when the client goes. */
   signal: AbortSignal;
   /** Writes the stream's head and returns it; called once the log was read (a failure before is an error status). */
-  open(): WatchSink;
+  open(): FollowSink;
 }
 
 function storeError(err: unknown): GatewayError {
-  return new GatewayError('LOCK_UNAVAILABLE', 'the watch log is unavailable; retry shortly', { cause: err });
+  return new GatewayError('LOCK_UNAVAILABLE', 'the follow log is unavailable; retry shortly', { cause: err });
 }
 
-export class Watch implements RunWatchSource {
+export class Follow implements RunFollowSource {
   private readonly interest = new Interest();
-  private readonly publisher: WatchPublisher;
+  private readonly publisher: FollowPublisher;
   private readonly feeds = new Map<string, Feed>();
-  /** Every watcher, joining or streaming. */
-  private readonly watchers = new Set<Watcher>();
-  /** Those whose stream is open (longrun_watchers_open). */
-  private readonly streaming = new Set<Watcher>();
+  /** Every follower, joining or streaming. */
+  private readonly followers = new Set<Follower>();
+  /** Those whose stream is open (longrun_followers_open). */
+  private readonly streaming = new Set<Follower>();
   /** Streams held or being opened, in all and by workflow: what the caps count. */
   private held = 0;
   private readonly heldByWorkflow = new Map<string, number>();
@@ -87,8 +87,8 @@ export class Watch implements RunWatchSource {
   private keepalives: NodeJS.Timeout | undefined;
   private closing: Promise<void> | undefined;
 
-  constructor(private readonly deps: WatchDeps) {
-    this.publisher = new WatchPublisher({
+  constructor(private readonly deps: FollowDeps) {
+    this.publisher = new FollowPublisher({
       log: deps.log,
       interest: this.interest,
       registry: deps.registry,
@@ -103,41 +103,41 @@ export class Watch implements RunWatchSource {
     });
   }
 
-  /** RunWatchSource: a reporter for a run whose workflow someone watches; undefined otherwise. */
-  eventsFor(run: WatchableRun): RunEvents | undefined {
+  /** RunFollowSource: a reporter for a run whose workflow someone follows; undefined otherwise. */
+  eventsFor(run: FollowableRun): RunEvents | undefined {
     return this.publisher.eventsFor(run);
   }
 
-  /** Watchers of `workflowId` on every replica, as announced (/runs). */
-  watchersOf(workflowId: string): number {
-    return this.interest.watchers(workflowId);
+  /** Followers of `workflowId` on every replica, as announced (/runs). */
+  followersOf(workflowId: string): number {
+    return this.interest.followers(workflowId);
   }
 
-  /** What the watch holds now (tests: nothing for workflows nobody watches). */
-  get stats(): { watchers: number; feeds: number; reporting: number; watched: number; timers: number } {
+  /** What the follow holds now (tests: nothing for workflows nobody follows). */
+  get stats(): { followers: number; feeds: number; reporting: number; followed: number; timers: number } {
     return {
-      watchers: this.watchers.size,
+      followers: this.followers.size,
       feeds: this.feeds.size,
       reporting: this.publisher.size,
-      watched: this.interest.size,
+      followed: this.interest.size,
       timers: (this.ticker ? 1 : 0) + (this.keepalives ? 1 : 0),
     };
   }
 
   /**
-   * Takes a place for a watch stream of `workflowId`; throws CAPACITY_EXHAUSTED (503) past
+   * Takes a place for a follow stream of `workflowId`; throws CAPACITY_EXHAUSTED (503) past
    * either cap. The returned release gives it back, once.
    */
   reserve(workflowId: string): () => void {
-    const { maxWatchers, maxWatchersPerWorkflow } = this.deps.settings;
-    if (this.held >= maxWatchers) {
-      this.deps.metrics.capRejection('watchers');
-      throw new GatewayError('CAPACITY_EXHAUSTED', 'this instance holds its maximum of watch streams');
+    const { maxFollowers, maxFollowersPerWorkflow } = this.deps.settings;
+    if (this.held >= maxFollowers) {
+      this.deps.metrics.capRejection('followers');
+      throw new GatewayError('CAPACITY_EXHAUSTED', 'this instance holds its maximum of follow streams');
     }
     const ofWorkflow = this.heldByWorkflow.get(workflowId) ?? 0;
-    if (ofWorkflow >= maxWatchersPerWorkflow) {
-      this.deps.metrics.capRejection('workflow_watchers');
-      throw new GatewayError('CAPACITY_EXHAUSTED', 'this workflow has its maximum of watch streams on this instance');
+    if (ofWorkflow >= maxFollowersPerWorkflow) {
+      this.deps.metrics.capRejection('workflow_followers');
+      throw new GatewayError('CAPACITY_EXHAUSTED', 'this workflow has its maximum of follow streams on this instance');
     }
     this.held += 1;
     this.heldByWorkflow.set(workflowId, ofWorkflow + 1);
@@ -153,25 +153,25 @@ export class Watch implements RunWatchSource {
   }
 
   /**
-   * Opens a watch stream: joins the workflow's feed, reads its log, opens the stream and
-   * replays, then streams live until the watcher is done. `release` (the reservation) is
+   * Opens a follow stream: joins the workflow's feed, reads its log, opens the stream and
+   * replays, then streams live until the follower is done. `release` (the reservation) is
    * given back when it is. Throws LOCK_UNAVAILABLE when the log cannot be read (nothing was
    * written then); resolves once the stream is live, or the client went.
    */
-  async open(request: WatchRequest, release: () => void): Promise<void> {
+  async open(request: FollowRequest, release: () => void): Promise<void> {
     const { workflowId } = request;
     let feed = this.feeds.get(workflowId);
     if (!feed) this.feeds.set(workflowId, (feed = new Feed(workflowId, this.deps.log)));
     const joined = feed;
-    const watcher = new Watcher(workflowId, this.deps.settings, this.deps.metrics, () => {
+    const follower = new Follower(workflowId, this.deps.settings, this.deps.metrics, () => {
       request.signal.removeEventListener('abort', onAbort);
-      this.done(watcher, joined, release);
+      this.done(follower, joined, release);
     });
-    const onAbort = (): void => watcher.closed();
+    const onAbort = (): void => follower.closed();
     request.signal.addEventListener('abort', onAbort, { once: true });
-    this.watchers.add(watcher);
-    joined.members.add(watcher);
-    // At once, not at the next tick: a run of it here or elsewhere reports from now on (and /runs counts this watcher).
+    this.followers.add(follower);
+    joined.members.add(follower);
+    // At once, not at the next tick: a run of it here or elsewhere reports from now on (and /runs counts this follower).
     this.announce([workflowId]);
     let read: LogRead;
     let inFlight: string | undefined;
@@ -179,27 +179,27 @@ export class Watch implements RunWatchSource {
       await this.subscribed(joined);
       [read, inFlight] = await Promise.all([this.deps.log.read(workflowId, request.after), this.inFlight(workflowId)]);
     } catch (err) {
-      watcher.closed();
+      follower.closed();
       throw storeError(err);
     }
     joined.noteRead(read.last);
-    if (watcher.done || request.signal.aborted) {
-      watcher.closed();
+    if (follower.done || request.signal.aborted) {
+      follower.closed();
       return;
     }
     const sink = request.open();
-    this.streaming.add(watcher);
-    this.deps.metrics.watchersOpen.inc();
+    this.streaming.add(follower);
+    this.deps.metrics.followersOpen.inc();
     this.keepalives ??= setInterval(() => {
       for (const w of this.streaming) w.keepalive();
     }, this.deps.settings.keepaliveMs);
     this.keepalives.unref();
-    await watcher.start(sink, read, request.after, inFlight);
+    await follower.start(sink, read, request.after, inFlight);
   }
 
-  /** Ends every watch stream (the drain, closing): cleanly, so each client resumes elsewhere. */
-  endAll(why: WatchDropReason): void {
-    for (const watcher of [...this.watchers]) watcher.end(why);
+  /** Ends every follow stream (the drain, closing): cleanly, so each client resumes elsewhere. */
+  endAll(why: FollowDropReason): void {
+    for (const follower of [...this.followers]) follower.end(why);
   }
 
   /** Stops every timer, ends what is open, closes the log. Idempotent. */
@@ -216,7 +216,7 @@ export class Watch implements RunWatchSource {
   private subscribed(feed: Feed): Promise<void> {
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<never>((_resolve, reject) => {
-      timer = setTimeout(() => reject(new Error('the watch log did not subscribe in time')), SUBSCRIBE_TIMEOUT_MS);
+      timer = setTimeout(() => reject(new Error('the follow log did not subscribe in time')), SUBSCRIBE_TIMEOUT_MS);
     });
     return Promise.race([feed.subscribed, late]).finally(() => clearTimeout(timer));
   }
@@ -228,11 +228,11 @@ export class Watch implements RunWatchSource {
     return (await this.deps.backend.readRunRecord(workflowId))?.run_id;
   }
 
-  private done(watcher: Watcher, feed: Feed, release: () => void): void {
+  private done(follower: Follower, feed: Feed, release: () => void): void {
     release();
-    this.watchers.delete(watcher);
-    if (this.streaming.delete(watcher)) this.deps.metrics.watchersOpen.dec();
-    feed.members.delete(watcher);
+    this.followers.delete(follower);
+    if (this.streaming.delete(follower)) this.deps.metrics.followersOpen.dec();
+    feed.members.delete(follower);
     if (feed.members.size === 0 && this.feeds.get(feed.workflowId) === feed) {
       // Its interest lapses by itself, INTEREST_TTL_MS from the last announcement: a client back within it misses nothing.
       feed.close();
@@ -244,12 +244,12 @@ export class Watch implements RunWatchSource {
     }
   }
 
-  /** Says to every replica (this one at once) which of these workflows this replica has watchers of, and how many. */
+  /** Says to every replica (this one at once) which of these workflows this replica has followers of, and how many. */
   private announce(workflowIds: readonly string[]): void {
     const workflows: Array<[string, number]> = [];
     for (const id of workflowIds) {
-      const watchers = this.feeds.get(id)?.members.size ?? 0;
-      if (watchers > 0) workflows.push([id, watchers]);
+      const followers = this.feeds.get(id)?.members.size ?? 0;
+      if (followers > 0) workflows.push([id, followers]);
     }
     if (workflows.length === 0) return;
     this.heard({ replica: this.deps.replicaId, workflows });
@@ -262,7 +262,7 @@ export class Watch implements RunWatchSource {
       return;
     }
     const gained = this.interest.note(message.replica, message.workflows, Date.now() + INTEREST_TTL_MS);
-    if (gained.length > 0) this.publisher.watched(gained);
+    if (gained.length > 0) this.publisher.followed(gained);
     this.tickOn();
   }
 
@@ -272,7 +272,7 @@ export class Watch implements RunWatchSource {
     this.ticker.unref();
   }
 
-  /** Every ANNOUNCE_MS while anything is watched: announce and keep our logs, forget lapsed interest, check quiet runs. */
+  /** Every ANNOUNCE_MS while anything is followed: announce and keep our logs, forget lapsed interest, check quiet runs. */
   private tick(): void {
     const now = Date.now();
     if (this.feeds.size > 0) {
@@ -281,7 +281,7 @@ export class Watch implements RunWatchSource {
       this.deps.log.touch(ids);
     }
     const lost = this.interest.expire(now);
-    if (lost.length > 0) this.publisher.unwatched(lost);
+    if (lost.length > 0) this.publisher.unfollowed(lost);
     for (const feed of this.feeds.values()) {
       if (now - feed.lastEntryAt < QUIET_MS || now - feed.lastCheckAt < QUIET_MS) continue;
       if (![...feed.members].some((member) => member.following)) continue;

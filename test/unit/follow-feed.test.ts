@@ -1,5 +1,5 @@
 /**
- * A watched workflow's feed (src/watch/feed.ts, docs/spec.md §14): whatever order and however
+ * A followed workflow's feed (src/follow/feed.ts, docs/spec.md §14): whatever order and however
  * many times entries arrive — a replica's own appends and the log's delivery of them, a
  * delivery lost while its connection was down — its members get each id once, in order; a
  * gap is filled from the log, and what the log no longer holds is said once (the next
@@ -7,12 +7,12 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import type { WatchEntry } from '../../src/watch/events';
-import { Feed, type FeedMember } from '../../src/watch/feed';
-import type { LogRead } from '../../src/watch/log';
-import { MemoryWatchLog } from '../../src/watch/memory-log';
+import type { FollowEntry } from '../../src/follow/events';
+import { Feed, type FeedMember } from '../../src/follow/feed';
+import type { LogRead } from '../../src/follow/log';
+import { MemoryFollowLog } from '../../src/follow/memory-log';
 
-const entry = (id: number): WatchEntry => ({ id, kind: 'action', data: `{"n":${id}}` });
+const entry = (id: number): FollowEntry => ({ id, kind: 'action', data: `{"n":${id}}` });
 
 class Member implements FeedMember {
   readonly ids: number[] = [];
@@ -22,7 +22,7 @@ class Member implements FeedMember {
   batch(): void {
     this.batches += 1;
   }
-  receive(e: WatchEntry): void {
+  receive(e: FollowEntry): void {
     this.ids.push(e.id);
   }
   lost(): void {
@@ -32,8 +32,8 @@ class Member implements FeedMember {
 }
 
 /** A log whose reads answer from `held` (what the store still has), after a tick. */
-function logHolding(held: () => WatchEntry[]): MemoryWatchLog {
-  const log = new MemoryWatchLog({ ttlMs: 10_000, backlog: 1_000 });
+function logHolding(held: () => FollowEntry[]): MemoryFollowLog {
+  const log = new MemoryFollowLog({ ttlMs: 10_000, backlog: 1_000 });
   log.read = (_workflowId: string, after: number | undefined): Promise<LogRead> =>
     new Promise((resolve) =>
       setImmediate(() => resolve({ last: undefined, first: undefined, state: 'open', run: undefined, checkpoint: undefined, entries: held().filter((e) => e.id > (after ?? 0)) })),
@@ -115,7 +115,7 @@ describe('a feed', () => {
 
 describe('the memory log', () => {
   it('numbers consecutively from a seed of the clock, keeps the latest run and checkpoint beyond its backlog, reads after a position', async () => {
-    const log = new MemoryWatchLog({ ttlMs: 10_000, backlog: 2 });
+    const log = new MemoryFollowLog({ ttlMs: 10_000, backlog: 2 });
     const before = Date.now() * 1_000;
     const last = await log.append(
       'w',

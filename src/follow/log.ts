@@ -1,56 +1,56 @@
 /**
- * Where a watched workflow's events are kept and passed between replicas (docs/spec.md §14):
+ * Where a followed workflow's events are kept and passed between replicas (docs/spec.md §14):
  * the interface, with two implementations — the process's memory (one replica, no Redis:
- * memory-log.ts) and Redis (redis-log.ts), where every replica's watchers read what any
+ * memory-log.ts) and Redis (redis-log.ts), where every replica's followers read what any
  * replica's runs append.
  *
- * A workflow has a log only while someone watches it: the replica holding its run appends
+ * A workflow has a log only while someone follows it: the replica holding its run appends
  * to it only then (interest.ts says when), and it expires one TTL after it was made or last
- * touched by a replica that has watchers of it (every announcement). Its backlog is bounded (the newest
- * LONGRUN_WATCH_BACKLOG_EVENTS entries); its latest `run` and `checkpoint` are kept beside
- * it, whatever the backlog dropped, for watchers that start or resync.
+ * touched by a replica that has followers of it (every announcement). Its backlog is bounded (the newest
+ * LONGRUN_FOLLOW_BACKLOG_EVENTS entries); its latest `run` and `checkpoint` are kept beside
+ * it, whatever the backlog dropped, for followers that start or resync.
  *
  * Interest travels here too: each replica announces, every few seconds, the workflows it has
- * watchers of (an announcement), and every replica hears every announcement, so the one that
- * holds — or later takes — a watched workflow's run reports it from its first event.
+ * followers of (an announcement), and every replica hears every announcement, so the one that
+ * holds — or later takes — a followed workflow's run reports it from its first event.
  */
-import type { LogState, WatchEntry, WatchEvent } from './events';
+import type { LogState, FollowEntry, FollowEvent } from './events';
 
 /** What a read of a workflow's log found. */
 export interface LogRead {
-  /** The log's last id; undefined when the workflow has no log (nobody watched it lately). */
+  /** The log's last id; undefined when the workflow has no log (nobody followed it lately). */
   last: number | undefined;
   /** The oldest id the backlog still holds. */
   first: number | undefined;
   /** Where the log stands after its last entry. */
   state: LogState | undefined;
   /** The latest `run` and `checkpoint` entries, kept whatever the backlog dropped. */
-  run: WatchEntry | undefined;
-  checkpoint: WatchEntry | undefined;
+  run: FollowEntry | undefined;
+  checkpoint: FollowEntry | undefined;
   /**
    * The entries after the position asked, oldest first (at most the backlog); with no
    * position, those after the latest `run` or `checkpoint`, whichever is later.
    */
-  entries: WatchEntry[];
+  entries: FollowEntry[];
 }
 
-/** A replica's watchers, by workflow (`workflows`), or its request that every replica announce again (`hello`). */
-export type Announcement = { replica: string; workflows: Array<[workflowId: string, watchers: number]> } | { replica: string; hello: true };
+/** A replica's followers, by workflow (`workflows`), or its request that every replica announce again (`hello`). */
+export type Announcement = { replica: string; workflows: Array<[workflowId: string, followers: number]> } | { replica: string; hello: true };
 
-export interface WatchLog {
+export interface FollowLog {
   readonly kind: 'memory' | 'redis';
   /**
    * Appends events to `workflowId`'s log (made, with a seed of the store's clock, when there
    * is none), in order, as one batch; `state` is the log's state after them. Resolves with
    * the last one's id; rejects when the store failed (the events are lost).
    */
-  append(workflowId: string, events: readonly WatchEvent[], state: LogState): Promise<number>;
+  append(workflowId: string, events: readonly FollowEvent[], state: LogState): Promise<number>;
   /** Reads the log after `after` (see LogRead.entries). Rejects when the store failed. */
   read(workflowId: string, after: number | undefined): Promise<LogRead>;
-  /** Keeps the logs of these workflows another TTL (they have watchers here). Best effort. */
+  /** Keeps the logs of these workflows another TTL (they have followers here). Best effort. */
   touch(workflowIds: readonly string[]): void;
   /** Where every replica's appends to a subscribed workflow are delivered (this replica's own included, again). */
-  onEntries(handler: (workflowId: string, entries: WatchEntry[]) => void): void;
+  onEntries(handler: (workflowId: string, entries: FollowEntry[]) => void): void;
   /** Appends to `workflowId` are delivered from the moment this resolves. */
   subscribe(workflowId: string): Promise<void>;
   unsubscribe(workflowId: string): void;

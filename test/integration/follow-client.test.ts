@@ -1,11 +1,11 @@
 /**
- * longrun/client's watch() (docs/spec.md §14) against real gateways (in this process, on a
+ * longrun/client's follow() (docs/spec.md §14) against real gateways (in this process, on a
  * real redis-server): the typed events of a workflow's runs until idle; a stream that drops
  * (the replica serving it drains) reopened by itself on the next endpoint with Last-Event-ID,
  * every event once and in order; `after`; a refusal thrown, not retried; the caller's signal.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { LongrunClient, LongrunError, type WatchEvent } from '@longrun/client';
+import { LongrunClient, LongrunError, type FollowEvent } from '@longrun/client';
 import type { Step } from '../../sandbox/scenario';
 import { startStack, type Stack } from '../helpers/stack';
 
@@ -27,12 +27,12 @@ function clientFor(url: string | string[]): LongrunClient {
 }
 
 async function detached(client: LongrunClient, workflowId: string, steps: Step[]): Promise<void> {
-  const result = await client.execute(workflowId, { goal: 'watched', workflowMetadata: { scenario: steps } });
+  const result = await client.execute(workflowId, { goal: 'followed', workflowMetadata: { scenario: steps } });
   expect(result.kind).toBe('accepted');
 }
 
-async function collect(events: AsyncIterable<WatchEvent>, each?: (event: WatchEvent, seen: WatchEvent[]) => Promise<void> | void): Promise<WatchEvent[]> {
-  const seen: WatchEvent[] = [];
+async function collect(events: AsyncIterable<FollowEvent>, each?: (event: FollowEvent, seen: FollowEvent[]) => Promise<void> | void): Promise<FollowEvent[]> {
+  const seen: FollowEvent[] = [];
   for await (const event of events) {
     seen.push(event);
     await each?.(event, seen);
@@ -40,12 +40,12 @@ async function collect(events: AsyncIterable<WatchEvent>, each?: (event: WatchEv
   return seen;
 }
 
-const consecutive = (events: WatchEvent[]): boolean => {
+const consecutive = (events: FollowEvent[]): boolean => {
   const ids = events.flatMap((e) => (e.id === undefined ? [] : [e.id]));
   return ids.every((id, i) => i === 0 || id === (ids[i - 1] as number) + 1);
 };
 
-describe('watch()', () => {
+describe('follow()', () => {
   it('yields the runs’ events, typed, and ends after idle', async () => {
     stack = await startStack({ redis: true, preauth: { detached: true }, env: { LONGRUN_LOG_LEVEL: 'warn' } });
     const client = clientFor(stack.url);
@@ -57,7 +57,7 @@ describe('watch()', () => {
       { op: 'checkpoint', text: 'two', status: 'FINISHED' },
       { op: 'end' },
     ]);
-    const events = await collect(client.watch(id));
+    const events = await collect(client.follow(id));
     expect(events.map((e) => e.event)).toEqual(['run', 'action', 'checkpoint', 'end', 'idle']);
     const [run, action, checkpoint, end, idle] = events;
     if (run?.event !== 'run' || action?.event !== 'action' || checkpoint?.event !== 'checkpoint' || end?.event !== 'end' || idle?.event !== 'idle') throw new Error('kinds');
@@ -69,7 +69,7 @@ describe('watch()', () => {
     expect(consecutive(events)).toBe(true);
 
     // From an event id: what came after it.
-    const after = await collect(client.watch(id, { after: action.id }));
+    const after = await collect(client.follow(id, { after: action.id }));
     expect(after.map((e) => [e.event, e.id])).toEqual([
       ['checkpoint', checkpoint.id],
       ['end', end.id],
@@ -95,10 +95,10 @@ describe('watch()', () => {
       { op: 'checkpoint', text: 'done', status: 'FINISHED' },
       { op: 'end' },
     ]);
-    // The watch opens on the first endpoint, the replica about to drain.
+    // The follow opens on the first endpoint, the replica about to drain.
     const client = clientFor([peer.url, s.url]);
     let drained: Promise<void> | undefined;
-    const events = await collect(client.watch(id), (_event, seen) => {
+    const events = await collect(client.follow(id), (_event, seen) => {
       if (seen.length === 5) drained = peer.gateway.drain();
     });
     await drained;
@@ -108,7 +108,7 @@ describe('watch()', () => {
     expect(steps.at(-1)?.data.newCheckpoint.checkpoint).toBe('done');
     expect(steps.length).toBeGreaterThanOrEqual(18);
     // Asked twice: first on the drained replica, then on the other with the last id it had.
-    const asked = s.owner.preauths.filter((p) => p.path.endsWith('/events'));
+    const asked = s.owner.preauths.filter((p) => p.path.endsWith('/follow'));
     expect(asked).toHaveLength(2);
     expect(asked[0]?.headers['last-event-id']).toBeUndefined();
     expect(Number(asked[1]?.headers['last-event-id'])).toBe(events[4]?.id);
@@ -119,15 +119,15 @@ describe('watch()', () => {
     const client = clientFor(stack.url);
     const denied = newWorkflow();
     stack.owner.configure(denied, { deny: { status: 403, body: '{"message":"403 Forbidden"}' } });
-    const error = await collect(client.watch(denied)).catch((err: unknown) => err);
+    const error = await collect(client.follow(denied)).catch((err: unknown) => err);
     expect(error).toBeInstanceOf(LongrunError);
     expect(error).toMatchObject({ code: 'PREAUTH_DENIED', status: 403, attempts: 1 });
 
     const id = newWorkflow();
     await detached(client, id, [{ op: 'checkpoint', text: 'one' }, { op: 'hang' }]);
     const controller = new AbortController();
-    const aborted = await collect(client.watch(id, { signal: controller.signal }), () => controller.abort(new Error('enough'))).catch((err: unknown) => err);
+    const aborted = await collect(client.follow(id, { signal: controller.signal }), () => controller.abort(new Error('enough'))).catch((err: unknown) => err);
     expect((aborted as Error).message).toBe('enough');
-    await expect.poll(() => stack?.gateway.watch.stats.watchers, { timeout: 3_000 }).toBe(0);
+    await expect.poll(() => stack?.gateway.follow.stats.followers, { timeout: 3_000 }).toBe(0);
   });
 });

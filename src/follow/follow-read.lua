@@ -1,6 +1,6 @@
--- Reads a workflow's watch log (docs/spec.md §14): its state and the entries after a position.
--- KEYS[1]  the log's backlog, a stream   longrun:{wf:<id>}:events
--- KEYS[2]  the log's state, a hash       longrun:{wf:<id>}:watch
+-- Reads a workflow's follow log (docs/spec.md §14): its state and the entries after a position.
+-- KEYS[1]  the log's backlog, a stream   longrun:{wf:<id>}:follow:events
+-- KEYS[2]  the log's state, a hash       longrun:{wf:<id>}:follow
 -- ARGV[1]  the position: entries after this id; '' for those after the latest run or
 --          checkpoint, whichever is later
 -- ARGV[2]  the most entries returned (the backlog's bound)

@@ -1,19 +1,19 @@
 /**
- * watch (docs/spec.md §10, §14): following runs live, over two gateway replicas on one
+ * follow (docs/spec.md §10, §14): following runs live, over two gateway replicas on one
  * redis-server. Each run is detached on replica A and emits CHECKPOINTS checkpoints,
  * INTERVAL_MS apart, each stamped by the workflow simulator with its send time.
  *
- * 1. quiet: --runs runs nobody watches. What the watch costs them in Redis: the commands
- *    only the watch sends (XADD, PUBLISH, SUBSCRIBE, XRANGE, XREVRANGE, HMGET: the
+ * 1. quiet: --runs runs nobody follows. What the follow costs them in Redis: the commands
+ *    only the follow sends (XADD, PUBLISH, SUBSCRIBE, XRANGE, XREVRANGE, HMGET: the
  *    coordination's own scripts use none of them), which must be 0; and the gateways' CPU,
  *    the baseline of phase 2.
- * 2. watched: the same runs, each with WATCHERS_PER_SIDE watchers on A (the replica holding
+ * 2. followed: the same runs, each with FOLLOWERS_PER_SIDE followers on A (the replica holding
  *    the run: `same`) and as many on B (`across`: the events come through Redis). Latency
- *    from the service's send to each watcher; Redis commands per event (phase 2 less phase 1,
- *    over the events); gateway CPU per event per watcher (the same difference, over the
- *    events times the watchers); ids with a gap or a repeat (must be 0) and events lost.
+ *    from the service's send to each follower; Redis commands per event (phase 2 less phase 1,
+ *    over the events); gateway CPU per event per follower (the same difference, over the
+ *    events times the followers); ids with a gap or a repeat (must be 0) and events lost.
  * 3. baseline: the same turn as blocking executes on A: latency from the service's send to
- *    the caller's ndjson line, the stream a watcher's events are compared with.
+ *    the caller's ndjson line, the stream a follower's events are compared with.
  */
 import { request } from 'undici';
 import type { Step } from '../../sandbox/scenario';
@@ -23,15 +23,15 @@ import { CpuMeter, commandDelta } from '../processes/procs';
 import { formatMs, loopLagP99Ms, type Scenario, type ScenarioOutcome } from '../scenario';
 import { startSimulators } from '../processes/stack';
 import { percentile, round } from '../measure/stats';
-import { blockingOnce, watchOnce, type Reading } from '../clients/watch-client';
+import { blockingOnce, followOnce, type Reading } from '../clients/follow-client';
 
 const CHECKPOINTS = 50;
 const INTERVAL_MS = 20;
-const WATCHERS_PER_SIDE = 2;
-/** Time for the watchers to join before the stamped checkpoints begin. */
+const FOLLOWERS_PER_SIDE = 2;
+/** Time for the followers to join before the stamped checkpoints begin. */
 const JOIN_MS = 1_500;
-/** Commands the coordination (locks, leases, records) never sends: what a run nobody watches must not cost. */
-const WATCH_ONLY_COMMANDS = ['xadd', 'publish', 'subscribe', 'xrange', 'xrevrange', 'hmget'];
+/** Commands the coordination (locks, leases, records) never sends: what a run nobody follows must not cost. */
+const FOLLOW_ONLY_COMMANDS = ['xadd', 'publish', 'subscribe', 'xrange', 'xrevrange', 'hmget'];
 
 function turn(): Step[] {
   return [
@@ -52,9 +52,9 @@ function turn(): Step[] {
 
 const summary = (samples: readonly number[]): { n: number; p50: number; p99: number } => ({ n: samples.length, p50: percentile(samples, 50), p99: percentile(samples, 99) });
 
-export const watch: Scenario = {
-  name: 'watch',
-  sizes: `runs (each ${CHECKPOINTS} checkpoints, watched by ${WATCHERS_PER_SIDE} on its replica and ${WATCHERS_PER_SIDE} on another)`,
+export const follow: Scenario = {
+  name: 'follow',
+  sizes: `runs (each ${CHECKPOINTS} checkpoints, followed by ${FOLLOWERS_PER_SIDE} on its replica and ${FOLLOWERS_PER_SIDE} on another)`,
   defaultRuns: 20,
   async run(ctx): Promise<ScenarioOutcome> {
     const runs = ctx.options.runs ?? this.defaultRuns;
@@ -64,7 +64,7 @@ export const watch: Scenario = {
     const gateways: GatewayProcess[] = [];
     try {
       for (const gateway of await Promise.all(
-        ['watch-a', 'watch-b'].map((name) =>
+        ['follow-a', 'follow-b'].map((name) =>
           GatewayProcess.start({ ownerUrl: sims.owner.address, redisUrl: redis.url, secretFile: ctx.env.secretFile, env: { LONGRUN_REPLICA_ID: name } }),
         ),
       )) {
@@ -90,51 +90,51 @@ export const watch: Scenario = {
         new CpuMeter({ gateway_a: a.pid, gateway_b: b.pid, redis: redis.pid, workflow_sim: sims.workflow.pid, owner_sim: sims.owner.pid, driver: process.pid }).start();
       ctx.log(`2 gateways (${gatewayMainJs}); ${runs} runs of ${CHECKPOINTS} checkpoints ${INTERVAL_MS} ms apart, per phase`);
 
-      // Warm-up (not measured): both replicas' watch paths, compiled and connected.
+      // Warm-up (not measured): both replicas' follow paths, compiled and connected.
       await closedLoop(2, 2, async (i) => {
-        await detached(`watch-warm-${i}`, i);
-        await Promise.all([watchOnce(a.url, `watch-warm-${i}`).done, watchOnce(b.url, `watch-warm-${i}`).done]);
+        await detached(`follow-warm-${i}`, i);
+        await Promise.all([followOnce(a.url, `follow-warm-${i}`).done, followOnce(b.url, `follow-warm-${i}`).done]);
       });
 
-      // 1. Nobody watches.
+      // 1. Nobody follows.
       await Promise.all(gateways.map((g) => g.metrics()));
       let before = await redis.commands();
       let cpu = meter();
-      await closedLoop(runs, runs, async (i) => detached(`watch-quiet-${i}`, i));
-      await done('watch-quiet-', runs);
+      await closedLoop(runs, runs, async (i) => detached(`follow-quiet-${i}`, i));
+      await done('follow-quiet-', runs);
       const quietCpu = cpu.read();
       const quiet = commandDelta(before, await redis.commands());
       const quietLag = loopLagP99Ms(await a.metrics());
-      const watchCommandsQuiet = WATCH_ONLY_COMMANDS.reduce((n, name) => n + (quiet.byName[name] ?? 0), 0);
+      const followCommandsQuiet = FOLLOW_ONLY_COMMANDS.reduce((n, name) => n + (quiet.byName[name] ?? 0), 0);
 
-      // 2. Watched, on both replicas.
+      // 2. Followed, on both replicas.
       await Promise.all(gateways.map((g) => g.metrics()));
       before = await redis.commands();
       cpu = meter();
       const readings = { same: [] as Reading[], across: [] as Reading[] };
       await closedLoop(runs, runs, async (i) => {
-        const id = `watch-seen-${i}`;
+        const id = `follow-seen-${i}`;
         await detached(id, i);
-        const watchers = [
-          ...Array.from({ length: WATCHERS_PER_SIDE }, () => ['same', watchOnce(a.url, id)] as const),
-          ...Array.from({ length: WATCHERS_PER_SIDE }, () => ['across', watchOnce(b.url, id)] as const),
+        const followers = [
+          ...Array.from({ length: FOLLOWERS_PER_SIDE }, () => ['same', followOnce(a.url, id)] as const),
+          ...Array.from({ length: FOLLOWERS_PER_SIDE }, () => ['across', followOnce(b.url, id)] as const),
         ];
-        for (const [side, w] of watchers) readings[side].push(await w.done);
+        for (const [side, w] of followers) readings[side].push(await w.done);
       });
-      await done('watch-seen-', runs);
+      await done('follow-seen-', runs);
       const seenCpu = cpu.read();
       const seen = commandDelta(before, await redis.commands());
       const [lagA, lagB] = await Promise.all(gateways.map(async (g) => loopLagP99Ms(await g.metrics())));
 
       // 3. The baseline: the same turn to a blocking caller.
-      for (let i = 0; i < runs; i++) await sims.owner.query('configure', { workflowId: `watch-blocking-${i}`, config: { detached: false } });
+      for (let i = 0; i < runs; i++) await sims.owner.query('configure', { workflowId: `follow-blocking-${i}`, config: { detached: false } });
       const blocking: Reading[] = [];
       await closedLoop(runs, runs, async (i) => {
-        blocking.push(await blockingOnce(a.url, `watch-blocking-${i}`, body));
+        blocking.push(await blockingOnce(a.url, `follow-blocking-${i}`, body));
       });
 
       const events = runs * CHECKPOINTS;
-      const watchers = runs * WATCHERS_PER_SIDE * 2;
+      const followers = runs * FOLLOWERS_PER_SIDE * 2;
       const same = summary(readings.same.flatMap((r) => r.latencies));
       const across = summary(readings.across.flatMap((r) => r.latencies));
       const direct = summary(blocking.flatMap((r) => r.latencies));
@@ -142,49 +142,49 @@ export const watch: Scenario = {
       const received = all.reduce((n, r) => n + r.latencies.length, 0);
       const beforeJoin = all.reduce((n, r) => n + r.sentBeforeJoin, 0);
       const lateJoins = all.filter((r) => r.sentBeforeJoin > 0).length;
-      // Every stamped checkpoint sent after a watcher joined reached it (the one before, at most, in its start).
-      const lost = watchers * CHECKPOINTS - received - beforeJoin;
+      // Every stamped checkpoint sent after a follower joined reached it (the one before, at most, in its start).
+      const lost = followers * CHECKPOINTS - received - beforeJoin;
       const idBreaks = all.reduce((n, r) => n + r.idBreaks, 0);
       const notIdle = all.filter((r) => r.kinds.at(-1) !== 'idle').length;
       const gatewayCpu = (r: Record<string, number>): number => (r['gateway_a'] ?? 0) + (r['gateway_b'] ?? 0);
-      const cpuPerEventPerWatcher = (gatewayCpu(seenCpu) - gatewayCpu(quietCpu)) / (events * watchers);
+      const cpuPerEventPerFollower = (gatewayCpu(seenCpu) - gatewayCpu(quietCpu)) / (events * followers);
       const commandsPerEvent = (seen.total - quiet.total) / events;
       // INFO commandstats counts a script's call (EVALSHA) and every command it runs inside Redis; the calls alone are the round trips.
       const scriptCallsPerEvent = ((seen.byName['evalsha'] ?? 0) - (quiet.byName['evalsha'] ?? 0)) / events;
 
       ctx.log(
-        `latency service → watcher: same replica p50 ${formatMs(same.p50)}, p99 ${formatMs(same.p99)} over ${same.n}; across p50 ${formatMs(across.p50)}, p99 ${formatMs(across.p99)} over ${across.n}; ` +
+        `latency service → follower: same replica p50 ${formatMs(same.p50)}, p99 ${formatMs(same.p99)} over ${same.n}; across p50 ${formatMs(across.p50)}, p99 ${formatMs(across.p99)} over ${across.n}; ` +
           `blocking caller p50 ${formatMs(direct.p50)}, p99 ${formatMs(direct.p99)} over ${direct.n}`,
       );
       ctx.log(
-        `redis: ${watchCommandsQuiet} watch commands for ${runs} runs nobody watched (${quiet.total} in all: ${JSON.stringify(quiet.byName)}); watched ${seen.total} (${JSON.stringify(seen.byName)}): ${round(commandsPerEvent, 2)} more per event`,
+        `redis: ${followCommandsQuiet} follow commands for ${runs} runs nobody followed (${quiet.total} in all: ${JSON.stringify(quiet.byName)}); followed ${seen.total} (${JSON.stringify(seen.byName)}): ${round(commandsPerEvent, 2)} more per event`,
       );
       ctx.log(
-        `event-loop lag p99 while watched: a ${formatMs(lagA ?? Number.NaN)}, b ${formatMs(lagB ?? Number.NaN)} (a unwatched: ${formatMs(quietLag)}); CPU ms quiet ${JSON.stringify(quietCpu)}; watched ${JSON.stringify(seenCpu)}; lost ${lost}, id breaks ${idBreaks}, streams not ended idle ${notIdle}; ${lateJoins} watchers joined after the first stamped checkpoint (${beforeJoin} sent before they joined)`,
+        `event-loop lag p99 while followed: a ${formatMs(lagA ?? Number.NaN)}, b ${formatMs(lagB ?? Number.NaN)} (a unfollowed: ${formatMs(quietLag)}); CPU ms quiet ${JSON.stringify(quietCpu)}; followed ${JSON.stringify(seenCpu)}; lost ${lost}, id breaks ${idBreaks}, streams not ended idle ${notIdle}; ${lateJoins} followers joined after the first stamped checkpoint (${beforeJoin} sent before they joined)`,
       );
-      const met = watchCommandsQuiet === 0 && lost === 0 && idBreaks === 0 && notIdle === 0;
+      const met = followCommandsQuiet === 0 && lost === 0 && idBreaks === 0 && notIdle === 0;
       return {
         figures: {
           runs,
           events,
-          watchers,
-          watchers_per_run_same_replica: WATCHERS_PER_SIDE,
-          watchers_per_run_across: WATCHERS_PER_SIDE,
+          followers,
+          followers_per_run_same_replica: FOLLOWERS_PER_SIDE,
+          followers_per_run_across: FOLLOWERS_PER_SIDE,
           latency_same_p50_ms: round(same.p50, 2),
           latency_same_p99_ms: round(same.p99, 2),
           latency_across_p50_ms: round(across.p50, 2),
           latency_across_p99_ms: round(across.p99, 2),
           blocking_latency_p50_ms: round(direct.p50, 2),
           blocking_latency_p99_ms: round(direct.p99, 2),
-          cpu_ms_per_event_per_watcher: round(cpuPerEventPerWatcher, 4),
-          loop_lag_p99_ms: { gateway_a: round(lagA ?? Number.NaN, 1), gateway_b: round(lagB ?? Number.NaN, 1), gateway_a_unwatched: round(quietLag, 1) },
+          cpu_ms_per_event_per_follower: round(cpuPerEventPerFollower, 4),
+          loop_lag_p99_ms: { gateway_a: round(lagA ?? Number.NaN, 1), gateway_b: round(lagB ?? Number.NaN, 1), gateway_a_unfollowed: round(quietLag, 1) },
           cpu_ms_quiet: quietCpu,
-          cpu_ms_watched: seenCpu,
+          cpu_ms_followed: seenCpu,
           redis_commands_per_event: round(commandsPerEvent, 3),
           redis_script_calls_per_event: round(scriptCallsPerEvent, 3),
-          redis_watch_commands_no_watcher: watchCommandsQuiet,
-          redis_commands_no_watcher: quiet.byName,
-          redis_commands_watched: seen.byName,
+          redis_follow_commands_no_follower: followCommandsQuiet,
+          redis_commands_no_follower: quiet.byName,
+          redis_commands_followed: seen.byName,
           events_lost: lost,
           late_joins: lateJoins,
           checkpoints_sent_before_join: beforeJoin,
@@ -193,10 +193,10 @@ export const watch: Scenario = {
           gateway: gatewayMainJs,
         },
         row: {
-          longrun: `same replica p99 ${formatMs(same.p99)}, across p99 ${formatMs(across.p99)}; ${round(commandsPerEvent, 2)} Redis cmds/event, ${watchCommandsQuiet} unwatched; ${round(cpuPerEventPerWatcher * 1_000, 1)} µs CPU/event/watcher`,
+          longrun: `same replica p99 ${formatMs(same.p99)}, across p99 ${formatMs(across.p99)}; ${round(commandsPerEvent, 2)} Redis cmds/event, ${followCommandsQuiet} unfollowed; ${round(cpuPerEventPerFollower * 1_000, 1)} µs CPU/event/follower`,
           baseline: `blocking caller p99 ${formatMs(direct.p99)}`,
           ratio: `${round(across.p99 / direct.p99, 2) ?? 'n/a'}x p99 across`,
-          target: '0 Redis commands unwatched; 0 lost, no id gap',
+          target: '0 Redis commands unfollowed; 0 lost, no id gap',
           met,
         },
       };

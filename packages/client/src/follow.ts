@@ -1,5 +1,5 @@
 /**
- * Following a workflow's runs live (docs/spec.md §14): `GET …/workflows/:id/events`, read as
+ * Following a workflow's runs live (docs/spec.md §14): `GET …/workflows/:id/follow`, read as
  * Server-Sent Events and handed out as typed events by an async iterator that resumes by
  * itself. A stream that ends without `idle` — the replica serving it drained, it was cut
  * as too slow, the connection broke — is opened again, on the next endpoint, with
@@ -9,7 +9,7 @@
  * position), the retry policy spent on retryable ones, or the caller's signal.
  */
 import type { Dispatcher } from 'undici';
-import { watchEventKinds, type InFlightKind, type SegmentEndReason, type WatchEventKind } from './vocabulary';
+import { followEventKinds, type InFlightKind, type SegmentEndReason, type FollowEventKind } from './vocabulary';
 import { abortReason, LongrunError } from './errors';
 import type { Checkpoint } from './ndjson';
 import { headerValue } from './responses';
@@ -17,10 +17,10 @@ import { retryDelayMs, withRetries, type RetryClock, type RetryOptions } from '.
 import { serverSentEvents } from './sse';
 
 /**
- * Every event the watch route sends, with its data. `id` is the event's own `id:` field, its
+ * Every event the follow route sends, with its data. `id` is the event's own `id:` field, its
  * position in the workflow's log (increasing by one); `idle` has none.
  */
-export type WatchEvent =
+export type FollowEvent =
   | { event: 'run'; id: number; data: { run_id: string; transport: string; replica: string; started_at: string; state: string } }
   /** A newCheckpoint as its ndjson line; `resync`: it stands for events the stream could not give (redraw from it). */
   | { event: 'checkpoint'; id: number; data: Checkpoint & { resync?: true } }
@@ -39,17 +39,17 @@ export type WatchEvent =
         resumable: boolean;
       };
     }
-  /** The last event: no run in flight, and none came within the gateway's LONGRUN_WATCH_IDLE_MS. */
+  /** The last event: no run in flight, and none came within the gateway's LONGRUN_FOLLOW_IDLE_MS. */
   | { event: 'idle'; id: undefined; data: { workflow_id: string } };
 
-const kinds: ReadonlySet<string> = new Set<WatchEventKind>(watchEventKinds);
+const kinds: ReadonlySet<string> = new Set<FollowEventKind>(followEventKinds);
 
-export interface WatchOptions {
-  /** Start after this event id (a position from an earlier watch); default: the latest run and checkpoint, then live. */
+export interface FollowOptions {
+  /** Start after this event id (a position from an earlier follow); default: the latest run and checkpoint, then live. */
   after?: number;
-  /** Ends the watch: the iterator throws the signal's reason. */
+  /** Ends the follow: the iterator throws the signal's reason. */
   signal?: AbortSignal;
-  /** Extra headers for the owner's preauth (the watcher's credentials). */
+  /** Extra headers for the owner's preauth (the follower's credentials). */
   headers?: Record<string, string>;
   /** Query string parameters (passed to the owner's preauth). */
   query?: Record<string, string>;
@@ -57,8 +57,8 @@ export interface WatchOptions {
   retry?: Partial<RetryOptions>;
 }
 
-/** What a watch needs of the client: its endpoints, its retry policy, one GET and how it reads a refusal. */
-export interface WatchDeps {
+/** What a follow needs of the client: its endpoints, its retry policy, one GET and how it reads a refusal. */
+export interface FollowDeps {
   endpoints: readonly string[];
   /** The endpoint tried first. */
   first: number;
@@ -74,7 +74,7 @@ function isEventStream(response: Dispatcher.ResponseData): boolean {
   return (headerValue(response.headers, 'content-type') ?? '').split(';')[0]?.trim().toLowerCase() === 'text/event-stream';
 }
 
-function eventOf(event: string, id: string | undefined, data: string, endpoint: string): WatchEvent | undefined {
+function eventOf(event: string, id: string | undefined, data: string, endpoint: string): FollowEvent | undefined {
   if (!kinds.has(event)) return undefined;
   let parsed: unknown;
   try {
@@ -88,15 +88,15 @@ function eventOf(event: string, id: string | undefined, data: string, endpoint: 
       cause: err,
     });
   }
-  return { event, id: id === undefined || event === 'idle' ? undefined : Number(id), data: parsed } as WatchEvent;
+  return { event, id: id === undefined || event === 'idle' ? undefined : Number(id), data: parsed } as FollowEvent;
 }
 
 /** The events of `workflowId`'s runs until `idle`, reopened by Last-Event-ID after each drop. */
-export async function* watchEvents(deps: WatchDeps, workflowId: string, options: WatchOptions = {}): AsyncGenerator<WatchEvent, void, undefined> {
+export async function* followEvents(deps: FollowDeps, workflowId: string, options: FollowOptions = {}): AsyncGenerator<FollowEvent, void, undefined> {
   const { signal } = options;
   const policy = { ...deps.retry, ...options.retry };
   const query = options.query ? `?${new URLSearchParams(options.query).toString()}` : '';
-  const path = `/api/v4/ai/duo_workflows/workflows/${encodeURIComponent(workflowId)}/events${query}`;
+  const path = `/api/v4/ai/duo_workflows/workflows/${encodeURIComponent(workflowId)}/follow${query}`;
   let last = options.after;
   let next = deps.first;
   /** Drops in a row with no event between them: the pause before reopening grows with them. */
@@ -136,7 +136,7 @@ export async function* watchEvents(deps: WatchDeps, workflowId: string, options:
     // Ended without idle (a drain, a slow reader cut, a proxy's timeout): reopen where it stopped, on the next endpoint.
     drops += 1;
     next = deps.endpoints.indexOf(endpoint) + 1;
-    const dropped = new LongrunError('NETWORK_ERROR', `the watch stream from ${endpoint} ended before idle`, { retryable: true, endpoint });
+    const dropped = new LongrunError('NETWORK_ERROR', `the follow stream from ${endpoint} ended before idle`, { retryable: true, endpoint });
     await deps.clock.sleep(drops === 1 ? 0 : retryDelayMs(dropped, drops - 1, policy, () => deps.clock.random()), signal);
   }
 }

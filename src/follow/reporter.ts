@@ -1,26 +1,26 @@
 /**
- * A watched run's reporter (docs/spec.md §14): the RunEvents the run holds while its workflow
- * is watched. It turns what the run tells it into the log's events — `run` as it is made (at
- * the run's start, or when a watch begins mid-run), then `checkpoint` (the Action as its
+ * A followed run's reporter (docs/spec.md §14): the RunEvents the run holds while its workflow
+ * is followed. It turns what the run tells it into the log's events — `run` as it is made (at
+ * the run's start, or when a follow begins mid-run), then `checkpoint` (the Action as its
  * ndjson line carries it), `action` (kind and request id, never the payload), `parked`,
  * `attached`, `end` (the segment-end callback's reason and in_flight) — and hands them to
  * the publisher, which batches and appends them.
  */
 import { transportLabels } from '../core/vocabulary';
-import type { RunEnded, RunEvents, WatchableRun } from '../run/run-events';
+import type { RunEnded, RunEvents, FollowableRun } from '../run/run-events';
 import { resumableSegmentEndReasons } from '../core/vocabulary';
 import { workhorseActionJson } from '../workflow/action-line';
 import type { Action } from '../workflow/contract';
-import type { WatchEvent } from './events';
+import type { FollowEvent } from './events';
 
 /** Where a reporter's events go: resolves once appended (or lost), never rejects. */
-export type EventOut = (event: WatchEvent) => Promise<void>;
+export type EventOut = (event: FollowEvent) => Promise<void>;
 
 const resumable: ReadonlySet<string> = new Set(resumableSegmentEndReasons);
 
 export class RunReporter implements RunEvents {
   constructor(
-    private readonly run: WatchableRun,
+    private readonly run: FollowableRun,
     private readonly out: EventOut,
     replica: string,
   ) {
@@ -60,7 +60,7 @@ export class RunReporter implements RunEvents {
         reason: end.reason,
         in_flight: end.inFlight,
         ...(end.endedWhileStopping ? { ended_while_stopping: true } : {}),
-        // Said so a watcher need not know the word list: the owner dispatches another segment.
+        // Said so a follower need not know the word list: the owner dispatches another segment.
         resumable: resumable.has(end.reason),
       }),
     });

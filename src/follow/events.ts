@@ -1,5 +1,5 @@
 /**
- * A watched workflow's events (docs/spec.md §14) as its log holds them, and as a watch
+ * A followed workflow's events (docs/spec.md §14) as its log holds them, and as a follow
  * stream writes them: Server-Sent Events, `id:` the entry's id in the workflow's log,
  * `event:` its kind, `data:` one line of JSON.
  *
@@ -9,16 +9,16 @@
  * §14, "ids"). A JavaScript number holds them exactly (2^53 is 9·10^15, the seed of today
  * 1.7·10^15).
  */
-import type { WatchEventKind, WatchLogKind } from '../core/vocabulary';
+import type { FollowEventKind, FollowLogKind } from '../core/vocabulary';
 
 /** An event before the log numbered it: its kind and its data, JSON text on one line. */
-export interface WatchEvent {
-  readonly kind: WatchLogKind;
+export interface FollowEvent {
+  readonly kind: FollowLogKind;
   readonly data: string;
 }
 
 /** An event in a workflow's log. */
-export interface WatchEntry extends WatchEvent {
+export interface FollowEntry extends FollowEvent {
   readonly id: number;
 }
 
@@ -29,23 +29,23 @@ export interface WatchEntry extends WatchEvent {
 export type LogState = 'open' | 'resumable' | 'final';
 
 /** The log's state after `kind` (an `end`'s data says whether it is resumable). */
-export function stateAfter(event: WatchEvent): LogState {
+export function stateAfter(event: FollowEvent): LogState {
   if (event.kind !== 'end') return 'open';
   return event.data.includes('"resumable":true') ? 'resumable' : 'final';
 }
 
 /** The Server-Sent Event of an entry; `idle` (no id: it is no event of the log). */
-export function sseFrame(kind: WatchEventKind, data: string, id?: number): string {
+export function sseFrame(kind: FollowEventKind, data: string, id?: number): string {
   return `${id === undefined ? '' : `id: ${id}\n`}event: ${kind}\ndata: ${data}\n\n`;
 }
 
-const frames = new WeakMap<WatchEntry, Buffer>();
+const frames = new WeakMap<FollowEntry, Buffer>();
 
 /**
- * An entry's Server-Sent Event, encoded once and shared by every watcher it is written to
- * (a feed hands the same entry to each): a hundred watchers of a checkpoint cost one copy.
+ * An entry's Server-Sent Event, encoded once and shared by every follower it is written to
+ * (a feed hands the same entry to each): a hundred followers of a checkpoint cost one copy.
  */
-export function frameOf(entry: WatchEntry): Buffer {
+export function frameOf(entry: FollowEntry): Buffer {
   let frame = frames.get(entry);
   if (!frame) frames.set(entry, (frame = Buffer.from(sseFrame(entry.kind, entry.data, entry.id))));
   return frame;
@@ -60,7 +60,7 @@ export function markedResync(data: string): string {
 }
 
 /**
- * A watch position as a client gives it (Last-Event-ID, `?after=`): a non-negative
+ * A follow position as a client gives it (Last-Event-ID, `?after=`): a non-negative
  * integer within JavaScript's exact range; undefined when the text is not one.
  */
 export function parsePosition(text: string): number | undefined {

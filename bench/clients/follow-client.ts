@@ -1,5 +1,5 @@
 /**
- * Readers for the watch benchmark (docs/spec.md §10 `watch`): a watcher of the watch route
+ * Readers for the follow benchmark (docs/spec.md §10 `follow`): a follower of the follow route
  * (Server-Sent Events) and a blocking caller (ndjson), each noting, for every checkpoint the
  * workflow simulator stamped with its send time ("…@<epoch ms>", scenario.ts), how long it
  * took to arrive here. The simulator and this driver share the machine's clock.
@@ -17,30 +17,30 @@ const now = (): number => performance.timeOrigin + performance.now();
 export interface Reading {
   /** Milliseconds from the service's send to this reader, per stamped checkpoint it got live. */
   latencies: number[];
-  /** Event kinds, in order (watchers). */
+  /** Event kinds, in order (followers). */
   kinds: string[];
   /**
-   * Ids not one more than the one before (watchers): a gap or a repeat — after the start of
-   * the stream (a watch with no position begins with the latest run and checkpoint, which
+   * Ids not one more than the one before (followers): a gap or a repeat — after the start of
+   * the stream (a follow with no position begins with the latest run and checkpoint, which
    * need not be consecutive).
    */
   idBreaks: number;
-  /** Stamped checkpoints sent before this watcher joined (its first event): not its to get. */
+  /** Stamped checkpoints sent before this follower joined (its first event): not its to get. */
   sentBeforeJoin: number;
 }
 
 /** Follows `workflowId` on the gateway at `url` until `idle`; `joined` resolves once its first event arrived. */
-export function watchOnce(url: string, workflowId: string): { joined: Promise<void>; done: Promise<Reading> } {
+export function followOnce(url: string, workflowId: string): { joined: Promise<void>; done: Promise<Reading> } {
   const reading: Reading = { latencies: [], kinds: [], idBreaks: 0, sentBeforeJoin: 0 };
   let joined!: () => void;
   let joinedAt = Number.POSITIVE_INFINITY;
   const joinedP = new Promise<void>((resolve) => (joined = resolve));
   const done = (async () => {
-    const res = await request(`${url}/api/v4/ai/duo_workflows/workflows/${encodeURIComponent(workflowId)}/events`, {
+    const res = await request(`${url}/api/v4/ai/duo_workflows/workflows/${encodeURIComponent(workflowId)}/follow`, {
       headers: { accept: 'text/event-stream' },
       bodyTimeout: 0,
     });
-    if (res.statusCode !== 200) throw new Error(`watch of ${workflowId} answered ${res.statusCode}: ${await res.body.text()}`);
+    if (res.statusCode !== 200) throw new Error(`follow of ${workflowId} answered ${res.statusCode}: ${await res.body.text()}`);
     let buffer = '';
     let last: number | undefined;
     for await (const chunk of res.body) {
@@ -69,7 +69,7 @@ export function watchOnce(url: string, workflowId: string): { joined: Promise<vo
         }
         if (kind === 'checkpoint') {
           const sent = stampOf((JSON.parse(data) as { newCheckpoint?: { checkpoint?: string } }).newCheckpoint?.checkpoint);
-          // One sent before the watcher joined came in its start (the latest checkpoint), not live.
+          // One sent before the follower joined came in its start (the latest checkpoint), not live.
           if (sent !== undefined && sent < joinedAt - 1) reading.sentBeforeJoin += 1;
           else if (sent !== undefined) reading.latencies.push(now() - sent);
         }

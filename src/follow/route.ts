@@ -1,6 +1,6 @@
 /**
- * GET /api/v4/ai/duo_workflows/workflows/:workflow_id/events (docs/spec.md §14): following a
- * workflow's runs as Server-Sent Events — the HTTP side of a watch. In order: the drain
+ * GET /api/v4/ai/duo_workflows/workflows/:workflow_id/follow (docs/spec.md §14): following a
+ * workflow's runs as Server-Sent Events — the HTTP side of a follow. In order: the drain
  * (503 DRAINING), the position (Last-Event-ID, which EventSource sends when it reconnects,
  * over `?after=`; 400 when it is not an id), the caps (503 CAPACITY_EXHAUSTED with
  * Retry-After), the owner's preauthorization (a GET of this path and query, as the
@@ -15,23 +15,23 @@ import { sendError } from '../http/error-response';
 import { requestIdFrom } from '../http/request-id';
 import type { OwnerClient } from '../owner/owner-client';
 import { parsePosition } from './events';
-import type { Watch } from './hub';
-import type { WatchSink } from './watcher';
+import type { Follow } from './hub';
+import type { FollowSink } from './follower';
 
 /** The route's path, as express matches it. */
-export const WATCH_PATH = '/api/v4/ai/duo_workflows/workflows/:workflow_id/events';
+export const FOLLOW_PATH = '/api/v4/ai/duo_workflows/workflows/:workflow_id/follow';
 
-export interface WatchRouteDeps {
-  watch: Watch;
+export interface FollowRouteDeps {
+  follow: Follow;
   owner: OwnerClient;
   /** Throws DRAINING once the process drains. */
   checkServing(): void;
   logger: Logger;
 }
 
-/** The watch's route, for the main listener (src/http/main-app.ts `routes`). */
-export function watchRoutes(deps: WatchRouteDeps): express.Router {
-  return express.Router().get(WATCH_PATH, (req, res) => void serve(deps, req, res, req.params['workflow_id'] as string));
+/** The follow's route, for the main listener (src/http/main-app.ts `routes`). */
+export function followRoutes(deps: FollowRouteDeps): express.Router {
+  return express.Router().get(FOLLOW_PATH, (req, res) => void serve(deps, req, res, req.params['workflow_id'] as string));
 }
 
 /** Last-Event-ID when the client sends one (a reconnect), else `?after=`; undefined: from now. */
@@ -45,29 +45,29 @@ function positionOf(req: express.Request): number | undefined {
   return position;
 }
 
-async function serve(deps: WatchRouteDeps, req: express.Request, res: express.Response, workflowId: string): Promise<void> {
+async function serve(deps: FollowRouteDeps, req: express.Request, res: express.Response, workflowId: string): Promise<void> {
   const gone = new AbortController();
   res.on('close', () => gone.abort());
   let release: (() => void) | undefined;
   try {
     deps.checkServing();
     const after = positionOf(req);
-    release = deps.watch.reserve(workflowId);
-    const denial = await deps.owner.authorizeWatch(req.originalUrl, req.headers, requestIdFrom(res) as string, workflowId, gone.signal);
+    release = deps.follow.reserve(workflowId);
+    const denial = await deps.owner.authorizeFollow(req.originalUrl, req.headers, requestIdFrom(res) as string, workflowId, gone.signal);
     if (denial) {
       release();
       passDenial(res, denial);
       return;
     }
-    await deps.watch.open({ workflowId, after, signal: gone.signal, open: () => openStream(req, res) }, release);
+    await deps.follow.open({ workflowId, after, signal: gone.signal, open: () => openStream(req, res) }, release);
   } catch (err) {
     release?.();
     if (!res.headersSent) sendError(res, gone.signal.aborted ? new GatewayError('CLIENT_GONE', 'the client hung up', { cause: err }) : err, deps.logger);
   }
 }
 
-/** The stream's head, written now (EventSource opens on it), and the response as the watcher's sink. */
-function openStream(req: IncomingMessage, res: ServerResponse): WatchSink {
+/** The stream's head, written now (EventSource opens on it), and the response as the follower's sink. */
+function openStream(req: IncomingMessage, res: ServerResponse): FollowSink {
   res.writeHead(200, {
     'Content-Type': 'text/event-stream; charset=utf-8',
     // Neither a cache nor a proxy may hold events back (nginx buffers a response unless told).

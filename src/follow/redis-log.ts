@@ -1,37 +1,37 @@
 /**
- * The watch log on Redis (docs/spec.md §14), shared by every replica:
+ * The follow log on Redis (docs/spec.md §14), shared by every replica:
  *
  * - a workflow's log is two keys under its hash tag (one slot of a Cluster, beside its lock):
- *   its backlog, a stream `longrun:{wf:<id>}:events` trimmed to the backlog bound, and
- *   its state, a hash `longrun:{wf:<id>}:watch` (last id, state, latest run and checkpoint);
- * - a batch of a run's events is one call of watch-append.lua, which numbers them, keeps
+ *   its backlog, a stream `longrun:{wf:<id>}:follow:events` trimmed to the backlog bound, and
+ *   its state, a hash `longrun:{wf:<id>}:follow` (last id, state, latest run and checkpoint);
+ * - a batch of a run's events is one call of follow-append.lua, which numbers them, keeps
  *   them and PUBLISHes them on the channel named as the backlog, where every
- *   replica with watchers of the workflow is SUBSCRIBEd: one message, however many replicas;
- * - announcements of who watches what are PUBLISHed on `longrun:watch:interest`, to which
+ *   replica with followers of the workflow is SUBSCRIBEd: one message, however many replicas;
+ * - announcements of who follows what are PUBLISHed on `longrun:follow:interest`, to which
  *   every replica is subscribed from its start; with each, a replica renews the TTL of the
- *   logs it has watchers of (watch-touch.lua), so a log lives while anyone watches.
+ *   logs it has followers of (follow-touch.lua), so a log lives while anyone follows.
  *
  * Pub/sub loses what is published while a subscriber is disconnected; the log does not. A
  * subscriber that (re)connects says hello (every replica announces again at once) and its
- * feeds catch up from the log (onResubscribed). Nothing is sent for a workflow nobody watches.
+ * feeds catch up from the log (onResubscribed). Nothing is sent for a workflow nobody follows.
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { closeRedis, createRedis, type ConnectionSettings, type RedisClient } from '../coordination/redis-connection';
 import type { RedisTarget } from '../coordination/redis-url';
-import { watchLogKinds, type WatchLogKind } from '../core/vocabulary';
-import type { LogState, WatchEntry, WatchEvent } from './events';
-import type { Announcement, LogRead, LogSettings, WatchLog } from './log';
+import { followLogKinds, type FollowLogKind } from '../core/vocabulary';
+import type { LogState, FollowEntry, FollowEvent } from './events';
+import type { Announcement, LogRead, LogSettings, FollowLog } from './log';
 
-/** Every replica's announcements of the workflows it has watchers of. */
-export const INTEREST_CHANNEL = 'longrun:watch:interest';
+/** Every replica's announcements of the workflows it has followers of. */
+export const INTEREST_CHANNEL = 'longrun:follow:interest';
 
 const PREFIX = 'longrun:{wf:';
-const EVENTS_SUFFIX = '}:events';
+const EVENTS_SUFFIX = '}:follow:events';
 
 /** A workflow's log keys; the backlog's name is also the channel its appends are published on. */
-export function watchKeys(workflowId: string): { events: string; state: string } {
-  return { events: `${PREFIX}${workflowId}${EVENTS_SUFFIX}`, state: `${PREFIX}${workflowId}}:watch` };
+export function followKeys(workflowId: string): { events: string; state: string } {
+  return { events: `${PREFIX}${workflowId}${EVENTS_SUFFIX}`, state: `${PREFIX}${workflowId}}:follow` };
 }
 
 function workflowOfChannel(channel: string): string | undefined {
@@ -39,26 +39,26 @@ function workflowOfChannel(channel: string): string | undefined {
 }
 
 interface Scripts {
-  watchAppend(events: string, state: string, ttlMs: number, backlog: number, channel: string, logState: LogState, ...pairs: string[]): Promise<string>;
-  watchRead(events: string, state: string, after: string, count: number): Promise<unknown[]>;
-  watchTouch(events: string, state: string, ttlMs: number): Promise<number>;
+  followAppend(events: string, state: string, ttlMs: number, backlog: number, channel: string, logState: LogState, ...pairs: string[]): Promise<string>;
+  followRead(events: string, state: string, after: string, count: number): Promise<unknown[]>;
+  followTouch(events: string, state: string, ttlMs: number): Promise<number>;
 }
 
 // Beside this module in both layouts: the build copies the scripts into dist/ (scripts/copy-assets.mjs).
 const script = (name: string): string => readFileSync(path.join(__dirname, name), 'utf8');
 
-const isKind = (kind: string): kind is WatchLogKind => (watchLogKinds as readonly string[]).includes(kind);
+const isKind = (kind: string): kind is FollowLogKind => (followLogKinds as readonly string[]).includes(kind);
 
 /** `<id>-0` → id. */
 const idOf = (streamId: string): number => Number(streamId.slice(0, streamId.indexOf('-')));
 
-function entryOf(id: string, kind: string, data: string): WatchEntry | undefined {
+function entryOf(id: string, kind: string, data: string): FollowEntry | undefined {
   return id !== '' && isKind(kind) ? { id: Number(id), kind, data } : undefined;
 }
 
 /** One published batch: a line per entry, `<id> <kind> <data>` (data is JSON: no raw newline). */
-function parseBatch(message: string): WatchEntry[] {
-  const entries: WatchEntry[] = [];
+function parseBatch(message: string): FollowEntry[] {
+  const entries: FollowEntry[] = [];
   for (const line of message.split('\n')) {
     const a = line.indexOf(' ');
     const b = line.indexOf(' ', a + 1);
@@ -68,11 +68,11 @@ function parseBatch(message: string): WatchEntry[] {
   return entries;
 }
 
-export class RedisWatchLog implements WatchLog {
+export class RedisFollowLog implements FollowLog {
   readonly kind = 'redis';
   private readonly commands: RedisClient & Scripts;
   private readonly subscriber: RedisClient;
-  private entriesHandler: (workflowId: string, entries: WatchEntry[]) => void = () => undefined;
+  private entriesHandler: (workflowId: string, entries: FollowEntry[]) => void = () => undefined;
   private announcementHandler: (message: Announcement) => void = () => undefined;
   private resubscribedHandler: () => void = () => undefined;
   private readies = 0;
@@ -85,9 +85,9 @@ export class RedisWatchLog implements WatchLog {
     onError: (err: Error) => void = () => undefined,
   ) {
     const commands = createRedis(target, 'commands', settings);
-    commands.defineCommand('watchAppend', { numberOfKeys: 2, lua: script('watch-append.lua') });
-    commands.defineCommand('watchRead', { numberOfKeys: 2, lua: script('watch-read.lua') });
-    commands.defineCommand('watchTouch', { numberOfKeys: 2, lua: script('watch-touch.lua') });
+    commands.defineCommand('followAppend', { numberOfKeys: 2, lua: script('follow-append.lua') });
+    commands.defineCommand('followRead', { numberOfKeys: 2, lua: script('follow-read.lua') });
+    commands.defineCommand('followTouch', { numberOfKeys: 2, lua: script('follow-touch.lua') });
     commands.on('error', onError);
     this.commands = commands as RedisClient & Scripts;
     this.subscriber = createRedis(target, 'subscriber', settings);
@@ -102,19 +102,19 @@ export class RedisWatchLog implements WatchLog {
     this.subscriber.subscribe(INTEREST_CHANNEL).catch(() => undefined);
   }
 
-  append(workflowId: string, events: readonly WatchEvent[], state: LogState): Promise<number> {
-    const keys = watchKeys(workflowId);
+  append(workflowId: string, events: readonly FollowEvent[], state: LogState): Promise<number> {
+    const keys = followKeys(workflowId);
     const pairs: string[] = [];
     for (const event of events) pairs.push(event.kind, event.data);
-    return this.commands.watchAppend(keys.events, keys.state, this.settings.ttlMs, this.settings.backlog, keys.events, state, ...pairs).then(Number);
+    return this.commands.followAppend(keys.events, keys.state, this.settings.ttlMs, this.settings.backlog, keys.events, state, ...pairs).then(Number);
   }
 
   async read(workflowId: string, after: number | undefined): Promise<LogRead> {
-    const keys = watchKeys(workflowId);
-    const reply = await this.commands.watchRead(keys.events, keys.state, after === undefined ? '' : String(after), this.settings.backlog);
+    const keys = followKeys(workflowId);
+    const reply = await this.commands.followRead(keys.events, keys.state, after === undefined ? '' : String(after), this.settings.backlog);
     if (reply.length === 0) return { last: undefined, first: undefined, state: undefined, run: undefined, checkpoint: undefined, entries: [] };
     const [last, state, runId, run, checkpointId, checkpoint, oldest, rows] = reply as [string, string, string, string, string, string, string, Array<[string, string[]]>];
-    const entries: WatchEntry[] = [];
+    const entries: FollowEntry[] = [];
     for (const [id, fields] of rows) {
       const at = (name: string): string => fields[fields.indexOf(name) + 1] ?? '';
       const entry = entryOf(String(idOf(id)), at('k'), at('d'));
@@ -133,21 +133,21 @@ export class RedisWatchLog implements WatchLog {
   touch(workflowIds: readonly string[]): void {
     // Auto-pipelined: one write to Redis for the lot.
     for (const id of workflowIds) {
-      const keys = watchKeys(id);
-      this.commands.watchTouch(keys.events, keys.state, this.settings.ttlMs).catch(() => undefined);
+      const keys = followKeys(id);
+      this.commands.followTouch(keys.events, keys.state, this.settings.ttlMs).catch(() => undefined);
     }
   }
 
-  onEntries(handler: (workflowId: string, entries: WatchEntry[]) => void): void {
+  onEntries(handler: (workflowId: string, entries: FollowEntry[]) => void): void {
     this.entriesHandler = handler;
   }
 
   async subscribe(workflowId: string): Promise<void> {
-    await this.subscriber.subscribe(watchKeys(workflowId).events);
+    await this.subscriber.subscribe(followKeys(workflowId).events);
   }
 
   unsubscribe(workflowId: string): void {
-    this.subscriber.unsubscribe(watchKeys(workflowId).events).catch(() => undefined);
+    this.subscriber.unsubscribe(followKeys(workflowId).events).catch(() => undefined);
   }
 
   announce(message: Announcement): void {

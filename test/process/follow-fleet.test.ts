@@ -2,9 +2,9 @@
  * Following a workflow across a fleet (docs/spec.md §14), with real replicas: three built
  * gateways as child processes (`node dist/src/main.js`) on one redis-server, the simulated
  * owner dispatching each next segment of one turn to the next replica. The turn crosses a
- * run limit, a drain of the replica holding it, and moves between replicas; one watcher on
+ * run limit, a drain of the replica holding it, and moves between replicas; one follower on
  * a replica that stays sees one stream — every step of the turn once, in order, each run's
- * `run` and `end`, no id skipped — and a second watcher, on the replica that is drained,
+ * `run` and `end`, no id skipped — and a second follower, on the replica that is drained,
  * has its stream ended cleanly by the drain and resumes on another replica by Last-Event-ID
  * without missing or repeating an event of the first's.
  */
@@ -15,7 +15,7 @@ import { WorkflowServiceSimulator } from '../../sandbox/workflow-sim';
 import { startRedis, type RedisServer } from '../helpers/redis';
 import { Replicas, type Replica } from '../helpers/replicas';
 import { removeSecretFile, testSecret, writeSecretFile } from '../helpers/secret';
-import { eventsPath, firstGap, openSse, type SseEvent, type SseStream } from '../helpers/sse';
+import { followPath, firstGap, openSse, type SseEvent, type SseStream } from '../helpers/sse';
 
 const STEPS = 60;
 const STEP_MS = 100;
@@ -26,7 +26,7 @@ let redis: RedisServer;
 let owner: OwnerServiceSimulator;
 let workflow: WorkflowServiceSimulator;
 let secretFile: string;
-const replicas = new Replicas('watch', () => ({
+const replicas = new Replicas('follow', () => ({
   LONGRUN_OWNER_URL: owner.url,
   LONGRUN_SECRET_FILE: secretFile,
   LONGRUN_REDIS_URL: redis.url,
@@ -34,7 +34,7 @@ const replicas = new Replicas('watch', () => ({
   LONGRUN_LEASE_TTL_MS: '3000',
   LONGRUN_STOP_ACK_TIMEOUT_MS: '1000',
   LONGRUN_DRAIN_TIMEOUT_MS: '4000',
-  LONGRUN_WATCH_IDLE_MS: '15000',
+  LONGRUN_FOLLOW_IDLE_MS: '15000',
 }));
 const streams: SseStream[] = [];
 
@@ -51,8 +51,8 @@ afterAll(async () => {
   await Promise.allSettled([owner.close(), workflow.close(), redis.stop(), removeSecretFile(secretFile)]);
 });
 
-async function watch(replica: Replica, headers: Record<string, string> = {}): Promise<SseStream> {
-  const stream = await openSse(`${replica.url}${eventsPath(WORKFLOW)}`, headers);
+async function follow(replica: Replica, headers: Record<string, string> = {}): Promise<SseStream> {
+  const stream = await openSse(`${replica.url}${followPath(WORKFLOW)}`, headers);
   streams.push(stream);
   expect(stream.status).toBe(200);
   return stream;
@@ -60,7 +60,7 @@ async function watch(replica: Replica, headers: Record<string, string> = {}): Pr
 
 const view = (events: readonly SseEvent[]): Array<[number | undefined, string, string]> => events.map((e) => [e.id, e.event, e.data]);
 
-it('a watcher sees one gap-free stream across a run limit, a drain of the holder and moves between replicas; one on the drained replica resumes elsewhere without a loss or a repeat', async () => {
+it('a follower sees one gap-free stream across a run limit, a drain of the holder and moves between replicas; one on the drained replica resumes elsewhere without a loss or a repeat', async () => {
   const [a, b, c] = (await replicas.start(3)) as [Replica, Replica, Replica];
   const alive = new Set([a, b, c]);
   const order = [a, b, c];
@@ -76,8 +76,8 @@ it('a watcher sees one gap-free stream across a run limit, a drain of the holder
   dispatched.push(a.name);
   expect((await a.execute(WORKFLOW, turn)).status).toBe(202);
 
-  const steady = await watch(c);
-  const moving = await watch(b);
+  const steady = await follow(c);
+  const moving = await follow(b);
   const runOn = (stream: SseStream, replica: string) =>
     stream.waitFor((events) => events.some((e) => e.event === 'run' && e.json['replica'] === replica), 15_000, `a run on ${replica}`);
 
@@ -86,13 +86,13 @@ it('a watcher sees one gap-free stream across a run limit, a drain of the holder
   await steady.waitFor((events) => events.at(-1)?.event === 'checkpoint' && events.findLast((e) => e.event === 'run')?.json['replica'] === b.name, 10_000, 'a step on b');
   alive.delete(b);
   b.child.process.kill('SIGTERM');
-  // The drain ends b's watch stream cleanly, after the end of b's run.
+  // The drain ends b's follow stream cleanly, after the end of b's run.
   expect(await moving.closed).toBe('ended');
   const beforeDrop = moving.events;
   expect(beforeDrop.at(-1)).toMatchObject({ event: 'end', json: expect.objectContaining({ reason: 'drain', resumable: true }) });
   expect(await b.child.exited(10_000)).toBe(0);
   // The client resumes on another replica from the last id it got.
-  const resumed = await watch(a, { 'last-event-id': String(beforeDrop.at(-1)?.id) });
+  const resumed = await follow(a, { 'last-event-id': String(beforeDrop.at(-1)?.id) });
 
   await steady.waitFor((events) => events.some((e) => e.event === 'idle'), 60_000, 'the end of the turn');
   await resumed.waitFor((events) => events.some((e) => e.event === 'idle'), 10_000, 'the end of the turn (resumed)');
@@ -110,12 +110,12 @@ it('a watcher sees one gap-free stream across a run limit, a drain of the holder
   expect(ends.at(-1)).toBe('finished');
   expect(runs).toHaveLength(ends.length);
   expect(events.map((e) => e.event).filter((k) => k === 'run' || k === 'end')).toEqual(runs.flatMap(() => ['run', 'end']));
-  // Every step of the turn once, in order, after the first one the watcher saw.
+  // Every step of the turn once, in order, after the first one the follower saw.
   const steps = events.filter((e) => e.event === 'checkpoint').map((e) => (e.json['newCheckpoint'] as { checkpoint: string }).checkpoint);
   const from = Number(/^step (\d+)\//.exec(steps[0] ?? '')?.[1]);
   expect(steps).toEqual(Array.from({ length: STEPS - from + 1 }, (_, i) => `step ${from + i}/${STEPS}`));
 
-  // The watcher that was on b: from what followed its start (the latest run and checkpoint), what it got before the
+  // The follower that was on b: from what followed its start (the latest run and checkpoint), what it got before the
   // drain and after resuming on a is the steady one's, exactly.
   expect(beforeDrop[0]?.event).toBe('run');
   const firstId = beforeDrop[1]?.id as number;

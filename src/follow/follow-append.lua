@@ -1,8 +1,8 @@
--- Appends a batch of a watched run's events to its workflow's log (docs/spec.md §14), numbers
+-- Appends a batch of a followed run's events to its workflow's log (docs/spec.md §14), numbers
 -- them, keeps the latest run and checkpoint beside the backlog, and publishes the batch to the
 -- replicas following the workflow — one call per batch.
--- KEYS[1]  the log's backlog, a stream        longrun:{wf:<id>}:events
--- KEYS[2]  the log's state, a hash            longrun:{wf:<id>}:watch
+-- KEYS[1]  the log's backlog, a stream        longrun:{wf:<id>}:follow:events
+-- KEYS[2]  the log's state, a hash            longrun:{wf:<id>}:follow
 --          last, state, run_id, run, checkpoint_id, checkpoint
 -- ARGV[1]  TTL in milliseconds (of both keys, set when the log is made)
 -- ARGV[2]  the most entries the backlog keeps (an exact trim: one entry out for each one in)
@@ -45,8 +45,8 @@ for name, value in pairs(state) do
   fields[#fields + 1] = value
 end
 redis.call('HSET', KEYS[2], unpack(fields))
--- A log lives one TTL from its making and from each touch of a replica with watchers of it
--- (watch-touch.lua, every announcement): not from each append, so that an append costs
+-- A log lives one TTL from its making and from each touch of a replica with followers of it
+-- (follow-touch.lua, every announcement): not from each append, so that an append costs
 -- no more than it must.
 if created then
   redis.call('PEXPIRE', KEYS[1], ARGV[1])
