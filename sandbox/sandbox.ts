@@ -1,8 +1,9 @@
 /**
  * The sandbox (docs/spec.md §9): with no LONGRUN_OWNER_URL, `npm start` runs a simulated owner
  * and a simulated workflow service on loopback in the same process, and points the
- * gateway at them. Runs are detached by default, so the printed curl returns a 202; the
- * second printed curl follows that run live (docs/spec.md §14). The gateway also serves the
+ * gateway at them. The banner prints two curls, in the order to paste them: a `curl -N`
+ * that follows workflow 1 live (docs/spec.md §14) and waits for its run, then a curl that
+ * starts that run, detached (a 202). The gateway also serves the
  * sandbox's web chat page (chat-page.ts), a browser client of the WebSocket route whose runs
  * view follows any run in flight.
  */
@@ -59,8 +60,9 @@ export async function startSandbox(config: EnvConfig): Promise<Sandbox> {
     },
     banner: (mainUrl, opsUrl) =>
       `\nlongrun sandbox is up: gateway ${mainUrl}, ops ${opsUrl}\n` +
-      `Start a detached run:\n\n  ${sandboxCurl(mainUrl)}\n\n` +
-      `Follow it live (Server-Sent Events, until it is idle):\n\n  ${sandboxFollowCurl(mainUrl)}\n\n` +
+      // The follow first: it waits for the run, so the run is seen from its first event on.
+      `First, follow workflow 1 live (Server-Sent Events; it waits for the next run, and ends once the workflow is idle):\n\n  ${sandboxFollowCurl(mainUrl)}\n\n` +
+      `Then, from another terminal, start a detached run of it: the follow shows every event from its run on, the first checkpoint included:\n\n  ${sandboxCurl(mainUrl)}\n\n` +
       `Or chat over the WebSocket route, and follow any run in flight, in a browser: ${chatUrl(mainUrl)}\n\n` +
       `The runs in flight: curl -s ${opsUrl}/runs\n\n`,
     close: async () => {
@@ -71,8 +73,8 @@ export async function startSandbox(config: EnvConfig): Promise<Sandbox> {
 
 /**
  * The turn the sandbox's curl starts: a checkpoint, a relayed request, then a few seconds
- * of work with a checkpoint every few seconds — time to paste the second curl, or to
- * follow it from the page, and see it live.
+ * of work with a checkpoint every few seconds — time to follow it from the page too, and see
+ * it live.
  */
 export function sandboxTurn(): { goal: string; workflowMetadata: string } {
   return {

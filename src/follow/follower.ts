@@ -1,8 +1,9 @@
 /**
  * One follow stream (docs/spec.md §14): what a client following a workflow is sent.
  *
- *   joining ──start()──► following ◄──► waiting ──idle window passed──► done (`idle`)
- *                          │ a final end ─────────────────────────────► done (`idle`)
+ *   joining ──start(), a run in flight──► following ◄──► waiting ──idle window passed──► done (`idle`)
+ *      └────start(), no run in flight─────────────────────┘
+ *                                         following ──a final end──► done (`idle`)
  *   any ──the client went, dropped slow, drain, closing──► done (no `idle`: it resumes)
  *
  * Joining, it replays from the log what came after its position — or, with no position, the
@@ -11,7 +12,9 @@
  * then it goes live. It never sends an id twice nor out of order: it sends only ids past the
  * last it sent. Following, any event of a run keeps it following; an `end` the owner follows
  * with another segment makes it wait LONGRUN_FOLLOW_IDLE_MS for the next run; a final one, or
- * a wait that passes, ends the stream with `idle`.
+ * a wait that passes, ends the stream with `idle`. A follower that starts while no run is in
+ * flight (none yet, or the last one ended, resumable or not) waits the same way, so a client
+ * that opens the follow and then dispatches sees the run from its `run` event on.
  *
  * A follower never holds a run back: what it has not taken is bounded (LONGRUN_FOLLOW_BUFFER_BYTES);
  * past it the stream is cut, and the client resumes with Last-Event-ID.
@@ -141,8 +144,7 @@ export class Follower implements FeedMember {
     }
     const newRun = inFlight !== undefined && inFlight !== this.loggedRun;
     if (this.logState === 'open' || newRun) this.mode = 'following';
-    else if (this.logState === 'resumable') this.waitForRun();
-    else this.sendIdle();
+    else this.waitForRun();
   }
 
   keepalive(): void {

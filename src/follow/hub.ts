@@ -155,8 +155,14 @@ export class Follow implements RunFollowSource {
   /**
    * Opens a follow stream: joins the workflow's feed, reads its log, opens the stream and
    * replays, then streams live until the follower is done. `release` (the reservation) is
-   * given back when it is. Throws LOCK_UNAVAILABLE when the log cannot be read (nothing was
-   * written then); resolves once the stream is live, or the client went.
+   * given back when it is. Throws LOCK_UNAVAILABLE when the log cannot be read or the
+   * interest not announced (nothing was written then); resolves once the stream is live, or
+   * the client went.
+   *
+   * The stream's head is written only once the store has taken this follow's announcement:
+   * a client that opens the follow and then dispatches the run knows, from the head on,
+   * that the replica which takes the run has heard of it before the run starts (docs/spec.md
+   * §14, "open the follow, then dispatch"), so the run reports from its `run` event on.
    */
   async open(request: FollowRequest, release: () => void): Promise<void> {
     const { workflowId } = request;
@@ -171,12 +177,13 @@ export class Follow implements RunFollowSource {
     request.signal.addEventListener('abort', onAbort, { once: true });
     this.followers.add(follower);
     joined.members.add(follower);
-    // At once, not at the next tick: a run of it here or elsewhere reports from now on (and /runs counts this follower).
-    this.announce([workflowId]);
+    // At once, not at the next tick: a run of it here reports from now on, one elsewhere once
+    // the announcement is taken (awaited below, before the head); /runs counts this follower.
+    const announced = this.announce([workflowId]);
     let read: LogRead;
     let inFlight: string | undefined;
     try {
-      await this.subscribed(joined);
+      await Promise.all([this.subscribed(joined), announced]);
       [read, inFlight] = await Promise.all([this.deps.log.read(workflowId, request.after), this.inFlight(workflowId)]);
     } catch (err) {
       follower.closed();
@@ -244,21 +251,29 @@ export class Follow implements RunFollowSource {
     }
   }
 
-  /** Says to every replica (this one at once) which of these workflows this replica has followers of, and how many. */
-  private announce(workflowIds: readonly string[]): void {
+  /**
+   * Says to every replica (this one at once, synchronously) which of these workflows this
+   * replica has followers of, and how many. Resolves once the store took every message;
+   * rejects when it failed (the next announcement repeats it).
+   */
+  private announce(workflowIds: readonly string[]): Promise<void> {
     const workflows: Array<[string, number]> = [];
     for (const id of workflowIds) {
       const followers = this.feeds.get(id)?.members.size ?? 0;
       if (followers > 0) workflows.push([id, followers]);
     }
-    if (workflows.length === 0) return;
+    if (workflows.length === 0) return Promise.resolve();
     this.heard({ replica: this.deps.replicaId, workflows });
-    for (let i = 0; i < workflows.length; i += ANNOUNCE_CHUNK) this.deps.log.announce({ replica: this.deps.replicaId, workflows: workflows.slice(i, i + ANNOUNCE_CHUNK) });
+    const sent: Array<Promise<void>> = [];
+    for (let i = 0; i < workflows.length; i += ANNOUNCE_CHUNK) {
+      sent.push(this.deps.log.announce({ replica: this.deps.replicaId, workflows: workflows.slice(i, i + ANNOUNCE_CHUNK) }));
+    }
+    return Promise.all(sent).then(() => undefined);
   }
 
   private heard(message: Announcement): void {
     if ('hello' in message) {
-      if (message.replica !== this.deps.replicaId) this.announce([...this.feeds.keys()]);
+      if (message.replica !== this.deps.replicaId) this.announce([...this.feeds.keys()]).catch(() => undefined);
       return;
     }
     const gained = this.interest.note(message.replica, message.workflows, Date.now() + INTEREST_TTL_MS);
@@ -277,7 +292,7 @@ export class Follow implements RunFollowSource {
     const now = Date.now();
     if (this.feeds.size > 0) {
       const ids = [...this.feeds.keys()];
-      this.announce(ids);
+      this.announce(ids).catch(() => undefined);
       this.deps.log.touch(ids);
     }
     const lost = this.interest.expire(now);

@@ -54,8 +54,12 @@ export interface FollowLog {
   /** Appends to `workflowId` are delivered from the moment this resolves. */
   subscribe(workflowId: string): Promise<void>;
   unsubscribe(workflowId: string): void;
-  /** To every replica (this one too). Best effort: announcements repeat. */
-  announce(message: Announcement): void;
+  /**
+   * To every replica (this one too). Resolves once the store took it: every replica
+   * subscribed then has been sent it. Rejects when the store failed; announcements repeat,
+   * so a caller that need not wait for one drops its failure.
+   */
+  announce(message: Announcement): Promise<void>;
   onAnnouncement(handler: (message: Announcement) => void): void;
   /** Deliveries may have been lost (the connection they come on was down): what is subscribed should catch up. */
   onResubscribed(handler: () => void): void;

@@ -74,8 +74,9 @@ export class MemoryFollowLog implements FollowLog {
 
   unsubscribe(): void {}
 
-  announce(message: Announcement): void {
+  announce(message: Announcement): Promise<void> {
     this.announced(message);
+    return Promise.resolve();
   }
 
   onAnnouncement(handler: (message: Announcement) => void): void {

@@ -150,8 +150,9 @@ export class RedisFollowLog implements FollowLog {
     this.subscriber.unsubscribe(followKeys(workflowId).events).catch(() => undefined);
   }
 
-  announce(message: Announcement): void {
-    this.commands.publish(INTEREST_CHANNEL, JSON.stringify(message)).catch(() => undefined);
+  announce(message: Announcement): Promise<void> {
+    // Redis replies to a PUBLISH once it has queued the message to every subscriber.
+    return this.commands.publish(INTEREST_CHANNEL, JSON.stringify(message)).then(() => undefined);
   }
 
   onAnnouncement(handler: (message: Announcement) => void): void {
@@ -172,7 +173,7 @@ export class RedisFollowLog implements FollowLog {
 
   /** Asks every replica to announce again, once this replica's command connection can publish. */
   private sayHello(): void {
-    const hello = (): void => this.announce({ replica: this.replicaId, hello: true });
+    const hello = (): void => void this.announce({ replica: this.replicaId, hello: true }).catch(() => undefined);
     if (this.commands.status === 'ready') hello();
     else this.commands.once('ready', hello);
   }

@@ -47,7 +47,8 @@ const consecutive = (events: FollowEvent[]): boolean => {
 
 describe('follow()', () => {
   it('yields the runs’ events, typed, and ends after idle', async () => {
-    stack = await startStack({ redis: true, preauth: { detached: true }, env: { LONGRUN_LOG_LEVEL: 'warn' } });
+    // The follow from an id starts after the run ended: it waits this long for the next, then ends idle.
+    stack = await startStack({ redis: true, preauth: { detached: true }, env: { LONGRUN_LOG_LEVEL: 'warn', LONGRUN_FOLLOW_IDLE_MS: '400' } });
     const client = clientFor(stack.url);
     const id = newWorkflow();
     await detached(client, id, [

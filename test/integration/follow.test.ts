@@ -214,7 +214,8 @@ describe('resuming', () => {
   }
 
   it('Last-Event-ID or ?after=N replays what came after N, then idle; the header wins over the query', async () => {
-    const s = await followStack();
+    // No run in flight after the replay: each stream waits this long for the next, then ends idle.
+    const s = await followStack({ LONGRUN_FOLLOW_IDLE_MS: '400' });
     const id = newWorkflow();
     const all = await followed(s, id);
     expect(all.length).toBeGreaterThanOrEqual(8);
@@ -234,7 +235,7 @@ describe('resuming', () => {
   });
 
   it('an id older than the backlog starts from the latest checkpoint marked resync; nothing duplicated or reordered', async () => {
-    const s = await followStack({ LONGRUN_FOLLOW_BACKLOG_EVENTS: '3' });
+    const s = await followStack({ LONGRUN_FOLLOW_BACKLOG_EVENTS: '3', LONGRUN_FOLLOW_IDLE_MS: '400' });
     const id = newWorkflow();
     const all = await followed(s, id);
     const resumed = await follow(s, id, `?after=${all[1]?.id}`);
@@ -256,12 +257,57 @@ describe('resuming', () => {
 });
 
 describe('across segments and replicas', () => {
-  it('no run at all: idle at once', async () => {
-    const s = await followStack();
+  it('no run in flight: the stream opens and waits LONGRUN_FOLLOW_IDLE_MS for one, then ends idle', async () => {
+    const s = await followStack({ LONGRUN_FOLLOW_IDLE_MS: '800' });
+    const opened = performance.timeOrigin + performance.now();
     const stream = await follow(s, newWorkflow());
-    await stream.waitFor(hasIdle, 2_000, 'idle');
+    expect(stream.status).toBe(200);
+    expect(s.gateway.follow.stats).toMatchObject({ followers: 1 });
+    await stream.waitFor(hasIdle, 5_000, 'idle');
     expect(kinds(stream.events)).toEqual(['idle']);
+    // It waited the window out (a lower bound only: a loaded machine makes it later, never sooner).
+    expect((stream.events[0] as SseEvent).at - opened).toBeGreaterThanOrEqual(750);
     expect(await stream.closed).toBe('ended');
+    expect(s.gateway.follow.stats).toMatchObject({ followers: 0, feeds: 0 });
+  });
+
+  it('open the follow, then dispatch: the run from its `run` event on, its first checkpoint included, on the follow’s replica and on another', async () => {
+    const s = await followStack({ LONGRUN_REPLICA_ID: 'follow-a' });
+    const peer = await s.peer({ LONGRUN_REPLICA_ID: 'follow-b' });
+    const turn: Step[] = [{ op: 'checkpoint', text: 'first' }, { op: 'checkpoint', text: 'second' }, { op: 'checkpoint', text: 'last', status: 'FINISHED' }, { op: 'end' }];
+    // The follow on A, each run on A, then B, then B again after a finished run of the workflow was followed.
+    for (const [runOn, id] of [
+      [s, newWorkflow()],
+      [peer, newWorkflow()],
+      [peer, newWorkflow()],
+    ] as const) {
+      const stream = await follow(s, id);
+      // The head is written: the dispatch goes at once, as a client's next line would.
+      const runId = await detached(runOn, id, turn);
+      await stream.waitFor(hasIdle, 10_000, 'idle');
+      expect(kinds(stream.events)).toEqual(['run', 'checkpoint', 'checkpoint', 'checkpoint', 'end', 'idle']);
+      expect(stream.events[0]?.json).toMatchObject({ run_id: runId, replica: runOn === s ? 'follow-a' : 'follow-b' });
+      const texts = stream.events.filter((e) => e.event === 'checkpoint').map((e) => (e.json['newCheckpoint'] as Record<string, unknown>)['checkpoint']);
+      expect(texts).toEqual(['first', 'second', 'last']);
+      expect(firstGap(stream.events)).toBeUndefined();
+    }
+  });
+
+  it('a follow opened after a finished run waits for the next one instead of ending', async () => {
+    const s = await followStack();
+    const id = newWorkflow();
+    const first = await follow(s, id);
+    await detached(s, id, [{ op: 'checkpoint', text: 'one', status: 'FINISHED' }, { op: 'end' }]);
+    await first.waitFor(hasIdle, 10_000, 'idle');
+    const second = await follow(s, id);
+    // The finished run's latest run and checkpoint and what followed (its end), as any follow's start, then the wait: no idle.
+    await second.waitFor((events) => events.some((e) => e.event === 'end'), 5_000, 'the finished run');
+    const runId = await detached(s, id, [{ op: 'checkpoint', text: 'two', status: 'FINISHED' }, { op: 'end' }]);
+    await second.waitFor(hasIdle, 10_000, 'idle');
+    expect(kinds(second.events)).toEqual(['run', 'checkpoint', 'end', 'run', 'checkpoint', 'end', 'idle']);
+    expect(second.events[3]?.json['run_id']).toBe(runId);
+    expect((second.events[4]?.json['newCheckpoint'] as Record<string, unknown>)['checkpoint']).toBe('two');
+    expect(firstGap(second.events)).toBeUndefined();
   });
 
   it('after a resumable end the stream stays open and follows the next run on another replica, until a final end', async () => {
@@ -497,7 +543,7 @@ describe('the drain, metrics and /runs', () => {
 
 describe('without Redis (one replica)', () => {
   it('follows, replays and resyncs from the process’s own log', async () => {
-    const s = await followStack({ LONGRUN_FOLLOW_BACKLOG_EVENTS: '2' }, false);
+    const s = await followStack({ LONGRUN_FOLLOW_BACKLOG_EVENTS: '2', LONGRUN_FOLLOW_IDLE_MS: '400' }, false);
     const id = newWorkflow();
     await detached(s, id, [
       { op: 'checkpoint', text: 'one' },

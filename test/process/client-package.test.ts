@@ -123,7 +123,7 @@ beforeAll(async () => {
     LONGRUN_LOG_LEVEL: 'warn',
   });
   gatewayUrl = (await gateway.waitForOutput(/sandbox is up: gateway (http:\/\/\S+),/, 20_000))[1] as string;
-  const [, curl] = await gateway.waitForOutput(/^\s*(curl .+)$/m, 1_000);
+  const [, curl] = await gateway.waitForOutput(/^\s*(curl -sS -X POST .+)$/m, 1_000);
   sandboxStart = JSON.parse(/--data '(.+)'$/.exec(curl as string)?.[1] as string) as typeof sandboxStart;
 }, 300_000);
 
