@@ -11,7 +11,9 @@
  * Gitlab-Workhorse header, else 403 — as the real workflow and checkpoint endpoints do
  * (the MCP endpoints, which MCP clients other than the gateway use too, need only the
  * user's token). Answers use canonical header names, with GitLab's X-Next-Page/X-Total
- * pagination on `/api/v4/projects/:id/issues`.
+ * pagination on `/api/v4/projects/:id/issues`; the project, issue, merge request, repository
+ * file and commit resources the workflow service's tools use most want the user's token as
+ * Rails' API does (gitlab-api.ts).
  */
 import { RECORD_LIMIT, record } from './recorded';
 import { EventEmitter } from 'node:events';
@@ -20,6 +22,7 @@ import type { AddressInfo } from 'node:net';
 import type http from 'node:http';
 import express from 'express';
 import { verifyJwt, WORKHORSE_ISSUER } from '../src/core/jwt';
+import { answerGitLabResource } from './gitlab-api';
 import { McpEndpointSimulator } from './mcp-sim';
 
 export interface PreauthConfig {
@@ -348,8 +351,8 @@ export class OwnerServiceSimulator {
       this.answerHeaderShapes(res);
     } else if (/^\/api\/v4\/projects\/[^/]+\/issues$/.test(path)) {
       this.answerIssuesPage(req, res);
-    } else if (/^\/api\/v4\/projects\/[^/]+$/.test(path)) {
-      res.status(200).json({ id: path.split('/').pop(), name: 'sandbox-project' });
+    } else if (answerGitLabResource(req, res, received.body, this.options.oauthToken ?? OWNER_OAUTH_TOKEN)) {
+      return;
     } else {
       res.status(404).json({ message: '404 Not Found' });
     }

@@ -86,7 +86,7 @@ describe('a full blocking turn', () => {
     expect(echo?.statusCode).toBe(200);
     expect(JSON.parse(echo?.body ?? '{}')).toMatchObject({ method: 'POST', path: '/api/v4/echo?x=1', body: '{"hello":"world"}' });
     expect(answers[1]?.response.httpResponse?.statusCode).toBe(200);
-    expect(JSON.parse(answers[1]?.response.httpResponse?.body ?? '{}')).toEqual({ id: '7', name: 'sandbox-project' });
+    expect(JSON.parse(answers[1]?.response.httpResponse?.body ?? '{}')).toMatchObject({ id: 7, name: 'sandbox-project' });
     expect(answers[2]?.response.plainTextResponse?.error).toBe('action cannot be executed by this client: runReadFile');
     expect(answers[3]?.response.plainTextResponse?.error).toBe('action cannot be executed by this client: runShellCommand');
 
