@@ -61,9 +61,10 @@ export function errorOf(answer: Answer): LongrunError {
   const { status, headers, text, endpoint, requestId } = answer;
   const retryAfterS = retryAfterOf(headers);
   const context = { status, retryAfterS, requestId, endpoint };
-  // The owner's own refusal, passed through with its status, headers and body.
+  // The owner's own refusal, passed through with its status, headers and body. Its 429 (Rails'
+  // rate limit on the execute preauth) says "later": retried after its Retry-After.
   if (header(headers, 'x-longrun-error-code') === 'PREAUTH_DENIED') {
-    return new LongrunError('PREAUTH_DENIED', `the owner refused the request (${status})`, { ...context, retryable: false, body: text });
+    return new LongrunError('PREAUTH_DENIED', `the owner refused the request (${status})`, { ...context, retryable: status === 429, body: text });
   }
   let json: unknown;
   try {

@@ -1,8 +1,9 @@
 /**
  * The client's retry policy. A failure the gateway marks retryable (docs/spec.md §3: 503 DRAINING,
  * LOCK_UNAVAILABLE, CAPACITY_EXHAUSTED; 502 OWNER_UNAVAILABLE, PREAUTH_INVALID,
- * WORKFLOW_SERVICE_UNAVAILABLE; 429 ACTOR_LIMIT; 500 INTERNAL) and a network failure are
- * tried again, on the next gateway endpoint when there are several, until one answers,
+ * WORKFLOW_SERVICE_UNAVAILABLE; 429 ACTOR_LIMIT; 500 INTERNAL), the owner's own 429 passed
+ * through (PREAUTH_DENIED: Rails rate-limits the execute preauth, with Retry-After) and a
+ * network failure are tried again, on the next gateway endpoint when there are several, until one answers,
  * `maxAttempts` is spent, or the next try would start past `deadlineMs`.
  *
  * When an answer carries Retry-After, that endpoint is not tried again before it (plus up
