@@ -91,6 +91,23 @@ export interface OwnerSimulatorOptions {
 
 export const OWNER_OAUTH_TOKEN = 'sim-oauth-token-0123456789';
 
+/**
+ * Rails' limit on the execute preauth: `check_rate_limit!(:duo_workflow_direct_access, scope:
+ * current_user)` (ee/lib/api/ai/duo_workflows/workflows.rb), 50 a minute a user
+ * (lib/gitlab/application_rate_limiter.rb), answered 429 with `Retry-After` the interval.
+ */
+export const RAILS_EXECUTE_RATE_LIMIT: RateLimit = { threshold: 50, intervalMs: 60_000 };
+
+export interface RateLimit {
+  /** Requests a user may make in a window; the next one is refused. */
+  threshold: number;
+  /** The window, from a user's first request in it (Rails' counter expires then); Retry-After is this, in seconds. */
+  intervalMs: number;
+}
+
+/** What Rails' too_many_requests! answers (its `{ error: … }` rendered as the message). */
+export const RATE_LIMITED_BODY = '{"message":{"error":"This endpoint has been requested too many times. Try again later."}}';
+
 export class OwnerServiceSimulator {
   readonly preauths: ReceivedRequest[] = [];
   readonly apiRequests: ReceivedRequest[] = [];
@@ -108,6 +125,10 @@ export class OwnerServiceSimulator {
   readonly orbitMcp: McpEndpointSimulator;
   /** Answer the next N segment-end callbacks with this status (to test retries). */
   segmentEndFailures: { remaining: number; status: number } = { remaining: 0, status: 503 };
+  /** Rate-limit the execute preauth per user as Rails does (RAILS_EXECUTE_RATE_LIMIT); off (undefined) by default. */
+  executeRateLimit: RateLimit | undefined;
+  /** Each user's window: its requests so far and when it ends. */
+  private readonly rateWindows = new Map<string, { count: number; endsAt: number }>();
   /** Never answer segment-end callbacks (a hung owner): they are recorded, then held open. */
   hangSegmentEnds = false;
   /** Called for every accepted segment-end callback (e.g. to re-dispatch the turn). */
@@ -231,6 +252,7 @@ export class OwnerServiceSimulator {
     }
     if (executeMatch) {
       record(this.preauths, received, this.recordLimit);
+      if (this.rateLimited(req, res)) return;
       await this.answerPreauth(decodeURIComponent(executeMatch[1] as string), res);
       return;
     }
@@ -278,6 +300,28 @@ export class OwnerServiceSimulator {
     }
     record(this.apiRequests, received, this.recordLimit);
     this.answerApi(req, res, received);
+  }
+
+  /**
+   * Rails' ApplicationRateLimiter, as check_rate_limit! uses it: a counter per user (the
+   * caller's credentials; one for anonymous callers) that starts a window at its first
+   * request; past the threshold within it, 429 with Retry-After the whole interval.
+   */
+  private rateLimited(req: express.Request, res: express.Response): boolean {
+    const limit = this.executeRateLimit;
+    if (!limit) return false;
+    const user = req.get('authorization') ?? req.get('private-token') ?? '(anonymous)';
+    const now = Date.now();
+    let window = this.rateWindows.get(user);
+    if (!window || now >= window.endsAt) this.rateWindows.set(user, (window = { count: 0, endsAt: now + limit.intervalMs }));
+    window.count += 1;
+    if (window.count <= limit.threshold) return false;
+    res
+      .status(429)
+      .set('Retry-After', String(Math.ceil(limit.intervalMs / 1_000)))
+      .type('application/json')
+      .send(RATE_LIMITED_BODY);
+    return true;
   }
 
   /**
