@@ -6,7 +6,8 @@
  *                 the turn's, a watchdog is scheduled; 409 WORKFLOW_LOCKED → the run in
  *                 flight is the turn: adopted (getRun), not retried; 200 finished and
  *                 409 STOPPED end the turn; a retryable failure past the client's
- *                 deadline fails the job and BullMQ tries it again later.
+ *                 deadline fails the job and BullMQ tries it again later — never before
+ *                 the failure's Retry-After (the owner's rate limit: segmentBackoffMs).
  *   callback      the segment-end endpoint (segment-end-route.ts): a resumable reason
  *                 enqueues the next segment once per (workflow, run id) — the BullMQ job
  *                 id `resume-<workflow>-<run>` is the idempotency key — carrying the
@@ -83,6 +84,21 @@ interface WatchdogJob {
 }
 
 const open = (status: TurnStatus): boolean => status === 'dispatching' || status === 'running';
+
+/** The segment jobs' backoff, a strategy of the worker's own (BullMQ calls it with the job's error). */
+const SEGMENT_BACKOFF = 'segment';
+
+/**
+ * How long BullMQ waits before a failed segment job's next attempt: exponential from 1 s,
+ * and never less than the Retry-After the failure carried — the owner's 429 (Rails
+ * rate-limits the execute preauth: 50 a minute a user, Retry-After 60) is waited out,
+ * not retried into.
+ */
+export function segmentBackoffMs(attemptsMade: number, err: Error | undefined): number {
+  const exponential = 1_000 * 2 ** Math.max(0, attemptsMade - 1);
+  const retryAfterMs = err instanceof LongrunError && err.retryAfterS !== undefined ? err.retryAfterS * 1_000 : 0;
+  return Math.max(exponential, retryAfterMs);
+}
 /** BullMQ job ids may not contain ':'; request ids keep to ^[A-Za-z0-9_-]{1,64}$. */
 const safe = (id: string): string => id.replace(/[^A-Za-z0-9_-]/g, '_');
 
@@ -110,7 +126,12 @@ export class Dispatcher {
       defaultJobOptions: { removeOnComplete: { age: 24 * 3600 }, removeOnFail: { age: 7 * 24 * 3600 } },
     });
     this.queue.on('error', () => undefined);
-    this.worker = new Worker(queueName, (job: Job) => this.work(job), { connection: this.connection, prefix, concurrency: options.concurrency ?? 16 });
+    this.worker = new Worker(queueName, (job: Job) => this.work(job), {
+      connection: this.connection,
+      prefix,
+      concurrency: options.concurrency ?? 16,
+      settings: { backoffStrategy: (attemptsMade, _type, err) => segmentBackoffMs(attemptsMade, err) },
+    });
     this.worker.on('error', () => undefined);
     this.worker.on('failed', (job, err) => void this.onJobFailed(job, err));
   }
@@ -162,7 +183,7 @@ export class Dispatcher {
   }
 
   private segmentJobOptions(jobId: string) {
-    return { jobId, attempts: this.options.jobAttempts ?? 8, backoff: { type: 'exponential', delay: 1_000 } };
+    return { jobId, attempts: this.options.jobAttempts ?? 8, backoff: { type: SEGMENT_BACKOFF } };
   }
 
   private work(job: Job): Promise<void> {

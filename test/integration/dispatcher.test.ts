@@ -2,8 +2,9 @@
  * The reference dispatcher (examples/dispatcher) on a real BullMQ queue and a real Redis,
  * against a real gateway and the simulators: turns resume once per boundary, a callback
  * delivered twice resumes once, a lost callback is recovered by the watchdog, a 409
- * WORKFLOW_LOCKED adopts the run in flight, and a write cut by the run limit is handed
- * to the next segment as `in_flight`.
+ * WORKFLOW_LOCKED adopts the run in flight, a write cut by the run limit is handed
+ * to the next segment as `in_flight`, and the owner's rate limit (429, Retry-After) is waited
+ * out before the segment is tried again.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Queue } from 'bullmq';
@@ -181,6 +182,31 @@ describe('the reference dispatcher', () => {
     expect(turn.segments).toBe(calls.length);
     expect(metadataOf(calls[1]).resume?.reason).toBe('lost');
     expectNoOverlap(calls);
+  });
+
+  it('the owner’s 429 (Rails’ rate limit on the execute preauth): the job is tried again no sooner than its Retry-After', async () => {
+    // A client whose deadline the Retry-After passes: it gives up at once, and the job's backoff must wait instead.
+    const impatient = new LongrunClient({ url: stack.url, secret: testSecret, retry: { deadlineMs: 200 } });
+    const mine: DispatcherEvent[] = [];
+    const other = new Dispatcher({ client: impatient, redisUrl: redis.url, prefix: `${PREFIX}-rate`, runLimitMs: RUN_LIMIT_MS, onEvent: (e) => mine.push(e) });
+    stack.owner.executeRateLimit = { threshold: 1, intervalMs: 2_000 };
+    try {
+      await other.ready();
+      // The user's one execute of the window.
+      expect((await stack.execute(newWorkflow(), { steps: [{ op: 'end' }] })).statusCode).toBe(200);
+      const id = newWorkflow();
+      await other.startTurn(id, { metadata: { scenario: [{ op: 'checkpoint', text: 'one' }, { op: 'end' }] } });
+      await expect.poll(() => mine.some((e) => e.type === 'segment_accepted' && e.workflowId === id), { timeout: 15_000, interval: 100 }).toBe(true);
+      expect(mine).toContainEqual({ type: 'dispatch_error', workflowId: id, code: 'PREAUTH_DENIED', message: 'the owner refused the request (429)', willRetry: true });
+      // One refused preauth, then one accepted after the Retry-After (2 s) — not BullMQ's first backoff (1 s), which the limit would refuse again.
+      const asked = stack.owner.preauths.filter((p) => p.path.includes(`/workflows/${id}/`));
+      expect(asked).toHaveLength(2);
+      expect((asked[1]?.at ?? 0) - (asked[0]?.at ?? 0)).toBeGreaterThanOrEqual(2_000);
+    } finally {
+      stack.owner.executeRateLimit = undefined;
+      await other.close();
+      await impatient.close();
+    }
   });
 
   it('409 WORKFLOW_LOCKED: the run already in flight is adopted as the turn’s segment, not retried', async () => {
