@@ -409,8 +409,11 @@ export function loadConfig(env: Env = process.env): EnvConfig {
     streamOpenTimeoutMs: readMs(env, 'LONGRUN_STREAM_OPEN_TIMEOUT_MS', 5_000),
     // Three keepalive periods: a caller reading nothing for a minute is not coming back.
     callerStallMs: readMs(env, 'LONGRUN_CALLER_STALL_MS', 60_000),
-    // 55 min: below the workflow service's one-hour stream cap and two-hour token TTL.
-    runLimitMs: readMs(env, 'LONGRUN_RUN_LIMIT_MS', 3_300_000),
+    // 20 min: GitLab fails a workflow left `running` 30 min without an update
+    // (CleanStuckWorkflowsService), and a run silent to its limit, then a rate-limited
+    // re-dispatch, must fit in that (test/unit/stuck-workflow-bounds.test.ts); also well
+    // below the workflow service's one-hour stream cap and two-hour token TTL.
+    runLimitMs: readMs(env, 'LONGRUN_RUN_LIMIT_MS', 1_200_000),
     stopAckTimeoutMs: readMs(env, 'LONGRUN_STOP_ACK_TIMEOUT_MS', 10_000),
     leaseTtlMs,
     stopPollMs: readMs(env, 'LONGRUN_STOP_POLL_MS', 5_000),

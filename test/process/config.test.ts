@@ -54,7 +54,7 @@ describe('config: defaults', () => {
       acceptWaitMs: 10_000,
       streamOpenTimeoutMs: 5_000,
       callerStallMs: 60_000,
-      runLimitMs: 3_300_000,
+      runLimitMs: 1_200_000,
       stopAckTimeoutMs: 10_000,
       leaseTtlMs: 60_000,
       stopPollMs: 5_000,
