@@ -14,6 +14,7 @@ export type { Accepted, Answered, ExecuteResult, Finished, InFlightEntry, Locked
 export { BlockingStream, type BlockingEnd, type Checkpoint } from './ndjson';
 export { defaultRetryOptions, retryDelayMs, systemClock, type RetryClock, type RetryOptions } from './retry';
 export { retryAfterOf } from './responses';
+export { STORE_FENCE_CLOSE_CODE, fencedStartOf, type FencedStart } from './store-fence';
 export { SegmentEndRejected, isFinal, isResumable, segmentEndSchema, verifySegmentEnd, type SegmentEnd, type SegmentEndRequest } from './segment-end';
 export {
   LongrunSession,
@@ -34,12 +35,14 @@ export {
   inFlightKinds,
   resumableSegmentEndReasons,
   segmentEndReasons,
+  storeFences,
   watchEventKinds,
   type AcceptedOn,
   type FinalSegmentEndReason,
   type InFlightKind,
   type ResumableSegmentEndReason,
   type SegmentEndReason,
+  type StoreFence,
   type WatchEventKind,
 } from './vocabulary';
 export type { WatchEvent, WatchOptions } from './watch';
