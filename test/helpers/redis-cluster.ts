@@ -10,7 +10,6 @@ import { spawn } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Cluster, Redis } from 'ioredis';
 import { freePort } from './ports';
-import { clusterKeys } from '../../src/coordination/keys';
 import { markStore, startRedis, type RedisServer } from './redis';
 
 const HOST = '127.0.0.1';
@@ -208,9 +207,10 @@ export async function startRedisCluster(): Promise<RedisClusterTopology> {
       await sleep(100);
     }
     const primaries = (await clusterNodes()).filter((n) => n.role === 'master' && n.slots.length > 0);
-    // Each primary marked as a store longrun knows (redis.ts markStore), in its lowest slot, where gateways look for it.
-    await Promise.all(primaries.map((p) => markStore(`redis://${HOST}:${p.port}`, clusterKeys.storeMarker(Math.min(...p.slots.map(([from]) => from))))));
-    return { ...topology, url: `redis://${primaries.map((p) => `${HOST}:${p.port}`).join(',')}` };
+    const url = `redis://${primaries.map((p) => `${HOST}:${p.port}`).join(',')}`;
+    // Marked as a new store, as an operator would (`longrun store mark`): every primary, in its lowest slot.
+    await markStore(url, { cluster: true });
+    return { ...topology, url };
   } catch (err) {
     await stop();
     throw err;
