@@ -93,7 +93,9 @@ export async function markNewStore(target: RedisTarget, options: StoreMarkOption
       throw new StoreMarkError(`Redis at ${redis} failed: ${(err as Error).message}`, { cause: err });
     }
   } finally {
-    await closeRedis(client);
+    // QUIT only on a connection that is up: it would wait its whole timeout on one that is not.
+    if (client.status === 'ready') await closeRedis(client);
+    else client.disconnect();
   }
 }
 

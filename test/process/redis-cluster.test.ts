@@ -21,6 +21,7 @@ import { coordinationContract } from '../helpers/coordination-contract';
 import { startRedisCluster, type RedisClusterTopology } from '../helpers/redis-cluster';
 import { Replicas, type Replica } from '../helpers/replicas';
 import { removeSecretFile, testSecret, writeSecretFile } from '../helpers/secret';
+import { storeMark } from '../helpers/store-mark';
 
 let cluster: RedisClusterTopology;
 
@@ -53,6 +54,30 @@ describe('coordination backend contract: redis cluster', () => {
     const backend = new RedisBackend(parseRedisUrl(cluster.url, { cluster: true }), { commandTimeoutMs: 2_000, connectTimeoutMs: 2_000 });
     expect(await backend.waitReady(10_000)).toBe(true);
     return backend;
+  });
+});
+
+describe('longrun store mark on a Redis Cluster (LONGRUN_REDIS_KEYS=cluster)', () => {
+  it('marks every primary, each in its lowest slot; refuses while any primary holds a lock key, naming it', async () => {
+    const env = { LONGRUN_REDIS_URL: cluster.url, LONGRUN_REDIS_KEYS: 'cluster' };
+    const primaries = (await cluster.clusterNodes()).filter((n) => n.role === 'master' && n.slots.length > 0);
+    const markers = primaries.map((p) => ({ port: p.port, key: clusterKeys.storeMarker(Math.min(...p.slots.map(([from]) => from))) }));
+    expect(await storeMark(env)).toMatchObject({ status: 0, stdout: expect.stringContaining('was marked already') });
+    // Unmarked again (as a new cluster is), then marked by the command.
+    for (const { port, key } of markers) await cluster.node(port).del(key);
+    const marked = await storeMark(env);
+    expect(marked.status).toBe(0);
+    expect(marked.stdout.split('\n').filter((line) => line.endsWith('  marked'))).toHaveLength(3);
+    for (const { port, key } of markers) expect(await cluster.node(port).hget(key, 'fenced_until'), key).toBe('0');
+    const held = clusterKeys.lock('cluster-mark-held');
+    await cluster.client().set(held, 'token');
+    try {
+      const refused = await storeMark(env);
+      expect(refused.status).toBe(3);
+      expect(refused.stderr).toContain(`127.0.0.1:${await cluster.primaryOf(hashSlot(held))}  holds 1 lock key (${held})`);
+    } finally {
+      await cluster.client().del(held);
+    }
   });
 });
 

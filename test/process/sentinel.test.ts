@@ -25,6 +25,7 @@ import { startReplica, type Replica } from '../helpers/replicas';
 import { holdPort } from '../helpers/ports';
 import { removeSecretFile, testSecret, writeSecretFile } from '../helpers/secret';
 import { startSentinelTopology, type SentinelTopology } from '../helpers/sentinel';
+import { storeMark } from '../helpers/store-mark';
 
 /**
  * Lease TTLs, small so runs can lose their leases within the test, but inside the rule of
@@ -365,6 +366,18 @@ describe('Redis behind Sentinel', () => {
     await expect.poll(sockets, { timeout: 5_000 }).toBeGreaterThanOrEqual(before + 2 + 2 * 3);
     await backend.close();
     await expect.poll(sockets, { timeout: 5_000 }).toBe(before);
+  });
+
+  it('longrun store mark through Sentinel (redis+sentinel:// with both passwords): marks the primary Sentinel names', async () => {
+    topology = await startSentinelTopology({ password: DATA_PASSWORD, sentinelPassword: SENTINEL_PASSWORD });
+    const primary = (await topology.primaryPort()) as number;
+    // Unmarked, as a new primary is (the topology's helper marked it).
+    await topology.node(primary).del('longrun:store');
+    const marked = await storeMark({ LONGRUN_REDIS_URL: topology.url });
+    expect(marked.stdout).toMatch(new RegExp(`is marked as a new store: gateways grant its first locks at once\\n  127\\.0\\.0\\.1:${primary}  marked\\n$`));
+    expect(marked.stdout).not.toContain(DATA_PASSWORD);
+    expect(marked.status).toBe(0);
+    expect(await topology.node(primary).hget('longrun:store', 'fenced_until')).toBe('0');
   });
 
   it('rediss+sentinel://: TLS to the Sentinels and the primary, trusting a private CA through NODE_EXTRA_CA_CERTS', async () => {
