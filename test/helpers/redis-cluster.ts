@@ -31,9 +31,9 @@ export interface RedisClusterTopology {
   readonly nodes: readonly RedisServer[];
   /** `redis://127.0.0.1:<p1>,127.0.0.1:<p2>,127.0.0.1:<p3>`: seed nodes, as LONGRUN_REDIS_URL gives them. */
   readonly url: string;
-  /** CLUSTER NODES as `port` sees it. */
+  /** CLUSTER NODES as `port` sees it (by default, the first node that answers). */
   clusterNodes(port?: number): Promise<ClusterNode[]>;
-  /** The port of the primary serving `slot`, as the first node sees it. */
+  /** The port of the primary serving `slot`, as the first node that answers sees it. */
   primaryOf(slot: number): Promise<number>;
   /** CLUSTER KEYSLOT of a key, asked of a node. */
   keyslot(key: string): Promise<number>;
@@ -140,7 +140,19 @@ export async function startRedisCluster(): Promise<RedisClusterTopology> {
     };
     for (const server of await Promise.all(Array.from({ length: 6 }, startNode))) nodes.push(server);
     await run('redis-cli', ['--cluster', 'create', ...nodes.map((n) => `${HOST}:${n.port}`), '--cluster-replicas', '1', '--cluster-yes']);
-    const clusterNodes = async (port = nodes[0]?.port as number): Promise<ClusterNode[]> => parseNodes(String(await node(port).call('CLUSTER', 'NODES')));
+    /** As `port` sees it; without a port, as the first node that answers sees it (one may have been killed). */
+    const clusterNodes = async (port?: number): Promise<ClusterNode[]> => {
+      if (port !== undefined) return parseNodes(String(await node(port).call('CLUSTER', 'NODES')));
+      let lastError: unknown;
+      for (const n of nodes) {
+        try {
+          return parseNodes(String(await node(n.port).call('CLUSTER', 'NODES')));
+        } catch (err) {
+          lastError = err;
+        }
+      }
+      throw lastError;
+    };
     const replicaOf = async (primaryPort: number): Promise<number> => {
       const seen = await clusterNodes(nodes.find((n) => n.port !== primaryPort)?.port);
       const primary = seen.find((n) => n.port === primaryPort && n.role === 'master');

@@ -49,14 +49,7 @@ describe('hash slots', () => {
   });
 });
 
-describe('coordination backend contract: redis cluster', () => {
-  coordinationContract('cluster', async (): Promise<CoordinationBackend> => {
-    const backend = new RedisBackend(parseRedisUrl(cluster.url, { cluster: true }), { commandTimeoutMs: 2_000, connectTimeoutMs: 2_000 });
-    expect(await backend.waitReady(10_000)).toBe(true);
-    return backend;
-  });
-});
-
+// Before the contract suite, whose locks would still be there (and refuse the marking).
 describe('longrun store mark on a Redis Cluster (LONGRUN_REDIS_KEYS=cluster)', () => {
   it('marks every primary, each in its lowest slot; refuses while any primary holds a lock key, naming it', async () => {
     const env = { LONGRUN_REDIS_URL: cluster.url, LONGRUN_REDIS_KEYS: 'cluster' };
@@ -78,6 +71,14 @@ describe('longrun store mark on a Redis Cluster (LONGRUN_REDIS_KEYS=cluster)', (
     } finally {
       await cluster.client().del(held);
     }
+  });
+});
+
+describe('coordination backend contract: redis cluster', () => {
+  coordinationContract('cluster', async (): Promise<CoordinationBackend> => {
+    const backend = new RedisBackend(parseRedisUrl(cluster.url, { cluster: true }), { commandTimeoutMs: 2_000, connectTimeoutMs: 2_000 });
+    expect(await backend.waitReady(10_000)).toBe(true);
+    return backend;
   });
 });
 
@@ -219,11 +220,27 @@ describe('gateways on a Redis Cluster', () => {
   it('a primary fails over (CLUSTER FAILOVER) under held runs and contenders: never two runs of a workflow; new executes succeed after', async () => {
     const { gateways, byPrimary, held, contenders } = await holdWithContenders();
     const [failedOver] = [...byPrimary.keys()];
+    // Free workflows on the slots that fail over, for the fence's cost: started one after another from the switch on.
+    const slots = (await cluster.clusterNodes()).find((n) => n.port === failedOver)?.slots ?? [];
+    const onFailedOver = (id: string): boolean => slots.some(([from, to]) => hashSlot(clusterKeys.lock(id)) >= from && hashSlot(clusterKeys.lock(id)) <= to);
     const newPrimary = await cluster.failover(failedOver as number, 15_000);
     const failedOverAt = Date.now();
+    const probes: Array<{ status: number; fence?: string }> = [];
+    const probing = (async () => {
+      while (probes.at(-1)?.status !== 202 && Date.now() - failedOverAt < 3 * LEASE_TTL_MS) {
+        let id = newWorkflow();
+        while (!onFailedOver(id)) id = newWorkflow();
+        const { status, body } = await (gateways[0] as Replica).execute(id, hang);
+        const fence = (body['error'] as { fence?: string } | undefined)?.fence;
+        probes.push({ status, ...(fence ? { fence } : {}) });
+        if (status !== 202) await sleep(100);
+      }
+      return Date.now() - failedOverAt;
+    })();
     // Longer than a whole lease after the switch: a run still open then has renewed its
     // lease on the new primary (or it would have stopped with WORKHORSE_LOCK_LOST).
     await sleep(LEASE_TTL_MS + 1_000);
+    const reopenedMs = await probing;
 
     // New executes for workflows whose slots moved to the new primary succeed on every gateway.
     const fresh = await executesOn(newPrimary, gateways, 5_000);
@@ -231,9 +248,13 @@ describe('gateways on a Redis Cluster', () => {
 
     for (const id of [...held, ...fresh]) expect(overlaps(id), `workflow ${id}: ${JSON.stringify(workflow.callsFor(id).map((c) => [c.startedAt, c.ended?.at]))}`).toBe(0);
     const survived = held.filter((id) => workflow.callsFor(id).length === 1 && workflow.callsFor(id)[0]?.ended === undefined).length;
+    const fenced = probes.filter((p) => p.fence !== undefined);
     console.log(
-      `cluster failover of primary :${failedOver} → :${newPrimary} at ${new Date(failedOverAt).toISOString()}: ${survived} of ${held.length} held runs went on; contender answers ${JSON.stringify(contenderStatuses)}`,
+      `cluster failover of primary :${failedOver} → :${newPrimary} at ${new Date(failedOverAt).toISOString()}: ${survived} of ${held.length} held runs went on; contender answers ${JSON.stringify(contenderStatuses)}; ` +
+        `free workflows on its slots: ${fenced.length} starts refused by the fence (${[...new Set(fenced.map((p) => p.fence))].join(', ')}), accepted again ${reopenedMs} ms after the switch (${LEASE_TTL_MS} ms lease)`,
     );
+    expect(probes.at(-1)?.status).toBe(202);
+    expect(fenced.every((p) => p.fence === 'lost')).toBe(true);
     // A manual failover loses nothing acknowledged: the held runs keep their leases.
     expect(survived).toBe(held.length);
     expect(contenderStatuses['202'] ?? 0).toBe(0);

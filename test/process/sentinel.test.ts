@@ -114,6 +114,8 @@ interface Attempt {
   sentAt: number;
   status: number;
   code?: string;
+  /** A 503 of the store fence: why it was up (`new`, `lost`). */
+  fence?: string;
 }
 
 /** Runs `fn` every `everyMs` until stopped; stop() resolves once the last round is answered. */
@@ -136,8 +138,10 @@ function every(everyMs: number, fn: () => Promise<void>): { stop(): Promise<void
 async function attempt(gateway: Replica, workflowId: string, steps: Step[], into: Attempt[]): Promise<void> {
   const sentAt = Date.now();
   const res = await gateway.execute(workflowId, steps).catch(() => ({ status: 0, body: {} as Record<string, unknown> }));
-  const code = (res.body['error'] as Record<string, unknown> | undefined)?.['code'];
-  into.push({ gateway: gateway.name, workflowId, sentAt, status: res.status, ...(typeof code === 'string' ? { code } : {}) });
+  const error = res.body['error'] as Record<string, unknown> | undefined;
+  const code = error?.['code'];
+  const fence = error?.['fence'];
+  into.push({ gateway: gateway.name, workflowId, sentAt, status: res.status, ...(typeof code === 'string' ? { code } : {}), ...(typeof fence === 'string' ? { fence } : {}) });
 }
 
 interface Outcome {
@@ -148,6 +152,10 @@ interface Outcome {
   lockLost: number;
   takenOver: number;
   contention: Record<number, number>;
+  /** The store fence's cost: starts of free workflows (probes) it refused, and why. */
+  fenced: Record<string, number>;
+  /** From the first probe the fence refused to the first accepted after the last it refused (0: none). */
+  fenceWindowMs: number;
 }
 
 /**
@@ -275,7 +283,13 @@ async function holdThrough(
       expect(output).not.toContain(SENTINEL_PASSWORD);
       expect(output).toContain('redis+sentinel://:***@');
     }
-    return { newPort, failoverMs, recoveryMs, continued: continued.length, lockLost: lockLost.length, takenOver, contention: statuses };
+    const fencedProbes = probes.filter((p) => p.fence !== undefined);
+    const fenced: Record<string, number> = {};
+    for (const p of fencedProbes) fenced[p.fence as string] = (fenced[p.fence as string] ?? 0) + 1;
+    const lastFenced = fencedProbes.at(-1);
+    const reopenedAt = lastFenced ? probes.find((p) => p.sentAt > lastFenced.sentAt && p.status === 202)?.sentAt : undefined;
+    const fenceWindowMs = fencedProbes[0] && reopenedAt ? reopenedAt - fencedProbes[0].sentAt : 0;
+    return { newPort, failoverMs, recoveryMs, continued: continued.length, lockLost: lockLost.length, takenOver, contention: statuses, fenced, fenceWindowMs };
   } finally {
     await Promise.all([contenders.stop(), prober.stop()]);
   }
