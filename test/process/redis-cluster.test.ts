@@ -74,6 +74,29 @@ describe('longrun store mark on a Redis Cluster (LONGRUN_REDIS_KEYS=cluster)', (
   });
 });
 
+describe('the lock store as a gateway sees a Cluster', () => {
+  it("every primary's maxmemory-policy is read at start; the fence gauge has one series per primary locked on, each 0 on a marked Cluster", async () => {
+    const backend = new RedisBackend(parseRedisUrl(cluster.url, { cluster: true }), { commandTimeoutMs: 2_000, connectTimeoutMs: 2_000 });
+    try {
+      expect(await backend.waitReady(10_000)).toBe(true);
+      const primaries = (await cluster.clusterNodes()).filter((n) => n.role === 'master' && n.slots.length > 0).map((n) => `127.0.0.1:${n.port}`);
+      expect(
+        backend
+          .maxmemoryPolicies()
+          .map((p) => [p.primary, p.policy])
+          .sort(),
+      ).toEqual(primaries.map((p) => [p, 'noeviction']).sort());
+      // A workflow on each primary, locked: each primary's fence heard (none is up).
+      const ids: string[] = [];
+      for (let n = 0; new Set(await Promise.all(ids.map((id) => cluster.primaryOf(hashSlot(clusterKeys.lock(id)))))).size < 3; n++) ids.push(`fence-gauge-${n}`);
+      for (const id of ids) expect(await backend.acquire(id, 'token', 2_000)).toBe(true);
+      expect(backend.storeFences().sort((a, b) => a.primary.localeCompare(b.primary))).toEqual(primaries.sort().map((primary) => ({ primary, remainingMs: 0, why: undefined })));
+    } finally {
+      await backend.close();
+    }
+  });
+});
+
 describe('coordination backend contract: redis cluster', () => {
   coordinationContract('cluster', async (): Promise<CoordinationBackend> => {
     const backend = new RedisBackend(parseRedisUrl(cluster.url, { cluster: true }), { commandTimeoutMs: 2_000, connectTimeoutMs: 2_000 });
