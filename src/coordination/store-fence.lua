@@ -63,14 +63,13 @@ local function storeFence(marker, ttl, lossSeen)
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   local server = redis.call('INFO', 'server')
   local runId = string.match(server, 'run_id:(%w+)')
-  local state = redis.call('HMGET', marker, 'run_id', 'fenced_until', 'fence')
-  local writer = state[1]
+  local writer = redis.call('HGET', marker, 'run_id')
   if writer == runId then
-    local fencedUntil = tonumber(state[2] or '0') or 0
+    local fencedUntil = tonumber(redis.call('HGET', marker, 'fenced_until') or '0') or 0
     if fencedUntil <= now then
       return 0, ''
     end
-    local why = state[3] or 'lost'
+    local why = redis.call('HGET', marker, 'fence') or 'lost'
     if why == 'new' and lossSeen and lossSeen() then
       why = 'lost'
       redis.call('HSET', marker, 'fence', why)
