@@ -67,32 +67,32 @@ describe('a new Redis, unmarked', () => {
   });
 
   it('younger than a lease TTL: the 503 says "new" (body `fence`, Retry-After), the WebSocket start is closed 1013 saying so, the log says it once, the gauge counts down; served once the Redis is a TTL old', async () => {
-    const ttlMs = 3_000;
+    const ttlMs = 5_000; // long enough for the gateway to start and ask before it ends, on a loaded machine
     const redis = await redisServer();
     const stack = await stackOn(redis.url, ttlMs);
     const res = await stack.executeText('young-1', { rawBody: body });
     expect(res.status).toBe(503);
     const retryAfterS = Number(res.headers['retry-after']);
     expect(retryAfterS).toBeGreaterThanOrEqual(1);
-    expect(retryAfterS).toBeLessThanOrEqual(3);
+    expect(retryAfterS).toBeLessThanOrEqual(5);
     expect(JSON.parse(res.text)).toEqual({
       error: {
         code: 'LOCK_UNAVAILABLE',
         retryable: true,
         fence: 'new',
-        message: `the workflow lock store is new (no longrun marker): fenced until it is 3 s old, retry in ${retryAfterS} s`,
+        message: `the workflow lock store is new (no longrun marker): fenced until it is 5 s old, retry in ${retryAfterS} s`,
       },
     });
     const session = await openSession(stack.url, sockets);
     session.send(start('young-ws', steps));
     const closed = await session.closed;
     expect(closed.code).toBe(1013);
-    expect(closed.reason).toMatch(/^the workflow lock store is new \(no longrun marker\): fenced until it is 3 s old, retry in \d s$/);
+    expect(closed.reason).toMatch(/^the workflow lock store is new \(no longrun marker\): fenced until it is 5 s old, retry in \d s$/);
     expect(stack.logs().match(/the lock store is new/g)).toHaveLength(1);
     expect(stack.logs()).not.toContain('lost its data');
     const gauge = fenceGauge(await stack.metrics(), redis.port) as number;
     expect(gauge).toBeGreaterThan(0);
-    expect(gauge).toBeLessThanOrEqual(3);
+    expect(gauge).toBeLessThanOrEqual(5);
     await sleep(gauge * 1_000 + 100);
     expect(fenceGauge(await stack.metrics(), redis.port)).toBe(0);
     expect((await stack.executeText('young-1', { rawBody: body })).status).toBe(202);
@@ -100,7 +100,7 @@ describe('a new Redis, unmarked', () => {
 });
 
 describe('@longrun/client waits a fenced start out', () => {
-  const ttlMs = 3_000;
+  const ttlMs = 5_000; // long enough for the gateway to be back on the restarted Redis before its fence ends
 
   /** A stack on a marked Redis, restarted empty (no run in flight): fenced until it is a TTL old. */
   async function restarted(): Promise<{ stack: Stack; redis: RedisServer }> {

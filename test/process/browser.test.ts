@@ -314,11 +314,11 @@ describe('in Chromium', () => {
 
   describe('the runs view', () => {
     it('a start the store fence refuses (a Redis younger than a lease TTL): the page says it waits for the lock store, starts again by itself when the 1013 says, and the run finishes', async () => {
-      // This test's world: the sandbox beside a new, unmarked Redis and a 3 s lease.
+      // This test's world: the sandbox beside a new, unmarked Redis and a 5 s lease (time enough to load the page and start before the fence ends).
       await closeWorld();
       const redis = await startRedis({ mark: false });
       try {
-        world = await openWorld({ LONGRUN_REDIS_URL: redis.url, LONGRUN_LEASE_TTL_MS: '3000' });
+        world = await openWorld({ LONGRUN_REDIS_URL: redis.url, LONGRUN_LEASE_TTL_MS: '5000' });
         const w = world;
         const page = await newPage(w);
         await page.goto(chatUrl(w.gateway.mainUrl), { waitUntil: 'load' });
@@ -330,7 +330,7 @@ describe('in Chromium', () => {
         expect(log[0]?.direction).toBe('out');
         expect(log[1]).toEqual({
           direction: 'info',
-          text: expect.stringMatching(/^closed 1013: the workflow lock store is new \(no longrun marker\): fenced until it is 3 s old, retry in \d s; starting again in \d s$/),
+          text: expect.stringMatching(/^closed 1013: the workflow lock store is new \(no longrun marker\): fenced until it is 5 s old, retry in \d s; starting again in \d s$/),
         });
         // The same start again, then the run as usual.
         expect(log[2]).toMatchObject({ direction: 'out' });
