@@ -16,10 +16,13 @@
  * client had answered is never replayed; one it is still executing may be (answer it once,
  * when it is done — the answer goes on the connection current then).
  *
- * A start the gateway's store fence refuses (1013 with the fence's reason: its Redis is new,
- * or lost its data, and grants no lock for up to one lease TTL; store-fence.ts) is sent
+ * A first start the gateway's store fence refuses (1013 with the fence's reason: its Redis is
+ * new, or lost its data, and grants no lock for up to one lease TTL; store-fence.ts) is sent
  * again when the reason says, until `storeFenceWaitMs` has passed since the first refusal:
- * the fence ends by itself, and a user of this client should not see it. Any other close —
+ * the fence ends by itself, and a user of this client should not see it. A resume start
+ * refused so is retried with the reconnect backoff instead, as any 1013 on a reconnect:
+ * its run may be parked on a replica whose renewal takes the lock back within a round
+ * trip, and re-attaching must not wait the whole fence (the resume window runs). Any other close —
  * 1000 (the flow ended), 1008, 1013 for a lock another session holds, 4400, … — is final
  * and reported through `onClose`.
  *
@@ -303,7 +306,7 @@ export class LongrunSession {
       this.finish({ code, reason, how: 'refused', attempts: this.attempts, status: refusedStatus, ...this.errorField() });
       return;
     }
-    const fenced = fencedStartOf(code, reason);
+    const fenced = this.resuming ? undefined : fencedStartOf(code, reason);
     if (fenced) {
       this.waitOutFence(fenced, code, reason);
       return;
@@ -332,7 +335,7 @@ export class LongrunSession {
     }, delayMs);
   }
 
-  /** Sends the refused start again (the same start: first or resume) once the fence is over, if that is within storeFenceWaitMs. */
+  /** Sends the refused first start again once the fence is over, if that is within storeFenceWaitMs. */
   private waitOutFence(fenced: FencedStart, code: number, reason: string): void {
     const now = Date.now();
     this.fencedSince ??= now;
@@ -344,9 +347,8 @@ export class LongrunSession {
     }
     this.state = 'waiting';
     this.options.onEvent?.({ kind: 'fenced', fence: fenced.fence, delayMs });
-    const resume = this.resuming;
     this.retryTimer = setTimeout(() => {
-      if (this.state === 'waiting') this.connect(resume);
+      if (this.state === 'waiting') this.connect(false);
     }, delayMs);
   }
 
