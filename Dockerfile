@@ -27,6 +27,7 @@ COPY tsconfig.json tsconfig.build.json ./
 COPY packages/client/tsconfig.json ./packages/client/
 COPY packages/client/src ./packages/client/src
 COPY scripts/copy-assets.mjs ./scripts/
+COPY bin ./bin
 COPY proto ./proto
 COPY src ./src
 COPY sandbox ./sandbox
@@ -72,6 +73,9 @@ COPY --from=build /app/dist/sandbox ./dist/sandbox
 COPY --from=build /app/dist/proto ./dist/proto
 # What node_modules holds, by name, version, licence and hash (docs/deploying.md).
 COPY --from=deps /longrun/sbom.cdx.json ./sbom.cdx.json
+# `longrun store mark` and the like: `docker run … longrun store mark`, `kubectl exec … -- longrun …`
+# (docs/deploying.md "A new Redis"). `longrun` alone starts the gateway, as the CMD does.
+COPY --from=build /app/dist/bin/longrun /usr/local/bin/longrun
 # Listen on all interfaces inside the container; the defaults are loopback-only.
 ENV LONGRUN_LISTEN=0.0.0.0:8181 \
     LONGRUN_OPS_LISTEN=0.0.0.0:9181

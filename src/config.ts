@@ -326,6 +326,26 @@ function parseRedis(env: Env, keys: RedisKeyScheme): RedisTarget | undefined {
   }
 }
 
+/** What a gateway reads of its Redis: where it is, its key scheme, and its deadlines. */
+export type RedisConfig = Pick<Config, 'redis' | 'redisKeys' | 'redisCommandTimeoutMs' | 'redisConnectTimeoutMs'>;
+
+/**
+ * The LONGRUN_REDIS_* variables that say which Redis the gateway uses and how to reach it,
+ * read as loadConfig reads them (it calls this): `longrun store mark` (src/cli/) reads
+ * nothing else. Throws ConfigError on the first invalid one.
+ */
+export function loadRedisConfig(env: Env = process.env): RedisConfig {
+  const redisKeys = read(env, 'LONGRUN_REDIS_KEYS', z.enum(redisKeySchemes), redisKeySchemes.join(' or '), 'workhorse');
+  return {
+    redis: parseRedis(env, redisKeys),
+    redisKeys,
+    // A renewal must fail well inside the lease TTL, and a detached execute must answer
+    // 503 at once rather than hang when Redis is away.
+    redisCommandTimeoutMs: readMs(env, 'LONGRUN_REDIS_COMMAND_TIMEOUT_MS', 2_000),
+    redisConnectTimeoutMs: readMs(env, 'LONGRUN_REDIS_CONNECT_TIMEOUT_MS', 2_000),
+  };
+}
+
 /** LONGRUN_WS_ALLOWED_ORIGINS: `scheme://host[:port]` origins, normalised as browsers send them. */
 const originList = z.string().transform((text, ctx) => {
   const origins: string[] = [];
@@ -389,8 +409,7 @@ export function loadConfig(env: Env = process.env): EnvConfig {
   if (secretFile !== undefined && secretFile !== '') secret = readSecretFile(secretFile);
   else if (ownerUrl) throw new ConfigError('LONGRUN_SECRET_FILE', 'a path (required when LONGRUN_OWNER_URL is set)', secretFile);
 
-  const redisKeys = read(env, 'LONGRUN_REDIS_KEYS', z.enum(redisKeySchemes), redisKeySchemes.join(' or '), 'workhorse');
-  const redis = parseRedis(env, redisKeys);
+  const redisConfig = loadRedisConfig(env);
 
   const leaseTtlMs = read(env, 'LONGRUN_LEASE_TTL_MS', durationMs.min(30), 'an integer number of milliseconds >= 30', 60_000);
 
@@ -400,8 +419,7 @@ export function loadConfig(env: Env = process.env): EnvConfig {
     sandbox,
     ownerUrl,
     secret,
-    redis,
-    redisKeys,
+    ...redisConfig,
     redisConfigureNotifications: read(env, 'LONGRUN_REDIS_CONFIGURE_NOTIFICATIONS', flag, 'true or false', false),
     acceptWaitMs: readMs(env, 'LONGRUN_ACCEPT_WAIT_MS', 10_000),
     // A connection (TLS included) takes well under a second; a service that accepts TCP
@@ -465,10 +483,6 @@ export function loadConfig(env: Env = process.env): EnvConfig {
     callbackConcurrency: read(env, 'LONGRUN_CALLBACK_CONCURRENCY', z.coerce.number().int().min(1).max(10_000), 'an integer from 1 to 10000', 64),
     // Signing per request would cost CPU on the hot path; the owner only wants a fresh iat.
     jwtRefreshMs: readMs(env, 'LONGRUN_JWT_REFRESH_MS', 30_000),
-    // A renewal must fail well inside the lease TTL, and a detached execute must answer
-    // 503 at once rather than hang when Redis is away.
-    redisCommandTimeoutMs: readMs(env, 'LONGRUN_REDIS_COMMAND_TIMEOUT_MS', 2_000),
-    redisConnectTimeoutMs: readMs(env, 'LONGRUN_REDIS_CONNECT_TIMEOUT_MS', 2_000),
     workflowInfraStopReasons: read(
       env,
       'LONGRUN_WORKFLOW_INFRA_STOP_REASONS',

@@ -325,6 +325,7 @@ export class Gateway {
         }),
         (m) => m.close(),
       );
+      if (backend instanceof RedisBackend) metrics.store.watch(backend);
       // Serve anyway when Redis is down at start: detached executes answer 503 until it heals.
       if (backend instanceof RedisBackend && !(await backend.waitReady(REDIS_STARTUP_WAIT_MS))) {
         logger.warn({ redis: backend.display }, 'redis not reachable at start; detached executes answer 503 LOCK_UNAVAILABLE until it is');

@@ -3,7 +3,8 @@
  * memory read from /proc, polling with a deadline, and the redis-server every scenario
  * runs against (spawned here, nothing persisted, killed at the end).
  */
-import { markNewStore } from '../../src/coordination/store-marker';
+import { markNewStore } from '../../src/coordination/store-mark';
+import { parseRedisUrl } from '../../src/coordination/redis-url';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import net from 'node:net';
@@ -207,8 +208,13 @@ export async function startRedis(): Promise<RedisServer> {
   const client = new Redis(url, { retryStrategy: () => 50, maxRetriesPerRequest: null });
   client.on('error', () => undefined);
   await withTimeout(Promise.race([client.ping(), failed]), 10_000, () => `redis-server to answer: ${output()}`);
-  // Just made, so known to be new: the gateways' first locks need not wait out the store fence.
-  await markNewStore(client);
+  // Just made, so known to be new: marked as `longrun store mark` does, so the gateways' first
+  // locks need not wait until it is one lease TTL old (the store fence).
+  const mark = async (): Promise<void> => {
+    const marked = await markNewStore(parseRedisUrl(url));
+    if (marked.outcome !== 'marked') throw new Error(`could not mark the benchmark's redis-server as a new store: ${JSON.stringify(marked.primaries)}`);
+  };
+  await mark();
   let ownInput = 0;
   let ownOutput = 0;
   return {
@@ -217,8 +223,9 @@ export async function startRedis(): Promise<RedisServer> {
     client,
     flush: async () => {
       await client.flushall();
-      // Still the same server: marked again, as it was, or the next scenario's locks wait out the store fence.
-      await markNewStore(client);
+      // Emptied by us, with no gateway on it: marked again as new, or the next scenario's locks
+      // wait out the store fence (a flushed store without its marker lost its data).
+      await mark();
     },
     count: async (pattern) => {
       let cursor = '0';

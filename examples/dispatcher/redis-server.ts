@@ -9,7 +9,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
-import { markNewStore } from '../../src/coordination/store-marker';
+import { markNewStore } from '../../src/coordination/store-mark';
+import { parseRedisUrl } from '../../src/coordination/redis-url';
 
 export interface LocalRedis {
   url: string;
@@ -62,8 +63,13 @@ export async function startLocalRedis(): Promise<LocalRedis> {
     }
     await sleep(50);
   }
-  // Just made, so known to be new: marked, or the gateway's first locks wait out the store fence.
-  await markNewStore(probe);
   probe.disconnect();
+  // Just made, so known to be new: marked as `longrun store mark` does, or the gateway's
+  // first locks wait until it is one lease TTL old (the store fence).
+  const marked = await markNewStore(parseRedisUrl(url));
+  if (marked.outcome !== 'marked') {
+    await stop();
+    throw new Error(`could not mark the new redis-server as a new store: ${JSON.stringify(marked.primaries)}`);
+  }
   return { url, stop };
 }

@@ -27,7 +27,7 @@ import { readFileSync } from 'node:fs';
 import { Command, type Cluster, type Redis } from 'ioredis';
 import type { Logger } from '../core/log';
 import path from 'node:path';
-import type { RedisConnection, RedisEvent } from '../core/vocabulary';
+import { storeFences, type RedisConnection, type RedisEvent, type StoreFence } from '../core/vocabulary';
 import {
   CoordinationError,
   LockStoreFenced,
@@ -45,12 +45,15 @@ import { hashSlot } from './hash-slot';
 import { STOP_CHANNEL, clusterKeys, workhorseKeys, type RedisKeys } from './keys';
 import { closeRedis, createRedis, type RedisClient } from './redis-connection';
 import { describeRedisTarget, type RedisTarget } from './redis-url';
+import { readPolicy, verdict, type PrimaryPolicy } from './eviction-check';
 import { StopReads } from './stop-reads';
+import { StoreFences, type StoreFenceView } from './store-fences';
 
 type Arg = string | number;
 
 interface Scripts {
-  acquireLock(lock: string, stop: string, token: string, ttlMs: number, marker: string): Promise<number>;
+  /** 1 or 0, or the store fence: [why, ms left] (acquire-lock.lua). */
+  acquireLock(lock: string, stop: string, token: string, ttlMs: number, marker: string): Promise<number | [string, number]>;
   renewLeases(routeKey: string, ...args: Arg[]): Promise<Array<number | string>>;
   releaseLocks(routeKey: string, ...args: Arg[]): Promise<number[]>;
   readStops(routeKey: string, ...keys: string[]): Promise<string[]>;
@@ -151,8 +154,11 @@ export class RedisBackend implements CoordinationBackend {
   private closing: Promise<void> | undefined;
   /** Each Cluster primary's lowest slot, where its store marker lives. */
   private readonly lowestSlots = new Map<string, number>();
-  /** The end of the last store fence logged. */
-  private fenceLoggedUntil = 0;
+  /** Each primary's store fence, as the scripts last told it. */
+  private readonly fences: StoreFences;
+  /** The maxmemory-policy check, made once, on the first connection (eviction-check.ts). */
+  private policyCheck: Promise<void> | undefined;
+  private policies: readonly PrimaryPolicy[] = [];
 
   constructor(target: RedisTarget, options: RedisBackendOptions) {
     this.display = describeRedisTarget(target);
@@ -160,6 +166,7 @@ export class RedisBackend implements CoordinationBackend {
     this.logger = options.logger;
     const isCluster = target.mode === 'cluster';
     this.keys = isCluster ? clusterKeys : workhorseKeys;
+    this.fences = new StoreFences(!isCluster, (primary, remainingMs, why) => this.logFence(primary, remainingMs, why));
     const settings = { commandTimeoutMs: options.commandTimeoutMs, connectTimeoutMs: options.connectTimeoutMs };
     const redis = createRedis(target, 'commands', settings);
     watch(redis, 'commands', options);
@@ -204,15 +211,42 @@ export class RedisBackend implements CoordinationBackend {
     this.lastError = undefined;
     const check = this.checkNotifications();
     this.notificationCheck = check;
+    this.policyCheck ??= this.checkPolicies();
     void check.then((notifications) => {
-      const where = this.cluster
-        ? { primaries: this.cluster.nodes('master').length }
-        : (() => {
-            const { remoteAddress, remotePort } = (this.redis as { stream?: { remoteAddress?: string; remotePort?: number } }).stream ?? {};
-            return { primary: remoteAddress ? `${remoteAddress}:${remotePort}` : undefined };
-          })();
+      const where = this.cluster ? { primaries: this.cluster.nodes('master').length } : { primary: this.connectedPrimary() };
       this.logger?.info({ redis: this.display, ...where, keyspace_notifications: notifications, reconnect }, reconnect ? 'redis reconnected' : 'redis connected');
     });
+  }
+
+  /** The address of the server the command connection is on (one server, or Sentinel's primary). */
+  private connectedPrimary(): string | undefined {
+    const { remoteAddress, remotePort } = (this.redis as { stream?: { remoteAddress?: string; remotePort?: number } }).stream ?? {};
+    return remoteAddress ? `${remoteAddress}:${remotePort}` : undefined;
+  }
+
+  /**
+   * Each primary's maxmemory-policy, read once (eviction-check.ts), and a warning for each that
+   * may evict a lock key or could not be read. Never fails: what it cannot read is `unknown`.
+   */
+  private async checkPolicies(): Promise<void> {
+    const primaries = this.cluster
+      ? this.cluster.nodes('master').map((node) => ({ primary: `${node.options.host}:${node.options.port}`, client: node }))
+      : [{ primary: this.connectedPrimary() ?? 'unknown', client: this.redis as Redis }];
+    this.policies = await Promise.all(primaries.map(({ primary, client }) => readPolicy(primary, client)));
+    for (const result of this.policies) {
+      const said = verdict(result);
+      if (said) this.logger?.warn({ redis: this.display, primary: result.primary, maxmemory_policy: result.named ?? result.policy }, said.message);
+    }
+  }
+
+  /** Each primary's maxmemory-policy as the start-up check read it (none before the first connection). */
+  maxmemoryPolicies(): readonly PrimaryPolicy[] {
+    return this.policies;
+  }
+
+  /** Each primary's store fence as now (its time left, 0 once over), as lock and lease scripts last told it. */
+  storeFences(): StoreFenceView[] {
+    return this.fences.view(this.cluster ? this.cluster.nodes('master').map((node) => `${node.options.host}:${node.options.port}`) : undefined);
   }
 
   private onClose(): void {
@@ -267,7 +301,7 @@ export class RedisBackend implements CoordinationBackend {
         const timer = setTimeout(() => done(false), timeoutMs);
         this.redis.on('ready', onReady);
       }));
-    if (ready) await this.notificationCheck;
+    if (ready) await Promise.all([this.notificationCheck, this.policyCheck]);
     return ready;
   }
 
@@ -303,15 +337,27 @@ export class RedisBackend implements CoordinationBackend {
     return this.keys.storeMarker(slot);
   }
 
-  /** A fence seen (LockStoreFenced, or a lease re-asserted): logged once per fence. */
-  private fenceSeen(remainingMs: number): void {
-    const until = Date.now() + remainingMs;
-    if (until <= this.fenceLoggedUntil) return;
-    this.fenceLoggedUntil = until;
-    this.logger?.warn(
-      { redis: this.display, fence_ms: remainingMs },
-      'the lock store lost its data (a restart or a failover): no new lock until every lease that may still be alive is re-asserted or expired',
-    );
+  /** The primary serving `key`, as a label: its address, or `unknown` while it cannot be told. */
+  private primaryOf(key: string): string {
+    return (this.cluster ? this.nodeOf(key) : this.connectedPrimary()) || 'unknown';
+  }
+
+  /** A script's answer about the fence of the primary serving `key`: [ms left, why] ('' when none). */
+  private fenceHeard(key: string, remainingMs: number, why: string): void {
+    this.fences.heard(this.primaryOf(key), remainingMs, (storeFences as readonly string[]).includes(why) ? (why as StoreFence) : undefined);
+  }
+
+  /** A fence heard for the first time (StoreFences): logged once, saying what it is. */
+  private logFence(primary: string, remainingMs: number, why: StoreFence): void {
+    const fields = { redis: this.display, primary, fence: why, fence_ms: remainingMs };
+    if (why === 'new') {
+      this.logger?.warn(
+        fields,
+        'the lock store is new (no longrun marker, and Redis is not one lease TTL old yet): no new lock until it is; `longrun store mark` marks a new store (docs/deploying.md)',
+      );
+    } else {
+      this.logger?.warn(fields, 'the lock store lost its data (a restart, a failover or a flush): no new lock until every lease that may still be alive is re-asserted or expired');
+    }
   }
 
   /**
@@ -367,10 +413,12 @@ export class RedisBackend implements CoordinationBackend {
   async acquire(workflowId: string, token: string, ttlMs: number): Promise<boolean> {
     const lock = this.keys.lock(workflowId);
     const answer = await this.call('acquire', () => this.redis.acquireLock(lock, this.keys.stop(workflowId), token, ttlMs, this.markerFor(lock)));
-    if (answer < 0) {
-      this.fenceSeen(-answer);
-      throw new LockStoreFenced(-answer);
+    if (Array.isArray(answer)) {
+      const [why, remainingMs] = answer;
+      this.fenceHeard(lock, remainingMs, why);
+      throw new LockStoreFenced(remainingMs, why === 'new' ? 'new' : 'lost');
     }
+    if (answer === 1) this.fenceHeard(lock, 0, '');
     return answer === 1;
   }
 
@@ -405,7 +453,8 @@ export class RedisBackend implements CoordinationBackend {
           const stop = answer[2 * position + 1];
           outcomes[i] = { owned: owned === 1 || owned === 2, ...(owned === 2 ? { reasserted: true } : {}), stop: stop === '' || stop === undefined ? null : String(stop) };
         });
-        if (call.items.some((_, position) => answer[2 * position] === 2)) this.fenceSeen(ttlMs);
+        const tail = 2 * call.items.length;
+        this.fenceHeard(call.routeKey, Number(answer[tail] ?? 0), String(answer[tail + 1] ?? ''));
       } catch (err) {
         const error = failure('renew', err);
         for (const i of call.items) outcomes[i] = error;

@@ -4,10 +4,11 @@
 -- observation — then refreshes the actor slots of the leases that were still held.
 --
 -- While the store fence is up (store-fence.lua, loaded before this: the store lost its
--- data moments ago and grants no new lock), a lock that is missing is re-created for the
--- token that asks: no one else can have taken it since the loss, and the holder only
--- renews a lease its own clock says is still alive. Its run goes on; its run record,
--- gone with the data, is rewritten by the holder (answer 2).
+-- data moments ago, or is new, and grants no new lock), a lock that is missing is
+-- re-created for the token that asks: no one else can have taken it since the loss, and
+-- the holder only renews a lease its own clock says is still alive. Its run goes on; its
+-- run record, gone with the data, is rewritten by the holder (answer 2). Such a renewal
+-- is what tells a store that lost its data from a new one (the fence's lossSeen).
 --
 -- The keys are built here from each lease's workflow id and the key scheme's names
 -- (ARGV[4…9]), so a lease costs its id, not three key names: in a Redis Cluster one call
@@ -32,18 +33,31 @@
 --          actor set key, member (the lock token), lease number (1..n: refreshed only if
 --          that lease was still held; 0: refreshed, the caller having seen its lease held
 --          in an earlier call — on a Cluster, where the actor set lives on another primary)
--- Returns  a flat array of 2n values: per lease, in order, owned (1 when the token held
---          the lock, which now lives ARGV[1] ms more; 2 when the lock was missing under
---          the fence and is the token's again, for ARGV[1] ms; 0 when it is gone or
+-- Returns  a flat array of 2n + 2 values: per lease, in order, owned (1 when the token
+--          held the lock, which now lives ARGV[1] ms more; 2 when the lock was missing
+--          under the fence and is the token's again, for ARGV[1] ms; 0 when it is gone or
 --          another token's, and nothing of that lease was changed) and the stop key's
---          value ("" when it is not set).
+--          value ("" when it is not set); then the store fence of this primary: the
+--          milliseconds it has left (0: none) and why (`new`, `lost`, or "").
 local ttl = ARGV[1]
 local n = tonumber(ARGV[2])
 local m = tonumber(ARGV[3])
 local lockPrefix, lockSuffix = ARGV[4], ARGV[5]
 local stopPrefix, stopSuffix = ARGV[6], ARGV[7]
 local runPrefix, runSuffix = ARGV[8], ARGV[9]
-local fenced = fenceRemainingMs(ARGV[10], ttl) > 0
+-- A lease of the batch whose lock this store lacks: its holder still counts on it.
+local function lossSeen()
+  local at = 11
+  for _ = 1, n do
+    if redis.call('EXISTS', lockPrefix .. ARGV[at] .. lockSuffix) == 0 then
+      return true
+    end
+    at = at + 6
+  end
+  return false
+end
+local fencedMs, why = storeFence(ARGV[10], ttl, lossSeen)
+local fenced = fencedMs > 0
 local out = {}
 local at = 11
 for i = 1, n do
@@ -87,4 +101,6 @@ if m > 0 then
     at = at + 3
   end
 end
+out[2 * n + 1] = fencedMs
+out[2 * n + 2] = why
 return out

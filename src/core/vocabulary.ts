@@ -197,6 +197,14 @@ export type RedisConnection = (typeof redisConnections)[number];
 export const redisEvents = ['ready', 'error', 'reconnecting', 'end'] as const;
 export type RedisEvent = (typeof redisEvents)[number];
 
+/**
+ * Why the store fence refuses new locks (docs/spec.md §5; the 503's `fence`): `new`, a Redis
+ * without longrun's marker that is not a lease TTL old yet; `lost`, a store that lost its
+ * data (a restart, a failover, a flush).
+ */
+export const storeFences = ['new', 'lost'] as const;
+export type StoreFence = (typeof storeFences)[number];
+
 /** Where an MCP server lives: the owner's own (`gitlab`, `orbit`) or anywhere else. */
 export const mcpServerKinds = ['owner', 'external'] as const;
 export type McpServerKind = (typeof mcpServerKinds)[number];
@@ -259,4 +267,6 @@ export type ClientWordsProof = [
   Within<client.AcceptedOn, AcceptedOn>,
   Within<FollowEventKind, client.FollowEventKind>,
   Within<client.FollowEventKind, FollowEventKind>,
+  Within<StoreFence, client.StoreFence>,
+  Within<client.StoreFence, StoreFence>,
 ];

@@ -50,6 +50,7 @@ import {
   followEventKinds,
 } from '../core/vocabulary';
 import { actionKinds } from '../workflow/contract';
+import { StoreMetrics } from './store-metrics';
 
 const relayMethods = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD'] as const;
 /** The close codes the gateway sends (close-codes.ts), as metric labels. */
@@ -397,6 +398,8 @@ export class Metrics {
     registers: [this.registry],
   });
   readonly buildInfo = new Gauge({ name: 'longrun_build_info', help: 'Always 1; the version label says which longrun runs.', labelNames: ['version'], registers: [this.registry] });
+  /** The Redis lock store: each primary's fence and maxmemory-policy (store-metrics.ts). */
+  readonly store = new StoreMetrics(this.registry);
 
   constructor(options: { defaultMetrics?: boolean } = {}) {
     if (options.defaultMetrics ?? true) {

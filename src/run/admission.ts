@@ -4,8 +4,8 @@
  * runs always need the lock (store failing → 503 LOCK_UNAVAILABLE, never run without
  * it); blocking runs take it when the owner sets LockConcurrentFlow and run without it
  * when the store fails (Workhorse parity), logged and counted. A store that lost its data
- * moments ago refuses every start, on every transport (503 LOCK_UNAVAILABLE with the
- * fence's Retry-After; 1013 on a WebSocket): a run then might run beside a live one.
+ * moments ago, or is new, refuses every start, on every transport (503 LOCK_UNAVAILABLE
+ * with the fence's Retry-After; 1013 on a WebSocket): a run then might run beside a live one.
  * Taking the lock clears a stale stop key (it addressed no run in flight).
  */
 import { randomUUID } from 'node:crypto';
@@ -38,12 +38,19 @@ function unavailable(err: unknown): GatewayError {
   return new GatewayError('LOCK_UNAVAILABLE', 'the workflow lock store is unavailable; retry shortly', { cause: err });
 }
 
-/** The store lost its data moments ago: every start waits (never one unlocked: a live run may hold the workflow). */
-function fenced(err: LockStoreFenced): GatewayError {
-  return new GatewayError('LOCK_UNAVAILABLE', 'the workflow lock store lost its data moments ago; runs in flight are taking their locks back: retry shortly', {
-    cause: err,
-    retryAfterS: Math.max(1, Math.ceil(err.retryAfterMs / 1_000)),
-  });
+/**
+ * The store fence is up: every start waits (never one unlocked: a live run may hold the
+ * workflow). The message says why (new, or lost its data: never one for the other) and
+ * when to come back, the same text a WebSocket start is closed 1013 with (at most 123
+ * bytes: close-codes.ts) and @longrun/client reads (store-fence.ts there).
+ */
+export function fenced(err: LockStoreFenced, leaseTtlMs: number): GatewayError {
+  const retryAfterS = Math.max(1, Math.ceil(err.retryAfterMs / 1_000));
+  const message =
+    err.why === 'new'
+      ? `the workflow lock store is new (no longrun marker): fenced until it is ${Math.ceil(leaseTtlMs / 1_000)} s old, retry in ${retryAfterS} s`
+      : `the workflow lock store lost its data (a restart, a failover or a flush): fenced, retry in ${retryAfterS} s`;
+  return new GatewayError('LOCK_UNAVAILABLE', message, { cause: err, retryAfterS, fence: err.why });
 }
 
 /**
@@ -97,7 +104,7 @@ async function takeLock(want: AdmissionRequest, mode: 'required' | 'best_effort'
       if (err instanceof LockStoreFenced) {
         deps.metrics.lock('acquire', 'fenced');
         giveBackActor();
-        throw fenced(err);
+        throw fenced(err, deps.leaseTtlMs);
       }
       deps.metrics.lock('acquire', 'error');
       // We gave up on the command, but Redis may still run it (a stalled server answers

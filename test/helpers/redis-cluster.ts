@@ -10,7 +10,6 @@ import { spawn } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Cluster, Redis } from 'ioredis';
 import { freePort } from './ports';
-import { clusterKeys } from '../../src/coordination/keys';
 import { markStore, startRedis, type RedisServer } from './redis';
 
 const HOST = '127.0.0.1';
@@ -32,9 +31,9 @@ export interface RedisClusterTopology {
   readonly nodes: readonly RedisServer[];
   /** `redis://127.0.0.1:<p1>,127.0.0.1:<p2>,127.0.0.1:<p3>`: seed nodes, as LONGRUN_REDIS_URL gives them. */
   readonly url: string;
-  /** CLUSTER NODES as `port` sees it. */
+  /** CLUSTER NODES as `port` sees it (by default, the first node that answers). */
   clusterNodes(port?: number): Promise<ClusterNode[]>;
-  /** The port of the primary serving `slot`, as the first node sees it. */
+  /** The port of the primary serving `slot`, as the first node that answers sees it. */
   primaryOf(slot: number): Promise<number>;
   /** CLUSTER KEYSLOT of a key, asked of a node. */
   keyslot(key: string): Promise<number>;
@@ -141,7 +140,19 @@ export async function startRedisCluster(): Promise<RedisClusterTopology> {
     };
     for (const server of await Promise.all(Array.from({ length: 6 }, startNode))) nodes.push(server);
     await run('redis-cli', ['--cluster', 'create', ...nodes.map((n) => `${HOST}:${n.port}`), '--cluster-replicas', '1', '--cluster-yes']);
-    const clusterNodes = async (port = nodes[0]?.port as number): Promise<ClusterNode[]> => parseNodes(String(await node(port).call('CLUSTER', 'NODES')));
+    /** As `port` sees it; without a port, as the first node that answers sees it (one may have been killed). */
+    const clusterNodes = async (port?: number): Promise<ClusterNode[]> => {
+      if (port !== undefined) return parseNodes(String(await node(port).call('CLUSTER', 'NODES')));
+      let lastError: unknown;
+      for (const n of nodes) {
+        try {
+          return parseNodes(String(await node(n.port).call('CLUSTER', 'NODES')));
+        } catch (err) {
+          lastError = err;
+        }
+      }
+      throw lastError;
+    };
     const replicaOf = async (primaryPort: number): Promise<number> => {
       const seen = await clusterNodes(nodes.find((n) => n.port !== primaryPort)?.port);
       const primary = seen.find((n) => n.port === primaryPort && n.role === 'master');
@@ -208,9 +219,10 @@ export async function startRedisCluster(): Promise<RedisClusterTopology> {
       await sleep(100);
     }
     const primaries = (await clusterNodes()).filter((n) => n.role === 'master' && n.slots.length > 0);
-    // Each primary marked as a store longrun knows (redis.ts markStore), in its lowest slot, where gateways look for it.
-    await Promise.all(primaries.map((p) => markStore(`redis://${HOST}:${p.port}`, clusterKeys.storeMarker(Math.min(...p.slots.map(([from]) => from))))));
-    return { ...topology, url: `redis://${primaries.map((p) => `${HOST}:${p.port}`).join(',')}` };
+    const url = `redis://${primaries.map((p) => `${HOST}:${p.port}`).join(',')}`;
+    // Marked as a new store, as an operator would (`longrun store mark`): every primary, in its lowest slot.
+    await markStore(url, { cluster: true });
+    return { ...topology, url };
   } catch (err) {
     await stop();
     throw err;

@@ -10,8 +10,8 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Redis } from 'ioredis';
-import { markNewStore } from '../../src/coordination/store-marker';
+import { markNewStore } from '../../src/coordination/store-mark';
+import { parseRedisUrl } from '../../src/coordination/redis-url';
 import { freePort } from './ports';
 
 export interface RedisServerOptions {
@@ -23,6 +23,12 @@ export interface RedisServerOptions {
   sentinel?: boolean;
   /** `--requirepass`: the readiness PING authenticates with it, and `url` carries it. */
   password?: string;
+  /**
+   * Mark a primary of its own as a new store (`longrun store mark`'s function), as an
+   * operator would before the gateways use it (default true). False: the gateways find it
+   * unmarked, and fence it until it is one lease TTL old (store-fence.lua).
+   */
+  mark?: boolean;
 }
 
 export interface RedisServer {
@@ -35,7 +41,7 @@ export interface RedisServer {
   stop(): Promise<void>;
   /** SIGKILL at once (a crashed server: nothing flushed, no goodbye to clients or peers); resolves once it has exited. */
   kill(): Promise<void>;
-  /** Stops the server and starts a fresh, empty one on the same port (unmarked: see markStore). */
+  /** Stops the server and starts a fresh, empty one on the same port (unmarked: a restart, which the gateways fence). */
   restart(): Promise<void>;
 }
 
@@ -220,7 +226,7 @@ export async function startRedis(options: RedisServerOptions = {}): Promise<Redi
   let lastError: unknown;
   const args = options.args ?? [];
   // A primary of its own is marked; a replica gets the mark from its primary, and a Cluster's nodes are marked once it formed.
-  const primary = !options.sentinel && !args.includes('--replicaof') && !args.includes('--cluster-enabled');
+  const primary = options.mark !== false && !options.sentinel && !args.includes('--replicaof') && !args.includes('--cluster-enabled');
   for (let attempt = 0; attempt < PORT_ATTEMPTS; attempt++) {
     const server = new RedisProcess(await freePort(HOST), options);
     try {
@@ -247,21 +253,16 @@ export async function startRedis(options: RedisServerOptions = {}): Promise<Redi
 }
 
 /**
- * Marks a new, empty server as a store longrun knows (its store marker names it): what it
- * would be after serving a fleet once. A gateway refuses its first locks on a store it
- * finds unmarked for one lease TTL — a new store and one that lost its data look alike
- * (store-fence.lua) — so a test that starts a server and runs at once marks it first.
- * A restart (empty, unmarked) is then the data loss a fleet must survive.
+ * Marks a new server as a new store, as an operator would with `longrun store mark` (the
+ * same function: it refuses a store holding lock keys). A gateway fences a Redis it finds
+ * unmarked until it is one lease TTL old — a new server and one restarted empty look alike
+ * (store-fence.lua) — so a test that starts a server and runs at once marks it first. A
+ * restart (empty, unmarked) is then the data loss a fleet must survive. `cluster`: the URL
+ * names a Redis Cluster; every primary is marked.
  */
-export async function markStore(url: string, key?: string): Promise<void> {
-  const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1 });
-  client.on('error', () => undefined);
-  try {
-    await client.connect();
-    await markNewStore(client, key);
-  } finally {
-    client.disconnect();
-  }
+export async function markStore(url: string, options: { cluster?: boolean } = {}): Promise<void> {
+  const result = await markNewStore(parseRedisUrl(url, { cluster: options.cluster ?? false }));
+  if (result.outcome !== 'marked') throw new Error(`could not mark ${url} as a new store: ${JSON.stringify(result.primaries)}`);
 }
 
 /** Sends SIGCONT to a server a test may have paused with SIGSTOP (no-op when it is gone). */

@@ -396,9 +396,10 @@ describe('the Dockerfile', () => {
       ).toBe(false);
   });
 
-  it('copies only the build output, the production dependencies and their SBOM: dist/ (the gateway, what it reads at run time, the simulators), node_modules, sbom.cdx.json', () => {
-    expect([...copied].sort()).toEqual(['dist/package.json', 'dist/proto', 'dist/sandbox', 'dist/src', 'node_modules', 'sbom.cdx.json']);
-    expect(readdirSync(app).sort()).toEqual(['dist', 'node_modules', 'sbom.cdx.json']);
+  it('copies only the build output, the production dependencies and their SBOM: dist/ (the gateway, what it reads at run time, the simulators), node_modules, sbom.cdx.json and the `longrun` executable', () => {
+    expect([...copied].sort()).toEqual(['dist/package.json', 'dist/proto', 'dist/sandbox', 'dist/src', 'node_modules', 'sbom.cdx.json', 'usr/local/bin/longrun']);
+    // The replay puts absolute destinations under the work dir: usr/ is the image's /usr.
+    expect(readdirSync(app).sort()).toEqual(['dist', 'node_modules', 'sbom.cdx.json', 'usr']);
     expect(readdirSync(path.join(app, 'dist')).sort()).toEqual(['package.json', 'proto', 'sandbox', 'src']);
     // What the gateway reads at run time reached dist/ through the build: the Lua scripts beside their modules, the chat page.
     for (const dir of ['coordination', 'websocket/bridge']) {
@@ -434,6 +435,43 @@ describe('the Dockerfile', () => {
             `${source} is excluded by "${pattern}"`,
           ).toBe(false);
       }
+    }
+  });
+});
+
+describe("the image's `longrun` executable", () => {
+  it("sits in /usr/local/bin (on the image's PATH) and runs the gateway's main.js with the CMD's node flags: `longrun store mark` marks a new Redis, and refuses one holding a lock", async () => {
+    const executable = path.join(app, 'usr/local/bin/longrun');
+    expect(statSync(executable).mode & 0o111).toBe(0o111);
+    const script = readFileSync(executable, 'utf8');
+    const [, flags, main] = /^exec node (.*) (\S+) "\$@"$/m.exec(script) ?? [];
+    const [, ...cmdArgs] = JSON.parse(lastArgs('CMD') as string) as string[];
+    expect([...(flags ?? '').split(' '), main]).toEqual([...cmdArgs.slice(0, -1), `${workdir(runtime)}/${cmdArgs.at(-1)}`]);
+    // Run as the image would, from the replayed layout (its /app is `app` here).
+    const fresh = await startRedis({ mark: false });
+    try {
+      const run = (): { status: number | null; stdout: string; stderr: string } =>
+        spawnSync('sh', ['-c', script.replace(`${workdir(runtime)}/`, `${app}/`).replace(/^exec node /m, `exec ${process.execPath} `), 'longrun', 'store', 'mark'], {
+          cwd: app,
+          env: { ...imageEnvironment(), LONGRUN_REDIS_URL: fresh.url },
+          encoding: 'utf8',
+          timeout: 20_000,
+        });
+      const marked = run();
+      expect(marked.stdout).toContain(`longrun store mark: ${fresh.url} is marked as a new store`);
+      expect(marked.status).toBe(0);
+      const client = new Redis(fresh.url);
+      try {
+        await client.set(lockKey('image-mark'), 'token');
+        await client.del('longrun:store');
+      } finally {
+        client.disconnect();
+      }
+      const refused = run();
+      expect(refused.stderr).toContain('refused, nothing was changed');
+      expect(refused.status).toBe(3);
+    } finally {
+      await fresh.stop();
     }
   });
 });

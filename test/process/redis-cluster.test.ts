@@ -21,6 +21,7 @@ import { coordinationContract } from '../helpers/coordination-contract';
 import { startRedisCluster, type RedisClusterTopology } from '../helpers/redis-cluster';
 import { Replicas, type Replica } from '../helpers/replicas';
 import { removeSecretFile, testSecret, writeSecretFile } from '../helpers/secret';
+import { storeMark } from '../helpers/store-mark';
 
 let cluster: RedisClusterTopology;
 
@@ -45,6 +46,54 @@ describe('hash slots', () => {
     for (const key of ['foo', 'workhorse:duoworkflow:lock:1', '{}', 'k{}x', '123456789']) expect(hashSlot(key), key).toBe(await cluster.keyslot(key));
     const primaries = new Set(await Promise.all(ids.map((id) => cluster.primaryOf(hashSlot(clusterKeys.lock(id))))));
     expect(primaries.size).toBe(3);
+  });
+});
+
+// Before the contract suite, whose locks would still be there (and refuse the marking).
+describe('longrun store mark on a Redis Cluster (LONGRUN_REDIS_KEYS=cluster)', () => {
+  it('marks every primary, each in its lowest slot; refuses while any primary holds a lock key, naming it', async () => {
+    const env = { LONGRUN_REDIS_URL: cluster.url, LONGRUN_REDIS_KEYS: 'cluster' };
+    const primaries = (await cluster.clusterNodes()).filter((n) => n.role === 'master' && n.slots.length > 0);
+    const markers = primaries.map((p) => ({ port: p.port, key: clusterKeys.storeMarker(Math.min(...p.slots.map(([from]) => from))) }));
+    expect(await storeMark(env)).toMatchObject({ status: 0, stdout: expect.stringContaining('was marked already') });
+    // Unmarked again (as a new cluster is), then marked by the command.
+    for (const { port, key } of markers) await cluster.node(port).del(key);
+    const marked = await storeMark(env);
+    expect(marked.status).toBe(0);
+    expect(marked.stdout.split('\n').filter((line) => line.endsWith('  marked'))).toHaveLength(3);
+    for (const { port, key } of markers) expect(await cluster.node(port).hget(key, 'fenced_until'), key).toBe('0');
+    const held = clusterKeys.lock('cluster-mark-held');
+    await cluster.client().set(held, 'token');
+    try {
+      const refused = await storeMark(env);
+      expect(refused.status).toBe(3);
+      expect(refused.stderr).toContain(`127.0.0.1:${await cluster.primaryOf(hashSlot(held))}  holds 1 lock key (${held})`);
+    } finally {
+      await cluster.client().del(held);
+    }
+  });
+});
+
+describe('the lock store as a gateway sees a Cluster', () => {
+  it("every primary's maxmemory-policy is read at start; the fence gauge has one series per primary locked on, each 0 on a marked Cluster", async () => {
+    const backend = new RedisBackend(parseRedisUrl(cluster.url, { cluster: true }), { commandTimeoutMs: 2_000, connectTimeoutMs: 2_000 });
+    try {
+      expect(await backend.waitReady(10_000)).toBe(true);
+      const primaries = (await cluster.clusterNodes()).filter((n) => n.role === 'master' && n.slots.length > 0).map((n) => `127.0.0.1:${n.port}`);
+      expect(
+        backend
+          .maxmemoryPolicies()
+          .map((p) => [p.primary, p.policy])
+          .sort(),
+      ).toEqual(primaries.map((p) => [p, 'noeviction']).sort());
+      // A workflow on each primary, locked: each primary's fence heard (none is up).
+      const ids: string[] = [];
+      for (let n = 0; new Set(await Promise.all(ids.map((id) => cluster.primaryOf(hashSlot(clusterKeys.lock(id)))))).size < 3; n++) ids.push(`fence-gauge-${n}`);
+      for (const id of ids) expect(await backend.acquire(id, 'token', 2_000)).toBe(true);
+      expect(backend.storeFences().sort((a, b) => a.primary.localeCompare(b.primary))).toEqual(primaries.sort().map((primary) => ({ primary, remainingMs: 0, why: undefined })));
+    } finally {
+      await backend.close();
+    }
   });
 });
 
@@ -194,11 +243,27 @@ describe('gateways on a Redis Cluster', () => {
   it('a primary fails over (CLUSTER FAILOVER) under held runs and contenders: never two runs of a workflow; new executes succeed after', async () => {
     const { gateways, byPrimary, held, contenders } = await holdWithContenders();
     const [failedOver] = [...byPrimary.keys()];
+    // Free workflows on the slots that fail over, for the fence's cost: started one after another from the switch on.
+    const slots = (await cluster.clusterNodes()).find((n) => n.port === failedOver)?.slots ?? [];
+    const onFailedOver = (id: string): boolean => slots.some(([from, to]) => hashSlot(clusterKeys.lock(id)) >= from && hashSlot(clusterKeys.lock(id)) <= to);
     const newPrimary = await cluster.failover(failedOver as number, 15_000);
     const failedOverAt = Date.now();
+    const probes: Array<{ status: number; fence?: string }> = [];
+    const probing = (async () => {
+      while (probes.at(-1)?.status !== 202 && Date.now() - failedOverAt < 3 * LEASE_TTL_MS) {
+        let id = newWorkflow();
+        while (!onFailedOver(id)) id = newWorkflow();
+        const { status, body } = await (gateways[0] as Replica).execute(id, hang);
+        const fence = (body['error'] as { fence?: string } | undefined)?.fence;
+        probes.push({ status, ...(fence ? { fence } : {}) });
+        if (status !== 202) await sleep(100);
+      }
+      return Date.now() - failedOverAt;
+    })();
     // Longer than a whole lease after the switch: a run still open then has renewed its
     // lease on the new primary (or it would have stopped with WORKHORSE_LOCK_LOST).
     await sleep(LEASE_TTL_MS + 1_000);
+    const reopenedMs = await probing;
 
     // New executes for workflows whose slots moved to the new primary succeed on every gateway.
     const fresh = await executesOn(newPrimary, gateways, 5_000);
@@ -206,9 +271,13 @@ describe('gateways on a Redis Cluster', () => {
 
     for (const id of [...held, ...fresh]) expect(overlaps(id), `workflow ${id}: ${JSON.stringify(workflow.callsFor(id).map((c) => [c.startedAt, c.ended?.at]))}`).toBe(0);
     const survived = held.filter((id) => workflow.callsFor(id).length === 1 && workflow.callsFor(id)[0]?.ended === undefined).length;
+    const fenced = probes.filter((p) => p.fence !== undefined);
     console.log(
-      `cluster failover of primary :${failedOver} → :${newPrimary} at ${new Date(failedOverAt).toISOString()}: ${survived} of ${held.length} held runs went on; contender answers ${JSON.stringify(contenderStatuses)}`,
+      `cluster failover of primary :${failedOver} → :${newPrimary} at ${new Date(failedOverAt).toISOString()}: ${survived} of ${held.length} held runs went on; contender answers ${JSON.stringify(contenderStatuses)}; ` +
+        `free workflows on its slots: ${fenced.length} starts refused by the fence (${[...new Set(fenced.map((p) => p.fence))].join(', ')}), accepted again ${reopenedMs} ms after the switch (${LEASE_TTL_MS} ms lease)`,
     );
+    expect(probes.at(-1)?.status).toBe(202);
+    expect(fenced.every((p) => p.fence === 'lost')).toBe(true);
     // A manual failover loses nothing acknowledged: the held runs keep their leases.
     expect(survived).toBe(held.length);
     expect(contenderStatuses['202'] ?? 0).toBe(0);

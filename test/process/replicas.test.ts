@@ -256,6 +256,20 @@ describe('leases', () => {
     const id = newWorkflow();
     expect((await a.execute(id, hang)).status).toBe(202);
     await redis.restart();
+    const restartedAt = Date.now();
+    // The fence's cost: starts of free workflows on B, refused until the restarted Redis is a lease TTL old.
+    const fresh: Array<{ at: number; status: number; fence?: string }> = [];
+    const probing = (async () => {
+      while (fresh.at(-1)?.status !== 202) {
+        const res = await b.execute(newWorkflow(), hang);
+        fresh.push({
+          at: Date.now(),
+          status: res.status,
+          ...((res.body['error'] as { fence?: string } | undefined)?.fence ? { fence: (res.body['error'] as { fence: string }).fence } : {}),
+        });
+        await sleep(50);
+      }
+    })();
     // B keeps asking while A reconnects and renews: the store lost A's lock, yet B never gets it.
     const statuses: number[] = [];
     const until = Date.now() + 2 * LEASE_TTL_MS;
@@ -263,6 +277,14 @@ describe('leases', () => {
       statuses.push((await b.execute(id, hang)).status);
       await sleep(50);
     }
+    await probing;
+    const fenced = fresh.filter((f) => f.fence !== undefined);
+    console.log(
+      `Redis restart (empty), ${LEASE_TTL_MS} ms lease: ${fenced.length} starts of free workflows refused by the fence (${[...new Set(fenced.map((f) => f.fence))].join(', ')}), ` +
+        `${fresh.length - fenced.length - 1} while Redis was away; accepted again ${(fresh.at(-1)?.at ?? 0) - restartedAt} ms after the restart`,
+    );
+    // Its holder renewed the lock it lost: the fence, "new" at first, says the store lost its data.
+    expect(fenced.at(-1)?.fence).toBe('lost');
     expect(statuses.filter((status) => status !== 503 && status !== 409)).toEqual([]);
     expect(statuses.at(-1)).toBe(409);
     // One call, never stopped: A holds the lock again.
@@ -274,23 +296,32 @@ describe('leases', () => {
 
   it('a start that reaches the emptied store before the holder can renew (the holder paused): 503 LOCK_UNAVAILABLE with the fence’s Retry-After; once the holder is back its run goes on and the start gets 409', async () => {
     onTestFinished(waitOutFence);
-    const [a, b] = (await replicas.start(2)) as [Replica, Replica];
+    // A longer lease here: the restarted store is fenced until it is a lease TTL old, and B
+    // must reach it before that on a loaded machine (the holder stays paused until it does).
+    const leaseTtlMs = 4_000;
+    const [a, b] = (await replicas.start(2, { LONGRUN_LEASE_TTL_MS: String(leaseTtlMs) })) as [Replica, Replica];
     const id = newWorkflow();
     expect((await a.execute(id, hang)).status).toBe(202);
     const holder = a.child.process.pid as number;
     process.kill(holder, 'SIGSTOP');
-    let refused: Awaited<ReturnType<Replica['execute']>>;
+    let refused: Awaited<ReturnType<Replica['execute']>> | undefined;
     try {
       await redis.restart();
-      refused = await b.execute(id, hang);
+      // Once B is back on Redis (until then: the plain 503 of a Redis it cannot reach).
+      await expect
+        .poll(async () => ((refused = await b.execute(id, hang)).body['error'] as { fence?: string } | undefined)?.fence, { timeout: leaseTtlMs, interval: 20 })
+        .toBeDefined();
     } finally {
       process.kill(holder, 'SIGCONT');
     }
-    expect(refused.status).toBe(503);
-    expect(refused.body).toMatchObject({ error: { code: 'LOCK_UNAVAILABLE', retryable: true } });
-    expect(Number(refused.headers['retry-after'])).toBe(Math.ceil(LEASE_TTL_MS / 1_000));
+    // Only the server's youth is known: no holder has renewed yet (it is paused).
+    expect(refused?.status).toBe(503);
+    expect(refused?.body).toMatchObject({ error: { code: 'LOCK_UNAVAILABLE', retryable: true, fence: 'new' } });
+    // What is left of the fence: until the restarted server is a lease TTL old.
+    expect(Number(refused?.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+    expect(Number(refused?.headers['retry-after'])).toBeLessThanOrEqual(Math.ceil(leaseTtlMs / 1_000));
     // The holder, paused well inside its lease, renews as soon as it runs again and takes its lock back.
-    await expect.poll(() => client.get(lockKey(id)), { timeout: LEASE_TTL_MS * 2, interval: 50 }).toBeTruthy();
+    await expect.poll(() => client.get(lockKey(id)), { timeout: leaseTtlMs * 2, interval: 50 }).toBeTruthy();
     expect((await b.execute(id, hang)).status).toBe(409);
     expect(workflow.callsFor(id)).toHaveLength(1);
     expect(workflow.callsFor(id)[0]).toMatchObject({ stopReasons: [] });
@@ -298,9 +329,9 @@ describe('leases', () => {
   });
 });
 
-/** The store fence a restart set (one lease TTL) is over: the next test's first start is not refused. */
+/** The store fence a restart set (until the server is a lease TTL old, the longest lease a test here sets) is over: the next test’s first start is not refused. */
 async function waitOutFence(): Promise<void> {
-  await expect.poll(async () => Number((await client.hget('longrun:store', 'fenced_until')) ?? 0) <= Date.now(), { timeout: LEASE_TTL_MS * 3, interval: 100 }).toBe(true);
+  await expect.poll(async () => Number((await client.hget('longrun:store', 'fenced_until')) ?? 0) <= Date.now(), { timeout: 10_000, interval: 100 }).toBe(true);
 }
 
 describe('the per-actor cap across replicas', () => {

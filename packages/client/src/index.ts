@@ -14,6 +14,7 @@ export type { Accepted, Answered, ExecuteResult, Finished, InFlightEntry, Locked
 export { BlockingStream, type BlockingEnd, type Checkpoint } from './ndjson';
 export { defaultRetryOptions, retryDelayMs, systemClock, type RetryClock, type RetryOptions } from './retry';
 export { retryAfterOf } from './responses';
+export { STORE_FENCE_CLOSE_CODE, fencedStartOf, type FencedStart } from './store-fence';
 export { SegmentEndRejected, isFinal, isResumable, segmentEndSchema, verifySegmentEnd, type SegmentEnd, type SegmentEndRequest } from './segment-end';
 export {
   LongrunSession,
@@ -35,13 +36,15 @@ export {
   resumableSegmentEndReasons,
   segmentEndReasons,
   followEventKinds,
-  type AcceptedOn,
+  storeFences,
+    type AcceptedOn,
   type FinalSegmentEndReason,
   type InFlightKind,
   type ResumableSegmentEndReason,
   type SegmentEndReason,
   type FollowEventKind,
-} from './vocabulary';
+  type StoreFence,
+  } from './vocabulary';
 export type { FollowEvent, FollowOptions } from './follow';
 export type * from './contract';
 export { version } from './version';

@@ -38,3 +38,11 @@ export type AcceptedOn = (typeof acceptedOn)[number];
  */
 export const followEventKinds = ['run', 'checkpoint', 'action', 'parked', 'attached', 'end', 'idle'] as const;
 export type FollowEventKind = (typeof followEventKinds)[number];
+
+/**
+ * Why the gateway's store fence refused a start (docs/spec.md §5; the 503 body's `fence`):
+ * `new`, a Redis that is new to longrun and not a lease TTL old yet; `lost`, a Redis that
+ * lost its data (a restart, a failover, a flush). Either way it lasts at most one lease TTL.
+ */
+export const storeFences = ['new', 'lost'] as const;
+export type StoreFence = (typeof storeFences)[number];
