@@ -17,8 +17,9 @@
  *                 recorded as `lost` and the next segment enqueued under the same job id
  *                 the callback would have used. The period stays well under GitLab's
  *                 stuck-workflow cleanup (a workflow `running` for 30 minutes without an
- *                 update is failed): a callback lost early in a 55-minute segment must not
- *                 wait for the run limit to be noticed.
+ *                 update is failed): a callback lost early in a segment must not wait for
+ *                 the run limit to be noticed, nor for the next segment's re-dispatch,
+ *                 which a rate-limited owner can stretch over minutes, on top.
  *
  * Owner state lives in Redis (owner-state.ts); every step is idempotent, so the
  * callback, the worker and the watchdog may race on a run and each boundary still costs
@@ -95,6 +96,9 @@ interface WatchdogJob {
 const open = (status: TurnStatus): boolean => status === 'dispatching' || status === 'running';
 /** GitLab's CleanStuckWorkflowsService: a workflow `created` or `running` this long without an update is failed. */
 export const STUCK_WORKFLOW_MS = 30 * 60_000;
+/** The watchdog's defaults: a lost callback is noticed within 6.5 minutes (DispatcherOptions). */
+export const DEFAULT_WATCH_PERIOD_MS = 300_000;
+export const DEFAULT_LOST_CONFIRM_MS = 90_000;
 /** BullMQ job ids may not contain ':'; request ids keep to ^[A-Za-z0-9_-]{1,64}$. */
 const safe = (id: string): string => id.replace(/[^A-Za-z0-9_-]/g, '_');
 
@@ -109,8 +113,8 @@ export class Dispatcher {
 
   /** Throws RangeError when the watchdog would look after GitLab's stuck-workflow cleanup (before connecting anything). */
   constructor(private readonly options: DispatcherOptions) {
-    this.watchPeriodMs = options.watchPeriodMs ?? 300_000;
-    this.lostConfirmMs = options.lostConfirmMs ?? 90_000;
+    this.watchPeriodMs = options.watchPeriodMs ?? DEFAULT_WATCH_PERIOD_MS;
+    this.lostConfirmMs = options.lostConfirmMs ?? DEFAULT_LOST_CONFIRM_MS;
     // A lost callback is noticed within one period plus the confirmation: both must fit, with
     // room for the next segment to start, before GitLab's cleanup fails the workflow.
     if (!(this.watchPeriodMs > 0) || !(this.lostConfirmMs >= 0) || this.watchPeriodMs + this.lostConfirmMs >= STUCK_WORKFLOW_MS) {

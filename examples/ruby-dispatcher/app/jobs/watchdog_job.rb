@@ -4,8 +4,9 @@
 # §5): scheduled when a run becomes the turn's, then again every App.watch_period_s while it
 # lives. A callback can be lost (the replica was killed, the owner was down for all three
 # attempts), and GitLab fails a workflow left `running` for 30 minutes without an update
-# (Ai::DuoWorkflows::CleanStuckWorkflowsService): the run limit is 55 minutes, so waiting for
-# it would lose the turn. It reads GET /internal/workflows/:id/run:
+# (Ai::DuoWorkflows::CleanStuckWorkflowsService): waiting for the run limit, then a
+# re-dispatch the owner may rate-limit for minutes, could lose the turn. It reads
+# GET /internal/workflows/:id/run:
 #
 #   the turn moved on, or the run's end is known   nothing to do (no more looks)
 #   this run's record                              alive: look again after the period
