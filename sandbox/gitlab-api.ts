@@ -8,8 +8,8 @@
  *   service), else 401 `{"message":"401 Unauthorized"}`;
  * - a repository file's path as one URL-encoded segment (`src%2Fapp.rb`), as Grape's
  *   `:file_path` requires: an unencoded slash is another route, a 404;
- * - `ref` required on repository files (400 `{"error":"ref is missing"}`), and a commit's
- *   body a JSON object with `branch`, `commit_message` and `actions` (400 otherwise);
+ * - `ref` required on repository files (400 `{"error":"ref is missing"}`); a commit is made
+ *   only from a body Workhorse uploaded (owner-sim.ts `answerCommit`, as the newest Rails);
  * - a raw file is not in Rails' answer: Rails sends it as Workhorse's job (`send_git_blob`:
  *   200, `Gitlab-Workhorse-Send-Data: git-blob:<base64 JSON>`, an empty body), which
  *   Workhorse's senddata completes from Gitaly; the file as JSON (`…/files/:path`, base64
@@ -42,7 +42,7 @@ function badRequest(res: express.Response, error: string): true {
   return true;
 }
 
-type Resource = 'project' | 'issue' | 'merge_request' | 'file_raw' | 'file' | 'commit' | 'commit_diff' | 'create_commit';
+type Resource = 'project' | 'issue' | 'merge_request' | 'file_raw' | 'file' | 'commit' | 'commit_diff';
 
 /** Method, path under the project, and what it is; the capture is the resource's id. */
 const RESOURCES: ReadonlyArray<readonly [string, RegExp, Resource]> = [
@@ -53,7 +53,6 @@ const RESOURCES: ReadonlyArray<readonly [string, RegExp, Resource]> = [
   ['GET', /^\/repository\/files\/([^/]+)$/, 'file'],
   ['GET', /^\/repository\/commits\/([0-9a-f]{7,40})$/, 'commit'],
   ['GET', /^\/repository\/commits\/([0-9a-f]{7,40})\/diff$/, 'commit_diff'],
-  ['POST', /^\/repository\/commits$/, 'create_commit'],
 ];
 
 /** Answers `req` when it is one of these resources; the body is the relay's, as text. */
@@ -95,8 +94,6 @@ export function answerGitLabResource(req: express.Request, res: express.Response
     case 'commit_diff':
       res.status(200).json([{ old_path: 'src/app.rb', new_path: 'src/app.rb', diff: '@@ -1 +1 @@\n-puts "hi"\n+puts "hello"\n' }]);
       return true;
-    case 'create_commit':
-      return answerCreateCommit(res, body);
   }
 }
 
@@ -126,18 +123,4 @@ function answerFile(req: express.Request, res: express.Response, encodedPath: st
 /** A blob id for a file, the same every call. */
 function blobId(filePath: string): string {
   return createHash('sha1').update(`blob ${filePath}`).digest('hex');
-}
-
-function answerCreateCommit(res: express.Response, body: string): true {
-  let parsed: { branch?: unknown; commit_message?: unknown; actions?: unknown };
-  try {
-    parsed = JSON.parse(body) as typeof parsed;
-  } catch {
-    return badRequest(res, 'body is not JSON');
-  }
-  if (typeof parsed?.branch !== 'string' || typeof parsed.commit_message !== 'string' || !Array.isArray(parsed.actions)) {
-    return badRequest(res, 'branch, commit_message and actions are required');
-  }
-  res.status(201).json({ ...commit('0123456789abcdef0123456789abcdef01234567', parsed.commit_message), branch: parsed.branch });
-  return true;
 }

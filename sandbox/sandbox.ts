@@ -50,8 +50,10 @@ export async function startSandbox(config: EnvConfig): Promise<Sandbox> {
   // actor may re-attach to a run parked by a lost connection (docs/spec.md §12).
   owner.configure(WEBSOCKET_PREAUTH, { actorId: SANDBOX_ACTOR });
   const runs = { list: (): unknown[] => [] };
+  const ownerUrl = new URL(owner.url);
   return {
-    config: { ...config, ownerUrl: new URL(owner.url), secret },
+    // The sandbox's relays go to its owner too (LONGRUN_RELAY_URL is refused with it).
+    config: { ...config, ownerUrl, relayUrl: ownerUrl, secret },
     owner,
     workflow,
     routes: chatRoutes(runs),

@@ -26,6 +26,12 @@ export interface Config {
   listen: ListenAddress;
   opsListen: ListenAddress;
   ownerUrl: URL;
+  /**
+   * Where relayed runHTTPRequests go (LONGRUN_RELAY_URL; the owner URL when unset): beside
+   * GitLab, Workhorse's own listener, so relays pass its router as Workhorse's own relays
+   * do. Its path is the relative URL root, prepended as Workhorse prepends it.
+   */
+  relayUrl: URL;
   /** The 32-byte HS256 secret shared with the owner. */
   secret: Buffer;
   /**
@@ -110,7 +116,7 @@ export interface Config {
   callbackTimeoutMs: number;
   /** Segment-end callbacks in flight at once; the others wait their turn (bounded by the drain budget). */
   callbackConcurrency: number;
-  /** How long a signed Gitlab-Workhorse-Api-Request JWT is reused. */
+  /** How long a signed Gitlab-Workhorse-Api-Request JWT is reused (at most JWT_REFRESH_MAX_MS). */
   jwtRefreshMs: number;
   /** Per-command deadline of Redis commands, and of connecting. */
   redisCommandTimeoutMs: number;
@@ -135,7 +141,7 @@ export interface Config {
 }
 
 /** The environment read: a Config whose owner URL and secret may be left to the sandbox. */
-export type EnvConfig = Omit<Config, 'ownerUrl' | 'secret'> & {
+export type EnvConfig = Omit<Config, 'ownerUrl' | 'relayUrl' | 'secret'> & {
   /**
    * The sandbox (docs/spec.md §9) provides the owner and workflow services: asked for by
    * LONGRUN_SANDBOX=true, or the default with no LONGRUN_OWNER_URL outside production.
@@ -143,6 +149,8 @@ export type EnvConfig = Omit<Config, 'ownerUrl' | 'secret'> & {
   sandbox: boolean;
   /** Unset only in the sandbox. */
   ownerUrl: URL | undefined;
+  /** LONGRUN_RELAY_URL; unset: the owner URL (gatewayConfig fills it in). Never set with the sandbox. */
+  relayUrl: URL | undefined;
   /** Undefined only in the sandbox (which makes one). */
   secret: Buffer | undefined;
 };
@@ -165,6 +173,13 @@ export class ConfigError extends Error {
 }
 
 type Env = Record<string, string | undefined>;
+
+/**
+ * The longest LONGRUN_JWT_REFRESH_MS. Rails refuses a Gitlab-Workhorse-Api-Request whose iat
+ * is more than 90 s old (Gitlab::Workhorse::API_REQUEST_JWT_VALIDITY); a token reused for at
+ * most 60 s leaves 30 s for the connection pool's queue, the wire and clock skew.
+ */
+export const JWT_REFRESH_MAX_MS = 60_000;
 
 const durationMs = z.coerce
   .number()
@@ -242,23 +257,34 @@ function parseListen(env: Env, name: string, fallback: string): ListenAddress {
   return { host: (match[1] ?? match[2]) as string, port };
 }
 
-function parseOwnerUrl(env: Env): URL | undefined {
-  const raw = env['LONGRUN_OWNER_URL'];
+/** An http(s) URL without credentials (the owner and the relay target are called with the JWT), or undefined when unset. */
+function parseServiceUrl(env: Env, name: 'LONGRUN_OWNER_URL' | 'LONGRUN_RELAY_URL'): URL | undefined {
+  const raw = env[name];
   if (raw === undefined || raw === '') return undefined;
   const expected = 'an absolute http(s) URL';
   let url: URL;
   try {
     url = new URL(raw.trim());
   } catch {
-    throw new ConfigError('LONGRUN_OWNER_URL', expected, raw, 'not an absolute URL');
+    throw new ConfigError(name, expected, raw, 'not an absolute URL');
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-    throw new ConfigError('LONGRUN_OWNER_URL', expected, raw, `unsupported scheme "${url.protocol}//"`);
+    throw new ConfigError(name, expected, raw, `unsupported scheme "${url.protocol}//"`);
   }
   if (url.username !== '' || url.password !== '') {
-    // They would be dropped silently: every call to the owner carries longrun's JWT instead.
-    throw new ConfigError('LONGRUN_OWNER_URL', expected, raw, 'credentials in the URL are not used (the owner is called with the shared-secret JWT): remove them');
+    // They would be dropped silently: every call carries longrun's JWT instead.
+    throw new ConfigError(name, expected, raw, 'credentials in the URL are not used (calls carry the shared-secret JWT): remove them');
   }
+  return url;
+}
+
+/**
+ * LONGRUN_RELAY_URL: only beside a real owner. The sandbox's relays go to its simulated
+ * owner; sending its made-up token to a real GitLab would only be refused.
+ */
+function parseRelayUrl(env: Env, ownerUrl: URL | undefined): URL | undefined {
+  const url = parseServiceUrl(env, 'LONGRUN_RELAY_URL');
+  if (url && !ownerUrl) throw new ConfigError('LONGRUN_RELAY_URL', 'it unset with the sandbox', env['LONGRUN_RELAY_URL'], 'the sandbox relays to its simulated owner');
   return url;
 }
 
@@ -392,7 +418,7 @@ export function gatewayConfig(config: Omit<EnvConfig, 'sandbox'>): Config {
   const { ownerUrl, secret } = config;
   if (!ownerUrl) throw new ConfigError('LONGRUN_OWNER_URL', 'an absolute http(s) URL (or the sandbox)', undefined);
   if (!secret) throw new ConfigError('LONGRUN_SECRET_FILE', 'a path (required when LONGRUN_OWNER_URL is set)', undefined);
-  return { ...config, ownerUrl, secret };
+  return { ...config, ownerUrl, relayUrl: config.relayUrl ?? ownerUrl, secret };
 }
 
 const logLevels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -402,8 +428,9 @@ export function loadConfig(env: Env = process.env): EnvConfig {
   for (const [name, instead] of Object.entries(removedVariables)) {
     if (env[name] !== undefined && env[name] !== '') throw new ConfigError(name, 'it unset', env[name], `no longer read: ${instead}`);
   }
-  const ownerUrl = parseOwnerUrl(env);
+  const ownerUrl = parseServiceUrl(env, 'LONGRUN_OWNER_URL');
   const sandbox = parseSandbox(env, ownerUrl);
+  const relayUrl = parseRelayUrl(env, ownerUrl);
   const secretFile = env['LONGRUN_SECRET_FILE'];
   let secret: Buffer | undefined;
   if (secretFile !== undefined && secretFile !== '') secret = readSecretFile(secretFile);
@@ -418,6 +445,7 @@ export function loadConfig(env: Env = process.env): EnvConfig {
     opsListen: parseListen(env, 'LONGRUN_OPS_LISTEN', '127.0.0.1:9181'),
     sandbox,
     ownerUrl,
+    relayUrl,
     secret,
     ...redisConfig,
     redisConfigureNotifications: read(env, 'LONGRUN_REDIS_CONFIGURE_NOTIFICATIONS', flag, 'true or false', false),
@@ -482,7 +510,7 @@ export function loadConfig(env: Env = process.env): EnvConfig {
     // few enough that a drain does not open thousands of requests on it at once.
     callbackConcurrency: read(env, 'LONGRUN_CALLBACK_CONCURRENCY', z.coerce.number().int().min(1).max(10_000), 'an integer from 1 to 10000', 64),
     // Signing per request would cost CPU on the hot path; the owner only wants a fresh iat.
-    jwtRefreshMs: readMs(env, 'LONGRUN_JWT_REFRESH_MS', 30_000),
+    jwtRefreshMs: read(env, 'LONGRUN_JWT_REFRESH_MS', durationMs.max(JWT_REFRESH_MAX_MS), `an integer number of milliseconds from 1 to ${JWT_REFRESH_MAX_MS}`, 30_000),
     workflowInfraStopReasons: read(
       env,
       'LONGRUN_WORKFLOW_INFRA_STOP_REASONS',

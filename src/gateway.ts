@@ -281,6 +281,7 @@ export class Gateway {
         'owner client',
         new OwnerClient({
           ownerUrl: config.ownerUrl,
+          relayUrl: config.relayUrl,
           secret: config.secret,
           preauthTimeoutMs: config.preauthTimeoutMs,
           relayTimeoutMs: config.relayTimeoutMs,

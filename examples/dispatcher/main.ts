@@ -75,8 +75,8 @@ async function main(): Promise<void> {
     client,
     redisUrl: redis.url,
     prefix: `longrun-example-${process.pid}`,
-    runLimitMs: RUN_LIMIT_MS,
-    graceMs: 1_500,
+    // Scaled down with the run limit; the defaults (5 min, 90 s) suit a 55-minute run limit.
+    watchPeriodMs: 1_000,
     lostConfirmMs: 1_000,
     onEvent: (event) => print(describe(event)),
   });

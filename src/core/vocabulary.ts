@@ -147,7 +147,8 @@ export const STOPS = Object.freeze({
 export const STOP_REASON_TOKEN = /^[A-Z][A-Z0-9_]{0,63}$/;
 
 /** Why a runHTTPRequest was answered with an error instead of the owner's response. */
-export const relayErrorTypes = ['refused_path', 'refused_method', 'timeout', 'too_large', 'network', 'aborted'] as const;
+/** `send_data`: an answer only GitLab Workhorse can complete (Gitlab-Workhorse-Send-Data), relayed past it. */
+export const relayErrorTypes = ['refused_path', 'refused_method', 'timeout', 'too_large', 'network', 'aborted', 'send_data'] as const;
 export type RelayErrorType = (typeof relayErrorTypes)[number];
 
 /** How a segment-end callback went. */

@@ -1,7 +1,8 @@
 /**
  * Every call longrun makes to the owner service (docs/spec.md §2, §6), over one undici Pool per
- * owner origin: the pre-authorization, the runHTTPRequest relay and the segment-end
- * callback. Each has a deadline; failures are translated to GatewayErrors here. Each is a
+ * origin: the pre-authorization and the segment-end callback to the owner URL, the
+ * runHTTPRequest relay to the relay URL (relay-target.ts; a pool of its own when it names
+ * another origin). Each has a deadline; failures are translated to GatewayErrors here. Each is a
  * CLIENT span (tracing.ts) under the span that makes it, and carries X-Request-Id (the
  * correlation id, docs/spec.md §13) and, with tracing on, the span's `traceparent`.
  */
@@ -18,6 +19,7 @@ import { DENIAL_BODY_LIMIT, PREAUTH_CONTENT_TYPE, forwardedHeaders, preauthSchem
 import { OwnerCall, type CallEnd, type OwnerCallOptions } from './owner-call';
 import { relayResult, type RelayResult } from './relay-call';
 import { checkRelayPath } from './relay-path';
+import { RELAY_USER_AGENT, relativeRootOf, withRelativeRoot } from './relay-target';
 import { Semaphore } from '../core/semaphore';
 import { TraceSpan, Tracing, type TraceHeaders } from '../observability/tracing';
 
@@ -42,10 +44,12 @@ export type { RelayAnswer, RelayResult } from './relay-call';
 
 export interface OwnerClientOptions {
   ownerUrl: URL;
+  /** Where runHTTPRequests go (default `ownerUrl`); its path is the relative URL root. */
+  relayUrl?: URL;
   secret: Uint8Array;
   preauthTimeoutMs: number;
   relayTimeoutMs: number;
-  /** Connections in the pool (undici's default is unlimited). */
+  /** Connections in each pool (undici's default is unlimited). */
   connections: number;
   /** Tries of one segment-end callback, and the deadline of each. */
   callbackAttempts: number;
@@ -115,6 +119,11 @@ interface Tried {
 export class OwnerClient {
   private readonly pool: Pool;
   private readonly basePath: string;
+  /** The relay URL's pool: `pool` itself when it names the owner's origin. */
+  private readonly relayPool: Pool;
+  private readonly relayRoot: string;
+  /** host:port of the relay URL, as a network failure's text names it. */
+  private readonly relayHost: string;
   private readonly jwt: JwtSigner;
   /** Bounds the segment-end callbacks in flight: a drain ends thousands of runs at once. */
   private readonly callbackSlots: Semaphore;
@@ -126,7 +135,11 @@ export class OwnerClient {
       connections: options.connections,
       keepAliveTimeout: 30_000,
     });
-    this.basePath = options.ownerUrl.pathname.replace(/\/+$/, '');
+    this.basePath = relativeRootOf(options.ownerUrl);
+    const relayUrl = options.relayUrl ?? options.ownerUrl;
+    this.relayPool = relayUrl.origin === options.ownerUrl.origin ? this.pool : new Pool(relayUrl.origin, { connections: options.connections, keepAliveTimeout: 30_000 });
+    this.relayRoot = relativeRootOf(relayUrl);
+    this.relayHost = relayUrl.host;
     this.jwt = new JwtSigner(options.secret, undefined, options.jwtRefreshMs);
     this.callbackSlots = new Semaphore(options.callbackConcurrency ?? 64);
     this.tracing = options.tracing ?? Tracing.OFF;
@@ -242,9 +255,9 @@ export class OwnerClient {
   }
 
   /**
-   * Performs a runHTTPRequest against the owner API. Never throws: failures are answered
-   * to the workflow service as an httpResponse error (docs/spec.md §6 wording). The request
-   * carries what Workhorse's relay sends, so Rails' require_gitlab_workhorse!-style
+   * Performs a runHTTPRequest against the owner API, at the relay URL. Never throws: failures
+   * are answered to the workflow service as an httpResponse error (docs/spec.md §6 wording).
+   * The request carries what Workhorse's relay sends, so Rails' require_gitlab_workhorse!-style
    * guards pass (Gitlab-Workhorse and the Gitlab-Workhorse-Api-Request JWT).
    */
   relay(req: RelayRequest): Promise<RelayResult> {
@@ -258,10 +271,12 @@ export class OwnerClient {
     const trace = span.headers;
     return this.traced(
       span,
-      this.call({ signal: req.signal, timeoutMs: req.timeout ? this.options.relayTimeoutMs : undefined, bodyLimit: () => RELAY_BODY_LIMIT }, (jwt) =>
-        this.relayRequest(req, method, checked.path, jwt, trace),
+      this.call(
+        { signal: req.signal, timeoutMs: req.timeout ? this.options.relayTimeoutMs : undefined, bodyLimit: () => RELAY_BODY_LIMIT },
+        (jwt) => this.relayRequest(req, method, checked.path, jwt, trace),
+        this.relayPool,
       ),
-    ).then((end) => relayResult(end, RELAY_BODY_LIMIT, this.options.ownerUrl.host));
+    ).then((end) => relayResult(end, RELAY_BODY_LIMIT, this.relayHost));
   }
 
   private relayRequest(req: RelayRequest, method: string, path: string, jwt: string, trace: TraceHeaders | undefined): Dispatcher.DispatchOptions {
@@ -280,38 +295,39 @@ export class OwnerClient {
       req.requestId,
     ];
     if (req.forwardedFor) headers.push('x-forwarded-for', req.forwardedFor);
-    headers.push('user-agent', userAgent);
+    headers.push('user-agent', RELAY_USER_AGENT);
     if (trace) {
       headers.push('traceparent', trace.traceparent);
       if (trace.tracestate) headers.push('tracestate', trace.tracestate);
     }
     return {
       method: method as Dispatcher.HttpMethod,
-      path: this.basePath + path,
+      path: withRelativeRoot(this.relayRoot, path),
       headers,
       body: req.body === undefined || req.body === '' ? undefined : req.body,
     };
   }
 
   /**
-   * One call to the owner: the request `build` makes with the signed JWT, dispatched with
-   * an OwnerCall. Never rejects: a JWT that cannot be signed is a network failure (nothing
-   * was sent), a signal already aborted an abort. The signed token is cached (JwtSigner):
-   * waited for only while it is being (re)signed.
+   * One call to the owner (on `pool`, the owner's by default): the request `build` makes with
+   * the signed JWT, dispatched with an OwnerCall. Never rejects: a JWT that cannot be signed
+   * is a network failure (nothing was sent), a signal already aborted an abort. The signed
+   * token is cached (JwtSigner): waited for only while it is being (re)signed. Each attempt
+   * of a retried call comes through here, so each carries the token current when it is sent.
    */
-  private call(options: OwnerCallOptions, build: (jwt: string) => Dispatcher.DispatchOptions): Promise<CallEnd> {
+  private call(options: OwnerCallOptions, build: (jwt: string) => Dispatcher.DispatchOptions, pool: Pool = this.pool): Promise<CallEnd> {
     const jwt = this.jwt.current();
-    if (jwt !== undefined) return this.dispatch(options, build(jwt));
+    if (jwt !== undefined) return this.dispatch(options, build(jwt), pool);
     return this.jwt.get().then(
-      (signed) => this.dispatch(options, build(signed)),
+      (signed) => this.dispatch(options, build(signed), pool),
       (err: unknown): CallEnd => ({ kind: 'network', error: err instanceof Error ? err : new Error(String(err)), answered: false }),
     );
   }
 
-  private dispatch(options: OwnerCallOptions, request: Dispatcher.DispatchOptions): Promise<CallEnd> {
+  private dispatch(options: OwnerCallOptions, request: Dispatcher.DispatchOptions, pool: Pool): Promise<CallEnd> {
     if (options.signal?.aborted) return Promise.resolve({ kind: 'aborted', answered: false });
     const call = new OwnerCall(options);
-    this.pool.dispatch(request, call);
+    pool.dispatch(request, call);
     return call.ended;
   }
 
@@ -382,14 +398,19 @@ export class OwnerClient {
     return 'failed';
   }
 
-  /** Closes the pool once its requests in flight are done. Idempotent. */
+  /** The pools: the owner's, and the relay URL's when it is another. */
+  private pools(): Pool[] {
+    return this.relayPool === this.pool ? [this.pool] : [this.pool, this.relayPool];
+  }
+
+  /** Closes the pools once their requests in flight are done. Idempotent. */
   close(): Promise<void> {
-    this.closing ??= this.pool.close().catch(() => this.pool.destroy());
+    this.closing ??= Promise.all(this.pools().map((pool) => pool.close().catch(() => pool.destroy()))).then(() => undefined);
     return this.closing;
   }
 
   /** Ends every connection now, requests in flight included (their callers see an error). */
   destroy(): void {
-    this.pool.destroy().catch(() => undefined);
+    for (const pool of this.pools()) pool.destroy().catch(() => undefined);
   }
 }

@@ -33,6 +33,14 @@ export function wholeCharacters(buf: Buffer): Buffer {
   return buf.length - lead < width ? buf.subarray(0, lead) : buf;
 }
 
+/** Rails' instruction to Workhorse to fill the answer's body in (canonical name, as relayedResponseHeaders writes it). */
+const SEND_DATA_HEADER = 'Gitlab-Workhorse-Send-Data';
+
+function sendDataError(value: string): string {
+  const kind = /^[a-z-]+(?=:)/.exec(value)?.[0] ?? 'unknown';
+  return `the owner answered with Gitlab-Workhorse-Send-Data (${kind}), a body only GitLab Workhorse can fill in: point LONGRUN_RELAY_URL at Workhorse`;
+}
+
 /** What the workflow service is told of a relayed call's end; `bodyLimit` was the call's. */
 export function relayResult(end: CallEnd, bodyLimit: number, target: string): RelayResult {
   switch (end.kind) {
@@ -44,6 +52,11 @@ export function relayResult(end: CallEnd, bodyLimit: number, target: string): Re
       return { ok: false, type: 'network', error: networkErrorText(end.error, target) };
     case 'answer': {
       const answer = { statusCode: end.statusCode, headers: relayedResponseHeaders(end.rawHeaders), body: (end.overflow ? wholeCharacters(end.body) : end.body).toString('utf8') };
+      // Rails left the body to Workhorse (a blob, an archive, a diff from Gitaly): passed on as
+      // it is, the service would read the empty body as the content. Only a relay that did not
+      // pass Workhorse (LONGRUN_RELAY_URL elsewhere) sees the header; Workhorse consumes it.
+      const sendData = answer.headers[SEND_DATA_HEADER];
+      if (sendData !== undefined) return { ok: false, type: 'send_data', error: sendDataError(sendData), ...answer };
       if (!end.overflow) return { ok: true, ...answer };
       return { ok: false, type: 'too_large', error: `response body exceeded size limit (${bodyLimit} bytes)`, ...answer };
     }

@@ -14,6 +14,7 @@ import type { Tracing } from '../../src/observability/tracing';
 import { OwnerServiceSimulator, type PreauthConfig } from '../../sandbox/owner-sim';
 import { scenarioMetadata, type Step } from '../../sandbox/scenario';
 import { WorkflowServiceSimulator, type WorkflowSimulatorOptions } from '../../sandbox/workflow-sim';
+import { WorkhorseFront } from '../../sandbox/workhorse-front';
 import { resume, startRedis, type RedisServer } from './redis';
 import { removeSecretFile, testSecret, writeSecretFile } from './secret';
 
@@ -29,6 +30,8 @@ export interface StackOptions {
   redis?: boolean;
   preauth?: PreauthConfig;
   workflow?: WorkflowSimulatorOptions;
+  /** Relays through a Workhorse-like front of the owner (LONGRUN_RELAY_URL: `stack.front`), as beside GitLab. */
+  workhorseFront?: boolean;
   /** The gateway's spans go here (test/helpers/spans.ts: the SDK's in-memory exporter). */
   tracing?: Tracing;
 }
@@ -46,6 +49,8 @@ export interface Stack {
   gateway: Gateway;
   owner: OwnerServiceSimulator;
   workflow: WorkflowServiceSimulator;
+  /** With `workhorseFront: true`: the front the relays go through. */
+  front?: WorkhorseFront;
   url: string;
   opsUrl: string;
   logs: () => string;
@@ -131,6 +136,7 @@ async function startGatewayStack(options: StackOptions): Promise<Stack> {
     workflowServiceUri: workflow.address,
     defaults: options.preauth ?? {},
   });
+  const front = options.workhorseFront ? await WorkhorseFront.start({ upstream: owner.url, secret: testSecret }) : undefined;
   const secretFile = await writeSecretFile();
   const chunks: Buffer[] = [];
   const sink = new Writable({
@@ -143,6 +149,7 @@ async function startGatewayStack(options: StackOptions): Promise<Stack> {
     LONGRUN_LISTEN: '127.0.0.1:0',
     LONGRUN_OPS_LISTEN: '127.0.0.1:0',
     LONGRUN_OWNER_URL: owner.url,
+    ...(front ? { LONGRUN_RELAY_URL: front.url } : {}),
     LONGRUN_SECRET_FILE: secretFile,
     LONGRUN_LOG_LEVEL: 'debug',
     ...(options.redisUrl ? { LONGRUN_REDIS_URL: options.redisUrl } : {}),
@@ -168,6 +175,7 @@ async function startGatewayStack(options: StackOptions): Promise<Stack> {
     gateway,
     owner,
     workflow,
+    ...(front ? { front } : {}),
     url,
     opsUrl: gateway.opsUrl,
     logs: () => Buffer.concat(chunks).toString('utf8'),
@@ -187,7 +195,7 @@ async function startGatewayStack(options: StackOptions): Promise<Stack> {
     },
     async close() {
       await Promise.allSettled([gateway.close(), ...peers.map((p) => p.close())]);
-      await Promise.allSettled([owner.close(), workflow.close(), removeSecretFile(secretFile)]);
+      await Promise.allSettled([owner.close(), workflow.close(), front?.close(), removeSecretFile(secretFile)]);
     },
   };
 }

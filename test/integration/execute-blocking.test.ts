@@ -96,7 +96,9 @@ describe('a full blocking turn', () => {
     expect(relayed?.headers['content-type']).toBe('application/json');
     expect(relayed?.headers['x-gitlab-duo-workflow-id']).toBe('11');
     expect(relayed?.headers['x-request-id']).toBe('req-blocking-1');
-    expect(relayed?.headers['user-agent']).toMatch(/^longrun\//);
+    // Workhorse's relay User-Agent; longrun's version travels in Gitlab-Workhorse.
+    expect(relayed?.headers['user-agent']).toBe('Agent-Flow-via-GitLab-Workhorse');
+    expect(relayed?.headers['gitlab-workhorse']).toMatch(/^longrun-/);
     expect(await verifyJwt(testSecret, String(relayed?.headers['gitlab-workhorse-api-request']), WORKHORSE_ISSUER)).toBe(true);
 
     // The preauth: same path and query, no body, the caller's headers, Gitlab-Workhorse and the JWT.

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { ConfigError, loadConfig, readSecretFile } from '../../src/config';
+import { ConfigError, gatewayConfig, loadConfig, readSecretFile } from '../../src/config';
 import { startChild } from '../helpers/child';
 import { removeSecretFile, testSecret, writeSecretFile } from '../helpers/secret';
 
@@ -47,6 +47,7 @@ describe('config: defaults', () => {
       opsListen: { host: '127.0.0.1', port: 9181 },
       sandbox: true,
       ownerUrl: undefined,
+      relayUrl: undefined,
       secret: undefined,
       redis: undefined,
       redisKeys: 'workhorse',
@@ -121,6 +122,7 @@ describe('config: overrides', () => {
       LONGRUN_LISTEN: '0.0.0.0:8080',
       LONGRUN_OPS_LISTEN: '[::1]:0',
       LONGRUN_OWNER_URL: 'https://gitlab.example.com/gitlab/',
+      LONGRUN_RELAY_URL: 'http://gitlab-webservice-default.gitlab.svc:8181/gitlab',
       LONGRUN_SECRET_FILE: secretFile,
       LONGRUN_REDIS_URL: 'redis://127.0.0.1:6380/2',
       LONGRUN_REDIS_CONFIGURE_NOTIFICATIONS: 'true',
@@ -175,6 +177,7 @@ describe('config: overrides', () => {
     expect(config.listen).toEqual({ host: '0.0.0.0', port: 8080 });
     expect(config.opsListen).toEqual({ host: '::1', port: 0 });
     expect(config.ownerUrl?.href).toBe('https://gitlab.example.com/gitlab/');
+    expect(config.relayUrl?.href).toBe('http://gitlab-webservice-default.gitlab.svc:8181/gitlab');
     expect(config.secret?.equals(testSecret)).toBe(true);
     expect(config.redis).toEqual({ mode: 'standalone', url: 'redis://127.0.0.1:6380/2' });
     expect(config.redisKeys).toBe('workhorse');
@@ -228,6 +231,12 @@ describe('config: overrides', () => {
       workflowInfraStopReasons: ['WORKHORSE_RUN_LIMIT', 'WORKHORSE_SERVER_SHUTDOWN'],
       logLevel: 'silent',
     });
+  });
+
+  it('LONGRUN_RELAY_URL unset: the gateway relays to the owner URL; set, there', () => {
+    const owner = { LONGRUN_OWNER_URL: 'http://puma.example:8080/gitlab', LONGRUN_SECRET_FILE: secretFile };
+    expect(gatewayConfig(loadConfig(owner)).relayUrl.href).toBe('http://puma.example:8080/gitlab');
+    expect(gatewayConfig(loadConfig({ ...owner, LONGRUN_RELAY_URL: 'http://workhorse.example:8181/gitlab' })).relayUrl.href).toBe('http://workhorse.example:8181/gitlab');
   });
 
   it('trims whitespace around numbers', () => {
@@ -335,6 +344,8 @@ describe('config: invalid values name the variable', () => {
     ['LONGRUN_OWNER_URL', 'ftp://x'],
     ['LONGRUN_OWNER_URL', 'not a url'],
     ['LONGRUN_OWNER_URL', '/relative/path'],
+    ['LONGRUN_RELAY_URL', 'ftp://x'],
+    ['LONGRUN_RELAY_URL', 'not a url'],
     ['LONGRUN_REDIS_URL', 'http://127.0.0.1:6379'],
     ['LONGRUN_REDIS_URL', '127.0.0.1:6379'],
     ['LONGRUN_REDIS_URL', 'redis+sentinel://s1:26379'],
@@ -381,6 +392,8 @@ describe('config: invalid values name the variable', () => {
     ['LONGRUN_CALLBACK_CONCURRENCY', '0'],
     ['LONGRUN_REDIS_KEYS', 'tagged'],
     ['LONGRUN_JWT_REFRESH_MS', '0'],
+    // Rails refuses a Gitlab-Workhorse-Api-Request issued more than 90 s ago.
+    ['LONGRUN_JWT_REFRESH_MS', '60001'],
     ['LONGRUN_REDIS_COMMAND_TIMEOUT_MS', '1.5'],
     ['LONGRUN_REDIS_CONNECT_TIMEOUT_MS', '-3'],
     ['LONGRUN_GRPC_KEEPALIVE_TIME_MS', '0'],
@@ -438,6 +451,12 @@ describe('config: invalid values name the variable', () => {
     expect(err.message).toMatch(/never runs beside a real one/);
   });
 
+  it('LONGRUN_RELAY_URL with the sandbox is refused: its relays go to its simulated owner', () => {
+    const err = configError({ LONGRUN_RELAY_URL: 'http://workhorse.example:8181' });
+    expect(err.variable).toBe('LONGRUN_RELAY_URL');
+    expect(err.message).toMatch(/the sandbox relays to its simulated owner/);
+  });
+
   it('LONGRUN_OWNER_URL without LONGRUN_SECRET_FILE', () => {
     const err = configError({ LONGRUN_OWNER_URL: 'http://127.0.0.1:3000' });
     expect(err.variable).toBe('LONGRUN_SECRET_FILE');
@@ -484,6 +503,7 @@ describe('config: a credential in an invalid value is never printed (issue [11] 
     ['LONGRUN_OWNER_URL', 'ftp://user:hunter2@owner.example', /unsupported scheme "ftp:\/\/"/, 'ftp://user:***@owner.example'],
     ['LONGRUN_OWNER_URL', 'https://user:hunter2@owner.example/', /credentials in the URL are not used/, 'https://user:***@owner.example/'],
     ['LONGRUN_OWNER_URL', 'https://user:hunter2@owner example', /not an absolute URL/, 'https://user:***@owner example'],
+    ['LONGRUN_RELAY_URL', 'http://user:hunter2@workhorse:8181/', /credentials in the URL are not used/, 'http://user:***@workhorse:8181/'],
   ];
 
   it.each(cases)('%s=%s', (variable, value, problem, shown) => {

@@ -20,7 +20,9 @@
  *               WORKFLOW_LOCKED, reads the run record and adopts it;
  *   rb-quick    ends before its first action: 200 finished, no callback;
  *   rb-refused  the owner refuses (403): the turn fails, nothing retried;
- *   rb-blocking the owner's preauth is not detached: the stream is closed unread, the turn fails.
+ *   rb-blocking the owner's preauth is not detached: the stream is closed unread, the turn fails;
+ *   rb-lost     the owner drops its first callback (answers 204, acts on nothing): the watchdog
+ *               (1 s period, 2 s confirmation) finds the run gone and resumes the turn.
  * Then the endpoint is called directly: forged, expired and wrong-issuer tokens are 401, bad
  * bodies 400, a callback repeated is acted on once.
  */
@@ -41,6 +43,9 @@ import { RubyDispatcher, type RubyEvent } from '../helpers/ruby-dispatcher';
 import { removeSecretFile, testSecret, wrongSecret, writeSecretFile } from '../helpers/secret';
 
 const RUN_LIMIT_MS = 1_500;
+/** The watchdog's period and confirmation (DISPATCHER_WATCH_PERIOD_S, DISPATCHER_LOST_CONFIRM_S), scaled down with the run limit. */
+const WATCH_PERIOD_S = 1;
+const LOST_CONFIRM_S = 2;
 const SEGMENT_END = /^\/api\/v4\/internal\/ai\/duo_workflows\/workflows\/([^/]+)\/segment_end$/;
 
 const scenarios: Record<string, Step[]> = {
@@ -55,7 +60,10 @@ const scenarios: Record<string, Step[]> = {
   'rb-quick': [{ op: 'end' }],
   'rb-refused': [{ op: 'end' }],
   'rb-blocking': [{ op: 'checkpoint', text: 'streaming' }, { op: 'hang' }],
+  'rb-lost': [{ op: 'turn', checkpoints: 6, intervalMs: 300 }, { op: 'end' }],
 };
+/** Workflows whose next callback the owner drops: answered 204 to the gateway, never given to Ruby. */
+const dropNextCallback = new Set<string>(['rb-lost']);
 
 interface Callback {
   workflowId: string;
@@ -63,6 +71,8 @@ interface Callback {
   body: string;
   /** What the Ruby endpoint answered; undefined while it has not. */
   status: number | undefined;
+  /** The owner dropped it: Ruby never saw it. */
+  dropped?: boolean;
 }
 
 let redis: RedisServer;
@@ -140,7 +150,11 @@ beforeAll(async () => {
     LONGRUN_RUN_LIMIT_MS: String(RUN_LIMIT_MS),
   });
   // A job per turn at once: rb-stopd's execute waits on its slow preauth.
-  ruby = await RubyDispatcher.start({ gatewayUrl: gateway.url, secretFile, env: { DISPATCHER_CONCURRENCY: '8' } });
+  ruby = await RubyDispatcher.start({
+    gatewayUrl: gateway.url,
+    secretFile,
+    env: { DISPATCHER_CONCURRENCY: '8', DISPATCHER_WATCH_PERIOD_S: String(WATCH_PERIOD_S), DISPATCHER_LOST_CONFIRM_S: String(LOST_CONFIRM_S) },
+  });
   // The owner's router: segment ends go to the Ruby endpoint, headers and body as sent.
   owner.use((req, res, next) => {
     const match = req.method === 'POST' ? SEGMENT_END.exec(req.path) : null;
@@ -149,6 +163,11 @@ beforeAll(async () => {
     const headers = { 'content-type': req.get('content-type') ?? '', 'gitlab-workhorse-api-request': req.get('gitlab-workhorse-api-request') ?? '' };
     const callback: Callback = { workflowId: decodeURIComponent(match[1] as string), headers: req.headers, body, status: undefined };
     callbacks.push(callback);
+    if (dropNextCallback.delete(callback.workflowId)) {
+      // An owner that lost it (its 204 sent, nothing recorded): longrun does not try again.
+      Object.assign(callback, { status: 204, dropped: true });
+      return void res.status(204).end();
+    }
     request(`${ruby.url}${req.originalUrl}`, { method: 'POST', headers, body }).then(
       async (answer) => {
         const text = await answer.body.text();
@@ -328,6 +347,26 @@ describe('the Ruby reference dispatcher against the built gateway', () => {
     await workflow.waitFor(() => callsOf('rb-blocking')[0]?.ended !== undefined, 10_000, 'the blocking call to end');
     expect(callsOf('rb-blocking')).toHaveLength(1);
     expect(callbacksOf('rb-blocking')).toEqual([]);
+  });
+
+  it('rb-lost: a callback the owner drops is recovered by the watchdog within its period and confirmation; the turn goes on to finished', async () => {
+    expect(await turnEnded('rb-lost')).toMatchObject({ status: 'finished', reason: 'finished' });
+    const calls = expectEachStepOnce('rb-lost', 6);
+    expect(calls).toHaveLength(2);
+    const [dropped, delivered] = callbacksOf('rb-lost');
+    expect(dropped).toMatchObject({ dropped: true, json: { reason: 'run_limit' } });
+    expect(delivered?.json.reason).toBe('finished');
+    // Ruby never heard of the first run's end: the watchdog found its record gone, twice, and said so.
+    const firstRun = dropped?.json.run_id;
+    const findings = ruby.of('rb-lost', 'watchdog').filter((e) => e['run_id'] === firstRun);
+    expect(findings.map((e) => e['finding'])).toContain('absent');
+    const lost = findings.find((e) => e['finding'] === 'lost') as RubyEvent;
+    expect(ruby.of('rb-lost', 'segment_ended')[0]).toMatchObject({ run_id: firstRun, reason: 'lost', via: 'watchdog' });
+    // Within one period and the confirmation of the run's end (and the queue's scheduling), not at some later run limit.
+    expect(lost.at_ms - (calls[0]?.ended?.at as number)).toBeLessThan((WATCH_PERIOD_S + LOST_CONFIRM_S) * 1_000 + 1_500);
+    expect(metadataOf(calls[1] as CallRecord).resume).toEqual({ after_run_id: firstRun, reason: 'lost', in_flight: [] });
+    // The run the watchdog resumed was its own: a run alive was never reported gone.
+    expect(ruby.events.filter((e) => e.event === 'watchdog' && e['finding'] === 'lost').map((e) => e.workflow_id)).toEqual(['rb-lost']);
   });
 
   it('the endpoint: a forged, expired, future, stale or wrong-issuer token is 401; a bad body 400; a repeated callback is acted on once', async () => {

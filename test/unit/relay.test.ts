@@ -52,7 +52,7 @@ describe('what the owner receives', () => {
       'content-type': 'application/json',
       'x-gitlab-duo-workflow-id': '300',
       'x-request-id': 'relay-headers-1',
-      'user-agent': `longrun/${version}`,
+      'user-agent': 'Agent-Flow-via-GitLab-Workhorse',
     });
     expect(await verifyJwt(testSecret, String(received?.headers['gitlab-workhorse-api-request']), WORKHORSE_ISSUER)).toBe(true);
     // The caller's chain, then the caller's own address (the test client on loopback).

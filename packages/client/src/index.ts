@@ -15,7 +15,8 @@ export { BlockingStream, type BlockingEnd, type Checkpoint } from './ndjson';
 export { defaultRetryOptions, retryDelayMs, systemClock, type RetryClock, type RetryOptions } from './retry';
 export { retryAfterOf } from './responses';
 export { STORE_FENCE_CLOSE_CODE, fencedStartOf, type FencedStart } from './store-fence';
-export { SegmentEndRejected, isFinal, isResumable, segmentEndSchema, verifySegmentEnd, type SegmentEnd, type SegmentEndRequest } from './segment-end';
+export { SegmentEndRejected, isFinal, isResumable, segmentEndSchema, verifySegmentEnd, type SegmentEnd, type SegmentEndRequest, type SegmentEndVerifyOptions } from './segment-end';
+export { GATEWAY_TOKEN_MAX_AGE_S } from './jwt';
 export {
   LongrunSession,
   defaultSessionReconnect,

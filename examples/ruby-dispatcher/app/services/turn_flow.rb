@@ -17,6 +17,8 @@ module TurnFlow
       # The owner's stop came while this segment was being dispatched and found no run
       # (409 NOT_CANCELLABLE): this run is the one to stop.
       StopJob.perform_async(workflow_id, turn.stop_reason) if turn.status == 'stopping'
+      # Its callback may be lost: look at it well before GitLab's 30-minute cleanup.
+      WatchdogJob.perform_in(App.watch_period_s, workflow_id, run_id)
     when :stale
       App.log('accepted_stale', workflow_id: workflow_id, run_id: run_id, after_run_id: after_run_id)
     end
