@@ -7,8 +7,8 @@ import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { z } from 'zod';
 import { SERVER_SHUTDOWN, STOP_REASON_TOKEN, publicInfraStopReasons } from './core/vocabulary';
-import { redisKeySchemes, type RedisKeyScheme } from './coordination/keys';
-import { RedisUrlError, parseRedisUrl, type RedisTarget } from './coordination/redis-url';
+import { redisKeySchemes, type RedisKeyScheme } from './redis/keys';
+import { RedisUrlError, parseRedisUrl, type RedisTarget } from './redis/url';
 import { maskUrl } from './core/log';
 import { parseTracingConfig, type TracingConfig } from './observability/tracing-config';
 

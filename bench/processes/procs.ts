@@ -4,7 +4,7 @@
  * runs against (spawned here, nothing persisted, killed at the end).
  */
 import { markNewStore } from '../../src/coordination/store-mark';
-import { parseRedisUrl } from '../../src/coordination/redis-url';
+import { parseRedisUrl } from '../../src/redis/url';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import net from 'node:net';

@@ -33,7 +33,7 @@
  * BENCH_GATEWAY_MAIN=<other build>/dist/src/main.js measures another build.
  */
 import { WEBSOCKET_PREAUTH } from '../../sandbox/owner-sim';
-import { workhorseKeys } from '../../src/coordination/keys';
+import { workhorseKeys } from '../../src/redis/keys';
 import { GatewayProcess, gatewayMainJs, metricTotal } from '../processes/gateway-process';
 import { closedLoop } from '../clients/load';
 import { CpuMeter, commandDelta, waitUntil } from '../processes/procs';

@@ -9,8 +9,8 @@
 import http from 'node:http';
 import * as grpc from '@grpc/grpc-js';
 import { Pool, type Dispatcher } from 'undici';
-import { createRedis } from '../../src/coordination/redis-connection';
-import { parseRedisUrl } from '../../src/coordination/redis-url';
+import { createRedis } from '../../src/redis/connection';
+import { parseRedisUrl } from '../../src/redis/url';
 import { readCapped } from '../../src/core/read-capped';
 import { userAgent } from '../../src/core/version';
 import { channelOptions } from '../../src/workflow/channel-pool';

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { markNewStore } from '../../src/coordination/store-mark';
-import { parseRedisUrl } from '../../src/coordination/redis-url';
+import { parseRedisUrl } from '../../src/redis/url';
 
 export interface LocalRedis {
   url: string;

@@ -4,7 +4,7 @@
 -- KEYS[2]  stop key  workhorse:duoworkflow:stop:<workflow_id>
 -- ARGV[1]  the run's lock token
 -- ARGV[2]  lease TTL in milliseconds
--- ARGV[3]  the store marker of this primary (keys.ts `storeMarker`)
+-- ARGV[3]  the store marker of this primary (src/redis/keys.ts `storeMarker`)
 -- Returns  1 when the lock was free and is now the token's (the stop key, which then
 --          addressed no run in flight, is deleted), 0 when another token holds it
 --          (nothing is changed), or {why, N} when it is free but the store fence is up:

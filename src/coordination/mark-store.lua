@@ -3,7 +3,7 @@
 -- first locks are granted at once. It refuses, changing nothing, where the store's own
 -- marker or replication says it may have lost data: only the fence can tell that loss
 -- from a new store.
--- KEYS[1]  the store marker of this primary (keys.ts `storeMarker`)
+-- KEYS[1]  the store marker of this primary (src/redis/keys.ts `storeMarker`)
 -- ARGV[1]  `mark`, or `check`: answer what marking would do, changing nothing
 -- Returns  {outcome, N}: `marked` (the marker was missing, or a new store's fence was up:
 --          N ms of it were left; it names this server now, with no fence), `already` (it named this server, no fence up), `lost`

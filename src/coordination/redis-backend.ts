@@ -15,11 +15,11 @@
  * every primary it connects to (after a Sentinel failover too: the setting is not
  * replicated) and sets it only when allowed (LONGRUN_REDIS_CONFIGURE_NOTIFICATIONS);
  * otherwise the stop poll finds such keys. Both connections follow a failover (see
- * redis-connection.ts); a notice published while the subscriber reconnects is missed,
+ * src/redis/connection.ts); a notice published while the subscriber reconnects is missed,
  * and the poll and the next renewal see that stop instead.
  *
  * On a Redis Cluster (LONGRUN_REDIS_KEYS=cluster) keys are hash-tagged per workflow
- * (keys.ts), the stop channel is ordinary PUBLISH (delivered on every node), and keyspace
+ * (src/redis/keys.ts), the stop channel is ordinary PUBLISH (delivered on every node), and keyspace
  * notifications — a per-node feature — are not used: stop keys the owner sets directly
  * are seen by the poll and the renewals.
  */
@@ -41,10 +41,10 @@ import {
   type RenewResult,
   type StoredRunRecord,
 } from './backend';
-import { hashSlot } from './hash-slot';
-import { STOP_CHANNEL, clusterKeys, workhorseKeys, type RedisKeys } from './keys';
-import { closeRedis, createRedis, type RedisClient } from './redis-connection';
-import { describeRedisTarget, type RedisTarget } from './redis-url';
+import { closeRedis, connectedAddress, createRedis, whenReady, type RedisClient } from '../redis/connection';
+import { hashSlot } from '../redis/hash-slot';
+import { STOP_CHANNEL, clusterKeys, keyOfKeyspaceChannel, keyspacePattern, workhorseKeys, type RedisKeys } from '../redis/keys';
+import { describeRedisTarget, type RedisTarget } from '../redis/url';
 import { readPolicy, verdict, type PrimaryPolicy } from './eviction-check';
 import { StopReads } from './stop-reads';
 import { StoreFences, type StoreFenceView } from './store-fences';
@@ -194,13 +194,12 @@ export class RedisBackend implements CoordinationBackend {
     this.subscriber.subscribe(STOP_CHANNEL).catch(() => undefined);
     if (!isCluster) {
       this.subscriber.on('pmessage', (_pattern: string, channel: string) => {
-        // `__keyspace@<db>__:<key>`
-        const workflowId = this.keys.workflowOfStopKey(channel.slice(channel.indexOf('__:') + 3));
+        const workflowId = this.keys.workflowOfStopKey(keyOfKeyspaceChannel(channel));
         if (workflowId !== undefined) this.notify(workflowId);
       });
       // Notices of this database only; harmless (silent) where the server sends none.
       const db = target.mode === 'sentinel' ? target.db : Number((redis as { options: { db?: number } }).options.db ?? 0);
-      this.subscriber.psubscribe(`__keyspace@${db}__:${this.keys.stopKeyPattern}`).catch(() => undefined);
+      this.subscriber.psubscribe(keyspacePattern(db, this.keys.stopKeyPattern)).catch(() => undefined);
     }
   }
 
@@ -220,8 +219,7 @@ export class RedisBackend implements CoordinationBackend {
 
   /** The address of the server the command connection is on (one server, or Sentinel's primary). */
   private connectedPrimary(): string | undefined {
-    const { remoteAddress, remotePort } = (this.redis as { stream?: { remoteAddress?: string; remotePort?: number } }).stream ?? {};
-    return remoteAddress ? `${remoteAddress}:${remotePort}` : undefined;
+    return connectedAddress(this.redis as Redis);
   }
 
   /**
@@ -289,18 +287,7 @@ export class RedisBackend implements CoordinationBackend {
    * after timeoutMs (false).
    */
   async waitReady(timeoutMs: number): Promise<boolean> {
-    const ready =
-      this.redis.status === 'ready' ||
-      (await new Promise<boolean>((resolve) => {
-        const done = (ok: boolean): void => {
-          clearTimeout(timer);
-          this.redis.off('ready', onReady);
-          resolve(ok);
-        };
-        const onReady = (): void => done(true);
-        const timer = setTimeout(() => done(false), timeoutMs);
-        this.redis.on('ready', onReady);
-      }));
+    const ready = await whenReady(this.redis, timeoutMs);
     if (ready) await Promise.all([this.notificationCheck, this.policyCheck]);
     return ready;
   }

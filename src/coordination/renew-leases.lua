@@ -21,9 +21,9 @@
 -- ARGV[1]  lease TTL in milliseconds
 -- ARGV[2]  n, the number of leases
 -- ARGV[3]  m, the number of actor slots to refresh
--- ARGV[4…9] the key names around a workflow id (src/coordination/keys.ts `parts`):
+-- ARGV[4…9] the key names around a workflow id (src/redis/keys.ts `parts`):
 --          lock prefix, lock suffix, stop prefix, stop suffix, run prefix, run suffix
--- ARGV[10] the store marker of this primary (keys.ts `storeMarker`)
+-- ARGV[10] the store marker of this primary (src/redis/keys.ts `storeMarker`)
 -- then n groups of 6 arguments, one per lease:
 --          workflow id, lock token, run id, run state ("" when
 --          no field changed since the record was last written: then only its TTL is

@@ -25,7 +25,7 @@
 -- missing while the fence is up; nothing else can have taken it).
 --
 -- storeFence(marker, ttl, lossSeen)
---   marker    the marker hash of this primary (keys.ts `storeMarker`), fields run_id,
+--   marker    the marker hash of this primary (src/redis/keys.ts `storeMarker`), fields run_id,
 --             fenced_until (ms since the epoch, by the server's clock) and fence (`new`
 --             or `lost`: what the fence is for; absent, as an older gateway writes it: lost)
 --   ttl       the lease TTL in milliseconds

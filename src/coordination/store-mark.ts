@@ -13,12 +13,9 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Cluster, Redis } from 'ioredis';
-import { clusterKeys, workhorseKeys } from './keys';
-import { closeRedis, createRedis, type RedisClient } from './redis-connection';
-import { describeRedisTarget, type RedisTarget } from './redis-url';
-
-/** Every lock key a fleet may have left: Workhorse's (longrun's default scheme) and longrun's Cluster scheme. */
-export const lockKeyPatterns: readonly string[] = [workhorseKeys, clusterKeys].map(({ parts }) => `${parts.lock[0]}*${parts.lock[1]}`);
+import { closeRedis, connectedAddress, createRedis, whenReady, type RedisClient } from '../redis/connection';
+import { clusterKeys, lockKeyPatterns, workhorseKeys } from '../redis/keys';
+import { describeRedisTarget, type RedisTarget } from '../redis/url';
 
 /** What one primary said (mark-store.lua), or that it holds lock keys. */
 export type PrimaryState = 'marked' | 'already' | 'lost' | 'promoted' | 'lock_keys';
@@ -78,7 +75,7 @@ export async function markNewStore(target: RedisTarget, options: StoreMarkOption
   client.on('error', (err: Error) => (lastError = err));
   try {
     // Reconnects are ioredis's (as for the gateway): give it a few attempts, then say why not.
-    if (!(await ready(client, 2 * connectTimeoutMs + 1_000))) {
+    if (!(await whenReady(client, 2 * connectTimeoutMs + 1_000))) {
       throw new StoreMarkError(`cannot reach Redis at ${redis}: ${lastError?.message ?? 'no answer'}`, { cause: lastError });
     }
     const primaries = primariesOf(client, target);
@@ -104,26 +101,11 @@ export function refuses(state: PrimaryState): boolean {
   return state === 'lost' || state === 'promoted' || state === 'lock_keys';
 }
 
-function ready(client: RedisClient, timeoutMs: number): Promise<boolean> {
-  if (client.status === 'ready') return Promise.resolve(true);
-  return new Promise((resolve) => {
-    const done = (ok: boolean): void => {
-      clearTimeout(timer);
-      client.off('ready', onReady);
-      resolve(ok);
-    };
-    const onReady = (): void => done(true);
-    const timer = setTimeout(() => done(false), timeoutMs);
-    client.on('ready', onReady);
-  });
-}
-
 /** Each primary with its marker: the one of a single server, or each Cluster primary's in its lowest slot. */
 function primariesOf(client: RedisClient, target: RedisTarget): Primary[] {
   if (target.mode !== 'cluster') {
     const redis = client as Redis;
-    const { remoteAddress, remotePort } = (redis as { stream?: { remoteAddress?: string; remotePort?: number } }).stream ?? {};
-    return [{ primary: remoteAddress ? `${remoteAddress}:${remotePort}` : redis.options.host + ':' + redis.options.port, node: redis, marker: workhorseKeys.storeMarker(0) }];
+    return [{ primary: connectedAddress(redis) ?? redis.options.host + ':' + redis.options.port, node: redis, marker: workhorseKeys.storeMarker(0) }];
   }
   const cluster = client as Cluster;
   return cluster.nodes('master').map((node) => {

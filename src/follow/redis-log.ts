@@ -17,26 +17,12 @@
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { closeRedis, createRedis, type ConnectionSettings, type RedisClient } from '../coordination/redis-connection';
-import type { RedisTarget } from '../coordination/redis-url';
+import { closeRedis, createRedis, type ConnectionSettings, type RedisClient } from '../redis/connection';
+import { FOLLOW_INTEREST_CHANNEL, followKeys, workflowOfFollowChannel } from '../redis/keys';
+import type { RedisTarget } from '../redis/url';
 import { followLogKinds, type FollowLogKind } from '../core/vocabulary';
 import type { LogState, FollowEntry, FollowEvent } from './events';
 import type { Announcement, LogRead, LogSettings, FollowLog } from './log';
-
-/** Every replica's announcements of the workflows it has followers of. */
-export const INTEREST_CHANNEL = 'longrun:follow:interest';
-
-const PREFIX = 'longrun:{wf:';
-const EVENTS_SUFFIX = '}:follow:events';
-
-/** A workflow's log keys; the backlog's name is also the channel its appends are published on. */
-export function followKeys(workflowId: string): { events: string; state: string } {
-  return { events: `${PREFIX}${workflowId}${EVENTS_SUFFIX}`, state: `${PREFIX}${workflowId}}:follow` };
-}
-
-function workflowOfChannel(channel: string): string | undefined {
-  return channel.startsWith(PREFIX) && channel.endsWith(EVENTS_SUFFIX) ? channel.slice(PREFIX.length, -EVENTS_SUFFIX.length) : undefined;
-}
 
 interface Scripts {
   followAppend(events: string, state: string, ttlMs: number, backlog: number, channel: string, logState: LogState, ...pairs: string[]): Promise<string>;
@@ -99,7 +85,7 @@ export class RedisFollowLog implements FollowLog {
       if (this.readies++ > 0) this.resubscribedHandler();
       this.sayHello();
     });
-    this.subscriber.subscribe(INTEREST_CHANNEL).catch(() => undefined);
+    this.subscriber.subscribe(FOLLOW_INTEREST_CHANNEL).catch(() => undefined);
   }
 
   append(workflowId: string, events: readonly FollowEvent[], state: LogState): Promise<number> {
@@ -152,7 +138,7 @@ export class RedisFollowLog implements FollowLog {
 
   announce(message: Announcement): Promise<void> {
     // Redis replies to a PUBLISH once it has queued the message to every subscriber.
-    return this.commands.publish(INTEREST_CHANNEL, JSON.stringify(message)).then(() => undefined);
+    return this.commands.publish(FOLLOW_INTEREST_CHANNEL, JSON.stringify(message)).then(() => undefined);
   }
 
   onAnnouncement(handler: (message: Announcement) => void): void {
@@ -180,12 +166,12 @@ export class RedisFollowLog implements FollowLog {
 
   private deliver(channel: string, message: string): void {
     try {
-      if (channel === INTEREST_CHANNEL) {
+      if (channel === FOLLOW_INTEREST_CHANNEL) {
         const parsed = JSON.parse(message) as Announcement;
         if (typeof parsed?.replica === 'string') this.announcementHandler(parsed);
         return;
       }
-      const workflowId = workflowOfChannel(channel);
+      const workflowId = workflowOfFollowChannel(channel);
       if (workflowId !== undefined) this.entriesHandler(workflowId, parseBatch(message));
     } catch {
       // A message that is not ours, or a handler's fault, costs that message only: the log has it.

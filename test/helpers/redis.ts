@@ -11,7 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { markNewStore } from '../../src/coordination/store-mark';
-import { parseRedisUrl } from '../../src/coordination/redis-url';
+import { parseRedisUrl } from '../../src/redis/url';
 import { freePort } from './ports';
 
 export interface RedisServerOptions {

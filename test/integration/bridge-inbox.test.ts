@@ -11,9 +11,10 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import Redis from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { inboxKey, RedisInbox } from '../../src/websocket/bridge/inbox';
+import { RedisInbox } from '../../src/websocket/bridge/inbox';
+import { inboxKey } from '../../src/redis/keys';
 import type { BridgeMessage } from '../../src/websocket/bridge/protocol';
-import { parseRedisUrl } from '../../src/coordination/redis-url';
+import { parseRedisUrl } from '../../src/redis/url';
 import { startRedis, type RedisServer } from '../helpers/redis';
 
 let server: RedisServer;

@@ -5,7 +5,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { lockKey } from '../../src/coordination/keys';
+import { lockKey } from '../../src/redis/keys';
 import type { MemoryBackend } from '../../src/coordination/memory-backend';
 import { OWNER_OAUTH_TOKEN } from '../../sandbox/owner-sim';
 import { scenarioMetadata, type Step } from '../../sandbox/scenario';

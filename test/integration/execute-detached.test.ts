@@ -4,7 +4,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { request } from 'undici';
-import { lockKey } from '../../src/coordination/keys';
+import { lockKey } from '../../src/redis/keys';
 import { signOwnerJwt } from '../../src/core/jwt';
 import type { Step } from '../../sandbox/scenario';
 import { testSecret } from '../helpers/secret';

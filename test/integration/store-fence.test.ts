@@ -11,7 +11,7 @@ import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import { LockStoreFenced, type LeaseRefresh } from '../../src/coordination/backend';
 import { RedisBackend } from '../../src/coordination/redis-backend';
-import { parseRedisUrl } from '../../src/coordination/redis-url';
+import { parseRedisUrl } from '../../src/redis/url';
 import { markNewStore } from '../../src/coordination/store-mark';
 import { resume, startRedis, type RedisServer, type RedisServerOptions } from '../helpers/redis';
 

@@ -8,7 +8,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import type WebSocket from 'ws';
-import { inboxKey } from '../../src/websocket/bridge/inbox';
+import { inboxKey } from '../../src/redis/keys';
 import { WEBSOCKET_PREAUTH } from '../../sandbox/owner-sim';
 import type { Step } from '../../sandbox/scenario';
 import { startRedisCluster, type RedisClusterTopology } from '../helpers/redis-cluster';

@@ -9,8 +9,8 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { inboxKey } from '../../src/websocket/bridge/inbox';
-import { lockKey } from '../../src/coordination/keys';
+import { inboxKey } from '../../src/redis/keys';
+import { lockKey } from '../../src/redis/keys';
 import { WEBSOCKET_PREAUTH, type PreauthConfig } from '../../sandbox/owner-sim';
 import type { Step } from '../../sandbox/scenario';
 import { resume as resumeRedis } from '../helpers/redis';

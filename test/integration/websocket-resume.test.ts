@@ -10,7 +10,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { lockKey } from '../../src/coordination/keys';
+import { lockKey } from '../../src/redis/keys';
 import { WEBSOCKET_PREAUTH, type PreauthConfig } from '../../sandbox/owner-sim';
 import type { Step } from '../../sandbox/scenario';
 import type { CallRecord, WorkflowSimulatorOptions } from '../../sandbox/workflow-sim';

@@ -10,7 +10,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { request } from 'undici';
-import { lockKey } from '../../src/coordination/keys';
+import { lockKey } from '../../src/redis/keys';
 import { WEBSOCKET_PREAUTH } from '../../sandbox/owner-sim';
 import { scenarioMetadata, type Step } from '../../sandbox/scenario';
 import type { CallRecord } from '../../sandbox/workflow-sim';

@@ -14,7 +14,7 @@ import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
-import { lockKey } from '../../src/coordination/keys';
+import { lockKey } from '../../src/redis/keys';
 import { OwnerServiceSimulator } from '../../sandbox/owner-sim';
 import { scenarioMetadata, type Step } from '../../sandbox/scenario';
 import { WorkflowServiceSimulator } from '../../sandbox/workflow-sim';

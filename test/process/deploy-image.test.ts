@@ -20,7 +20,7 @@ import Redis from 'ioredis';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEPLOYED_ALLOCATOR_ENV, DEPLOYED_NODE_ARGS } from '../../bench/processes/procs';
-import { lockKey } from '../../src/coordination/keys';
+import { lockKey } from '../../src/redis/keys';
 import { fromRoot } from '../../src/core/paths';
 import { scenarioMetadata } from '../../sandbox/scenario';
 import { version } from '../../src/core/version';

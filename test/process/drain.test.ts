@@ -6,7 +6,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { request } from 'undici';
-import { lockKey, workhorseKeys } from '../../src/coordination/keys';
+import { lockKey, workhorseKeys } from '../../src/redis/keys';
 import { OwnerServiceSimulator } from '../../sandbox/owner-sim';
 import { scenarioMetadata, type Step } from '../../sandbox/scenario';
 import { WorkflowServiceSimulator } from '../../sandbox/workflow-sim';

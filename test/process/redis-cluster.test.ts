@@ -10,10 +10,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { CoordinationBackend } from '../../src/coordination/backend';
-import { hashSlot } from '../../src/coordination/hash-slot';
-import { clusterKeys } from '../../src/coordination/keys';
+import { hashSlot } from '../../src/redis/hash-slot';
+import { clusterKeys } from '../../src/redis/keys';
 import { RedisBackend } from '../../src/coordination/redis-backend';
-import { parseRedisUrl } from '../../src/coordination/redis-url';
+import { parseRedisUrl } from '../../src/redis/url';
 import { OwnerServiceSimulator } from '../../sandbox/owner-sim';
 import type { Step } from '../../sandbox/scenario';
 import { WorkflowServiceSimulator } from '../../sandbox/workflow-sim';

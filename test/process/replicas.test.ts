@@ -6,7 +6,7 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, onTestFinished } from 'vitest';
 import { Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { lockKey, workhorseKeys } from '../../src/coordination/keys';
+import { lockKey, workhorseKeys } from '../../src/redis/keys';
 import { OwnerServiceSimulator } from '../../sandbox/owner-sim';
 import type { Step } from '../../sandbox/scenario';
 import { WorkflowServiceSimulator } from '../../sandbox/workflow-sim';

@@ -8,7 +8,7 @@
  */
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
-import { lockKey } from '../../src/coordination/keys';
+import { lockKey } from '../../src/redis/keys';
 import { scenarioMetadata } from '../../sandbox/scenario';
 import { startChild } from '../helpers/child';
 import { freePort, holdPort } from '../helpers/ports';

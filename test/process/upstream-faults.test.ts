@@ -10,7 +10,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import net from 'node:net';
 import { request } from 'undici';
-import { lockKey } from '../../src/coordination/keys';
+import { lockKey } from '../../src/redis/keys';
 import { startStack, type Stack } from '../helpers/stack';
 
 let stack: Stack | undefined;

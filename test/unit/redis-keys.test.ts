@@ -6,11 +6,21 @@
  * `parts`) are the names every other command uses, in both key schemes.
  */
 import { describe, expect, it } from 'vitest';
-import { hashSlot, tagOfSlot } from '../../src/coordination/hash-slot';
-import { STOP_CHANNEL, clusterKeys, lockKey, redisKeys, workhorseKeys } from '../../src/coordination/keys';
-import { lockKeyPatterns } from '../../src/coordination/store-mark';
-import { INTEREST_CHANNEL, followKeys } from '../../src/follow/redis-log';
-import { inboxKey } from '../../src/websocket/bridge/inbox';
+import { hashSlot, tagOfSlot } from '../../src/redis/hash-slot';
+import {
+  FOLLOW_INTEREST_CHANNEL,
+  STOP_CHANNEL,
+  clusterKeys,
+  followKeys,
+  inboxKey,
+  keyOfKeyspaceChannel,
+  keyspacePattern,
+  lockKey,
+  lockKeyPatterns,
+  redisKeys,
+  workflowOfFollowChannel,
+  workhorseKeys,
+} from '../../src/redis/keys';
 
 describe('key parts', () => {
   for (const keys of [workhorseKeys, clusterKeys]) {
@@ -54,14 +64,19 @@ describe('the names, byte for byte', () => {
     expect(clusterKeys.workflowOfStopKey('longrun:{wf:42}:lock')).toBeUndefined();
   });
 
-  it('the stop channel, and the lock keys `longrun store mark` looks for', () => {
+  it('the stop channel, the keyspace notices of stop keys, and the lock keys `longrun store mark` looks for', () => {
     expect(STOP_CHANNEL).toBe('longrun:stop');
+    expect(keyspacePattern(3, workhorseKeys.stopKeyPattern)).toBe('__keyspace@3__:workhorse:duoworkflow:stop:*');
+    expect(keyOfKeyspaceChannel('__keyspace@0__:workhorse:duoworkflow:stop:42')).toBe('workhorse:duoworkflow:stop:42');
     expect(lockKeyPatterns).toEqual(['workhorse:duoworkflow:lock:*', 'longrun:{wf:*}:lock']);
   });
 
   it('the follow log: its backlog (also the channel of its appends), its state, the interest channel', () => {
     expect(followKeys('42')).toEqual({ events: 'longrun:{wf:42}:follow:events', state: 'longrun:{wf:42}:follow' });
-    expect(INTEREST_CHANNEL).toBe('longrun:follow:interest');
+    expect(workflowOfFollowChannel('longrun:{wf:42}:follow:events')).toBe('42');
+    expect(workflowOfFollowChannel('longrun:{wf:42}:follow')).toBeUndefined();
+    expect(workflowOfFollowChannel('longrun:follow:interest')).toBeUndefined();
+    expect(FOLLOW_INTEREST_CHANNEL).toBe('longrun:follow:interest');
   });
 
   it('the bridge inbox of a replica', () => {

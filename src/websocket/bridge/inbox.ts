@@ -24,14 +24,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { readFileSync } from 'node:fs';
 import type { Cluster, Redis } from 'ioredis';
 import path from 'node:path';
-import { closeRedis, createRedis, type ConnectionSettings, type RedisClient } from '../../coordination/redis-connection';
-import type { RedisTarget } from '../../coordination/redis-url';
+import { closeRedis, createRedis, type ConnectionSettings, type RedisClient } from '../../redis/connection';
+import { inboxKey } from '../../redis/keys';
+import type { RedisTarget } from '../../redis/url';
 import type { BridgeHeader, BridgeMessage, BridgeTransport } from './protocol';
-
-/** A replica's inbox. Hash-tagged by replica: each is one key, in one slot. */
-export function inboxKey(replicaId: string): string {
-  return `longrun:{bridge:${replicaId}}:inbox`;
-}
 
 export interface InboxSettings extends ConnectionSettings {
   /** How long an inbox outlives its last message (a reader that died leaves nothing for longer). */

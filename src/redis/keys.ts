@@ -1,5 +1,8 @@
 /**
- * Redis key names (docs/spec.md §5), in one of two schemes (LONGRUN_REDIS_KEYS):
+ * Every Redis key and channel name longrun uses, in one place (test/unit/redis-keys.test.ts
+ * pins each byte for byte: Workhorse shares the lock keys, replicas of two builds share the rest).
+ *
+ * Coordination's keys (docs/spec.md §5) come in one of two schemes (LONGRUN_REDIS_KEYS):
  *
  * - `workhorse` (default): the lock, stop and run keys are Workhorse's own
  *   (`workhorse:duoworkflow:lock:<id>` …), so a fleet mixing Workhorse and longrun on one
@@ -13,7 +16,10 @@
  *
  * Besides, one hash per primary, the store marker (`longrun:store`; on a Cluster
  * `longrun:{<tag>}:store` in each primary's lowest slot): which server answered last, for
- * the store fence (store-fence.lua).
+ * the store fence (coordination/store-fence.lua).
+ *
+ * The follow log's keys (follow/redis-log.ts) and the bridge inboxes (websocket/bridge/inbox.ts)
+ * are longrun's alone: hash-tagged in every scheme, so each script call touches one slot.
  */
 import { tagOfSlot } from './hash-slot';
 
@@ -97,3 +103,40 @@ export function redisKeys(scheme: RedisKeyScheme): RedisKeys {
 
 /** Workhorse's lock key of a workflow (what tests and tools outside the backend look at). */
 export const lockKey = workhorseKeys.lock;
+
+/** Every lock key a fleet may have left: Workhorse's (longrun's default scheme) and longrun's Cluster scheme (SCAN patterns). */
+export const lockKeyPatterns: readonly string[] = [workhorseKeys, clusterKeys].map(({ parts }) => `${parts.lock[0]}*${parts.lock[1]}`);
+
+/** The keyspace-notification pattern for keys matching `keyPattern` in database `db`. */
+export function keyspacePattern(db: number, keyPattern: string): string {
+  return `__keyspace@${db}__:${keyPattern}`;
+}
+
+/** The key a keyspace notice (`__keyspace@<db>__:<key>`) is about. */
+export function keyOfKeyspaceChannel(channel: string): string {
+  return channel.slice(channel.indexOf('__:') + 3);
+}
+
+const FOLLOW_PREFIX = 'longrun:{wf:';
+const FOLLOW_EVENTS_SUFFIX = '}:follow:events';
+
+/** Every replica's announcements of the workflows it has followers of. */
+export const FOLLOW_INTEREST_CHANNEL = 'longrun:follow:interest';
+
+/**
+ * A workflow's follow log: its backlog (a stream; its name is also the channel its appends
+ * are published on) and its state (a hash), under the workflow's hash tag, beside its lock.
+ */
+export function followKeys(workflowId: string): { events: string; state: string } {
+  return { events: `${FOLLOW_PREFIX}${workflowId}${FOLLOW_EVENTS_SUFFIX}`, state: `${FOLLOW_PREFIX}${workflowId}}:follow` };
+}
+
+/** The workflow whose appends a channel carries, or undefined when it is not a follow log's. */
+export function workflowOfFollowChannel(channel: string): string | undefined {
+  return channel.startsWith(FOLLOW_PREFIX) && channel.endsWith(FOLLOW_EVENTS_SUFFIX) ? channel.slice(FOLLOW_PREFIX.length, -FOLLOW_EVENTS_SUFFIX.length) : undefined;
+}
+
+/** A replica's bridge inbox. Hash-tagged by replica: each is one key, in one slot. */
+export function inboxKey(replicaId: string): string {
+  return `longrun:{bridge:${replicaId}}:inbox`;
+}

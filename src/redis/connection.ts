@@ -1,9 +1,11 @@
 /**
- * ioredis clients for a RedisTarget (LONGRUN_REDIS_URL): one server from its URL, the
- * primary that Sentinel names, followed across failovers by ioredis's own Sentinel support,
- * or a Redis Cluster (ioredis Cluster: commands go to the primary serving their first key's
- * slot, MOVED and ASK redirections are followed, the slot map is refreshed every 5 s and on
- * every redirection, so a failover is followed within seconds).
+ * Every Redis connection longrun opens is made here — coordination's, the follow log's, the
+ * bridge inboxes', `longrun store mark`'s: ioredis clients for a RedisTarget
+ * (LONGRUN_REDIS_URL): one server from its URL, the primary that Sentinel names, followed
+ * across failovers by ioredis's own Sentinel support, or a Redis Cluster (ioredis Cluster:
+ * commands go to the primary serving their first key's slot, MOVED and ASK redirections are
+ * followed, the slot map is refreshed every 5 s and on every redirection, so a failover is
+ * followed within seconds).
  *
  * A demoted primary is the danger in Sentinel mode: after a failover the old primary
  * keeps answering as a writable primary until Sentinel reconfigures it (about ten
@@ -15,12 +17,15 @@
  * (a demotion the detector missed) forces a reconnect as well.
  */
 import Redis, { Cluster, type ClusterOptions, type RedisOptions } from 'ioredis';
-import type { ClusterRedisTarget, RedisTarget, SentinelRedisTarget } from './redis-url';
+import type { ClusterRedisTarget, RedisTarget, SentinelRedisTarget } from './url';
 
 /** A client of either kind: one server (standalone or Sentinel's primary), or a whole Cluster. */
 export type RedisClient = Redis | Cluster;
 
-/** `commands`: locks, leases, stop keys. `subscriber`: the stop channel and keyspace notices. */
+/**
+ * `commands`: fails fast while Redis is unreachable (locks, leases, appends, sends).
+ * `subscriber`: queues until connected, for SUBSCRIBE and blocking reads (a connection of its own).
+ */
 export type ConnectionRole = 'commands' | 'subscriber';
 
 export interface ConnectionSettings {
@@ -132,4 +137,25 @@ export async function closeRedis(redis: RedisClient, quitTimeoutMs = 1_000): Pro
   ]);
   clearTimeout(timer);
   redis.disconnect();
+}
+
+/** Resolves true once `client` is ready, or false after `timeoutMs`; the listener is removed either way. */
+export function whenReady(client: RedisClient, timeoutMs: number): Promise<boolean> {
+  if (client.status === 'ready') return Promise.resolve(true);
+  return new Promise((resolve) => {
+    const done = (ok: boolean): void => {
+      clearTimeout(timer);
+      client.off('ready', onReady);
+      resolve(ok);
+    };
+    const onReady = (): void => done(true);
+    const timer = setTimeout(() => done(false), timeoutMs);
+    client.on('ready', onReady);
+  });
+}
+
+/** The `host:port` a single-server client is connected to (Sentinel's primary included), or undefined while it is not. */
+export function connectedAddress(client: Redis): string | undefined {
+  const { remoteAddress, remotePort } = (client as { stream?: { remoteAddress?: string; remotePort?: number } }).stream ?? {};
+  return remoteAddress ? `${remoteAddress}:${remotePort}` : undefined;
 }
