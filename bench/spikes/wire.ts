@@ -78,7 +78,7 @@ export function executeBody(n: number): string {
 
 export const EXECUTE_ANSWER_FIELDS = { status: 'accepted', accepted_on: 'spike-gateway-0' } as const;
 
-/** SET NX PX and a return: the shape of acquire-lock.lua without its DEL. */
+/** SET NX PX and a return: the shape of acquire-lock-2.lua without its DEL. */
 export const REDIS_SCRIPT = "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end\nreturn 0\n";
 /** Keys expire soon after the spike; none collide within a run (a counter and the pid). */
 export const REDIS_TTL_MS = '10000';

@@ -1,13 +1,14 @@
 /**
  * The Redis coordination backend. Every multi-step operation is one Lua script (each in
- * its own file, KEYS/ARGV/return documented at its top), loaded with defineCommand.
+ * its own file beside this one, KEYS/ARGV/return documented at its top), defined by the
+ * one loader (src/redis/scripts.ts).
  * Commands fail fast when Redis is unreachable (no offline queue, a command timeout), so
  * an execute can answer 503 LOCK_UNAVAILABLE at once instead of hanging.
  *
  * Work that scales with runs is batched: lease renewals and lock releases of many runs
- * go in one script call per primary (renew-leases.lua, release-locks.lua; at most
+ * go in one script call per primary (renew-leases-1.lua, release-locks-1.lua; at most
  * BATCH_LEASES leases each), the stop poll in one MGET (or, on a Cluster, one
- * read-stops.lua per primary).
+ * read-stops-1.lua per primary).
  *
  * Stop notices arrive on a second connection subscribed to the stop channel (published by
  * the stop endpoint) and to keyspace notifications for stop keys set by the owner
@@ -23,10 +24,8 @@
  * notifications — a per-node feature — are not used: stop keys the owner sets directly
  * are seen by the poll and the renewals.
  */
-import { readFileSync } from 'node:fs';
 import { Command, type Cluster, type Redis } from 'ioredis';
 import type { Logger } from '../core/log';
-import path from 'node:path';
 import { storeFences, type RedisConnection, type RedisEvent, type StoreFence } from '../core/vocabulary';
 import {
   CoordinationError,
@@ -44,6 +43,7 @@ import {
 import { closeRedis, connectedAddress, createRedis, whenReady, type RedisClient } from '../redis/connection';
 import { hashSlot } from '../redis/hash-slot';
 import { STOP_CHANNEL, clusterKeys, keyOfKeyspaceChannel, keyspacePattern, workhorseKeys, type RedisKeys } from '../redis/keys';
+import { defineCommands, luaCommand } from '../redis/scripts';
 import { describeRedisTarget, type RedisTarget } from '../redis/url';
 import { readPolicy, verdict, type PrimaryPolicy } from './eviction-check';
 import { StopReads } from './stop-reads';
@@ -52,7 +52,7 @@ import { StoreFences, type StoreFenceView } from './store-fences';
 type Arg = string | number;
 
 interface Scripts {
-  /** 1 or 0, or the store fence: [why, ms left] (acquire-lock.lua). */
+  /** 1 or 0, or the store fence: [why, ms left] (acquire-lock-2.lua). */
   acquireLock(lock: string, stop: string, token: string, ttlMs: number, marker: string): Promise<number | [string, number]>;
   renewLeases(routeKey: string, ...args: Arg[]): Promise<Array<number | string>>;
   releaseLocks(routeKey: string, ...args: Arg[]): Promise<number[]>;
@@ -71,17 +71,8 @@ type ScriptedClient = RedisClient & Scripts;
  * second (500 renewals).
  */
 export const BATCH_LEASES = 250;
-/** Stop keys per read (MGET or read-stops.lua). */
+/** Stop keys per read (MGET or read-stops-1.lua). */
 const BATCH_STOP_KEYS = 1_000;
-
-// Beside this module in both layouts: the build copies the scripts into dist/ (scripts/copy-assets.mjs).
-const script = (name: string): string => readFileSync(path.join(__dirname, name), 'utf8');
-
-/**
- * On a Cluster the batch scripts reach keys of many slots (all served by the primary the
- * call is sent to); Redis 7 lets a script do that when it says so.
- */
-const CROSS_SLOT = '#!lua flags=allow-cross-slot-keys\n';
 
 export interface RedisBackendOptions {
   /** Per-command deadline; a lease renewal must fail well inside the lease TTL. */
@@ -174,18 +165,20 @@ export class RedisBackend implements CoordinationBackend {
     redis.on('error', (err: Error) => (this.lastError = err.message));
     redis.on('ready', () => this.onReady());
     redis.on('close', () => this.onClose());
-    const batch = (name: string): string => (isCluster ? CROSS_SLOT : '') + script(name);
+    // On a Cluster the batch scripts reach keys of many slots of the primary they are sent to.
+    const batch = { crossSlot: isCluster };
     // The lock and lease scripts read the store marker (store-fence.lua), on a Cluster a key
     // of another slot of the same primary.
-    const fenced = (name: string): string => (isCluster ? CROSS_SLOT : '') + script('store-fence.lua') + script(name);
-    redis.defineCommand('acquireLock', { numberOfKeys: 2, lua: fenced('acquire-lock.lua') });
-    redis.defineCommand('renewLeases', { numberOfKeys: 1, lua: fenced('renew-leases.lua') });
-    redis.defineCommand('releaseLocks', { numberOfKeys: 1, lua: batch('release-locks.lua') });
-    redis.defineCommand('readStops', { numberOfKeys: 1, lua: batch('read-stops.lua') });
-    redis.defineCommand('requestStop', { numberOfKeys: 2, lua: script('request-stop.lua') });
-    redis.defineCommand('actorSlot', { numberOfKeys: 1, lua: script('actor-slot.lua') });
-    redis.defineCommand('writeRunRecord', { numberOfKeys: 1, lua: script('write-run-record.lua') });
-    this.redis = redis as ScriptedClient;
+    const fenced = { crossSlot: isCluster, preludes: ['store-fence.lua'] };
+    this.redis = defineCommands<Scripts>(redis, [
+      luaCommand(__dirname, 'acquire-lock-2.lua', fenced),
+      luaCommand(__dirname, 'renew-leases-1.lua', fenced),
+      luaCommand(__dirname, 'release-locks-1.lua', batch),
+      luaCommand(__dirname, 'read-stops-1.lua', batch),
+      luaCommand(__dirname, 'request-stop-2.lua'),
+      luaCommand(__dirname, 'actor-slot-1.lua'),
+      luaCommand(__dirname, 'write-run-record-1.lua'),
+    ]);
     this.cluster = isCluster ? (redis as Cluster) : undefined;
 
     this.subscriber = createRedis(target, 'subscriber', settings);
@@ -522,7 +515,7 @@ export class RedisBackend implements CoordinationBackend {
     return this.call('read stops', async () => {
       const keys = workflowIds.map((id) => this.keys.stop(id));
       const values: Array<string | null> = new Array(keys.length).fill(null);
-      // MGET refuses keys of different slots on a Cluster: one read-stops.lua per primary there.
+      // MGET refuses keys of different slots on a Cluster: one read-stops-1.lua per primary there.
       const groups = new Map<string, number[]>();
       keys.forEach((key, i) => push(groups, this.nodeOf(key), i));
       const reads: Array<Promise<void>> = [];

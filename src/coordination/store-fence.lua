@@ -21,7 +21,7 @@
 --   then it certainly lost data ("lost", the same end).
 --
 -- Every lease granted before a loss was last confirmed before it, so by the fence's end
--- its holder has stopped or re-asserted it (renew-leases.lua re-creates a lock that is
+-- its holder has stopped or re-asserted it (renew-leases-1.lua re-creates a lock that is
 -- missing while the fence is up; nothing else can have taken it).
 --
 -- storeFence(marker, ttl, lossSeen)

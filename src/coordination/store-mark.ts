@@ -10,14 +10,13 @@
  * marker names another server or says it lost its data, or that is a replica promoted
  * since it started (a failover) without a marker. Those are the losses the fence exists for.
  */
-import { readFileSync } from 'node:fs';
-import path from 'node:path';
 import type { Cluster, Redis } from 'ioredis';
 import { closeRedis, connectedAddress, createRedis, whenReady, type RedisClient } from '../redis/connection';
 import { clusterKeys, lockKeyPatterns, workhorseKeys } from '../redis/keys';
+import { defineCommands, luaCommand, type LuaCommand } from '../redis/scripts';
 import { describeRedisTarget, type RedisTarget } from '../redis/url';
 
-/** What one primary said (mark-store.lua), or that it holds lock keys. */
+/** What one primary said (mark-store-1.lua), or that it holds lock keys. */
 export type PrimaryState = 'marked' | 'already' | 'lost' | 'promoted' | 'lock_keys';
 
 export interface PrimaryMark {
@@ -53,13 +52,17 @@ export interface StoreMarkOptions {
   commandTimeoutMs?: number;
 }
 
-const MARK_SCRIPT = readFileSync(path.join(__dirname, 'mark-store.lua'), 'utf8');
 const SCAN_COUNT = 1_000;
+
+interface Scripts {
+  /** mark-store-1.lua: [state, fence ms left]. */
+  markStore(marker: string, mode: 'check' | 'mark'): Promise<[string, number]>;
+}
 
 interface Primary {
   primary: string;
-  /** A connection to that primary alone (SCAN is per node). */
-  node: Redis;
+  /** A connection to that primary alone (SCAN is per node), with mark-store-1.lua defined. */
+  node: Redis & Scripts;
   marker: string;
 }
 
@@ -78,11 +81,11 @@ export async function markNewStore(target: RedisTarget, options: StoreMarkOption
     if (!(await whenReady(client, 2 * connectTimeoutMs + 1_000))) {
       throw new StoreMarkError(`cannot reach Redis at ${redis}: ${lastError?.message ?? 'no answer'}`, { cause: lastError });
     }
-    const primaries = primariesOf(client, target);
+    const primaries = primariesOf(client, target, luaCommand(__dirname, 'mark-store-1.lua'));
     try {
       const holding = (await Promise.all(primaries.map(lockKeysOn))).filter((mark) => mark !== undefined);
       if (holding.length > 0) return { outcome: 'refused', redis, primaries: holding };
-      // Checked on every primary first (mark-store.lua's dry run), so a refusal leaves none marked.
+      // Checked on every primary first (mark-store-1.lua's dry run), so a refusal leaves none marked.
       const checked = await Promise.all(primaries.map((p) => markOn(p, 'check')));
       if (checked.some((mark) => refuses(mark.state))) return { outcome: 'refused', redis, primaries: checked };
       return { outcome: 'marked', redis, primaries: await Promise.all(primaries.map((p) => markOn(p, 'mark'))) };
@@ -102,17 +105,18 @@ export function refuses(state: PrimaryState): boolean {
 }
 
 /** Each primary with its marker: the one of a single server, or each Cluster primary's in its lowest slot. */
-function primariesOf(client: RedisClient, target: RedisTarget): Primary[] {
+function primariesOf(client: RedisClient, target: RedisTarget, markStore: LuaCommand<'markStore'>): Primary[] {
   if (target.mode !== 'cluster') {
     const redis = client as Redis;
-    return [{ primary: connectedAddress(redis) ?? redis.options.host + ':' + redis.options.port, node: redis, marker: workhorseKeys.storeMarker(0) }];
+    const node = defineCommands<Scripts, Redis>(redis, [markStore]);
+    return [{ primary: connectedAddress(redis) ?? redis.options.host + ':' + redis.options.port, node, marker: workhorseKeys.storeMarker(0) }];
   }
   const cluster = client as Cluster;
   return cluster.nodes('master').map((node) => {
     const primary = `${node.options.host}:${node.options.port}`;
     const lowest = cluster.slots.findIndex((nodes) => nodes?.[0] === primary);
     if (lowest < 0) throw new StoreMarkError(`the Cluster's slot map names no slot of its primary ${primary}`);
-    return { primary, node, marker: clusterKeys.storeMarker(lowest) };
+    return { primary, node: defineCommands<Scripts, Redis>(node, [markStore]), marker: clusterKeys.storeMarker(lowest) };
   });
 }
 
@@ -132,9 +136,9 @@ async function lockKeysOn({ primary, node }: Primary): Promise<PrimaryMark | und
   return count === 0 ? undefined : { primary, state: 'lock_keys', lockKeys: count, ...(example !== undefined ? { example } : {}) };
 }
 
-/** mark-store.lua on one primary: `check` says what it would do, `mark` does it. */
+/** mark-store-1.lua on one primary: `check` says what it would do, `mark` does it. */
 async function markOn({ primary, node, marker }: Primary, mode: 'check' | 'mark'): Promise<PrimaryMark> {
-  const [state, left] = (await node.eval(MARK_SCRIPT, 1, marker, mode)) as [string, number];
+  const [state, left] = await node.markStore(marker, mode);
   const known: PrimaryState = state === 'marked' || state === 'already' || state === 'lost' || state === 'promoted' ? state : 'lost';
   return { primary, state: known, ...(known === 'lost' ? { fenceLeftMs: Number(left) } : {}) };
 }

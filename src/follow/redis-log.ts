@@ -4,21 +4,20 @@
  * - a workflow's log is two keys under its hash tag (one slot of a Cluster, beside its lock):
  *   its backlog, a stream `longrun:{wf:<id>}:follow:events` trimmed to the backlog bound, and
  *   its state, a hash `longrun:{wf:<id>}:follow` (last id, state, latest run and checkpoint);
- * - a batch of a run's events is one call of follow-append.lua, which numbers them, keeps
+ * - a batch of a run's events is one call of follow-append-2.lua, which numbers them, keeps
  *   them and PUBLISHes them on the channel named as the backlog, where every
  *   replica with followers of the workflow is SUBSCRIBEd: one message, however many replicas;
  * - announcements of who follows what are PUBLISHed on `longrun:follow:interest`, to which
  *   every replica is subscribed from its start; with each, a replica renews the TTL of the
- *   logs it has followers of (follow-touch.lua), so a log lives while anyone follows.
+ *   logs it has followers of (follow-touch-2.lua), so a log lives while anyone follows.
  *
  * Pub/sub loses what is published while a subscriber is disconnected; the log does not. A
  * subscriber that (re)connects says hello (every replica announces again at once) and its
  * feeds catch up from the log (onResubscribed). Nothing is sent for a workflow nobody follows.
  */
-import { readFileSync } from 'node:fs';
-import path from 'node:path';
 import { closeRedis, createRedis, type ConnectionSettings, type RedisClient } from '../redis/connection';
 import { FOLLOW_INTEREST_CHANNEL, followKeys, workflowOfFollowChannel } from '../redis/keys';
+import { defineCommands, luaCommand } from '../redis/scripts';
 import type { RedisTarget } from '../redis/url';
 import { followLogKinds, type FollowLogKind } from '../core/vocabulary';
 import type { LogState, FollowEntry, FollowEvent } from './events';
@@ -29,9 +28,6 @@ interface Scripts {
   followRead(events: string, state: string, after: string, count: number): Promise<unknown[]>;
   followTouch(events: string, state: string, ttlMs: number): Promise<number>;
 }
-
-// Beside this module in both layouts: the build copies the scripts into dist/ (scripts/copy-assets.mjs).
-const script = (name: string): string => readFileSync(path.join(__dirname, name), 'utf8');
 
 const isKind = (kind: string): kind is FollowLogKind => (followLogKinds as readonly string[]).includes(kind);
 
@@ -70,12 +66,12 @@ export class RedisFollowLog implements FollowLog {
     private readonly settings: LogSettings & ConnectionSettings,
     onError: (err: Error) => void = () => undefined,
   ) {
-    const commands = createRedis(target, 'commands', settings);
-    commands.defineCommand('followAppend', { numberOfKeys: 2, lua: script('follow-append.lua') });
-    commands.defineCommand('followRead', { numberOfKeys: 2, lua: script('follow-read.lua') });
-    commands.defineCommand('followTouch', { numberOfKeys: 2, lua: script('follow-touch.lua') });
-    commands.on('error', onError);
-    this.commands = commands as RedisClient & Scripts;
+    this.commands = defineCommands<Scripts>(createRedis(target, 'commands', settings), [
+      luaCommand(__dirname, 'follow-append-2.lua'),
+      luaCommand(__dirname, 'follow-read-2.lua'),
+      luaCommand(__dirname, 'follow-touch-2.lua'),
+    ]);
+    this.commands.on('error', onError);
     this.subscriber = createRedis(target, 'subscriber', settings);
     this.subscriber.on('error', onError);
     this.subscriber.on('message', (channel: string, message: string) => this.deliver(channel, message));

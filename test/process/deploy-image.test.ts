@@ -402,7 +402,7 @@ describe('the Dockerfile', () => {
     expect(readdirSync(app).sort()).toEqual(['dist', 'node_modules', 'sbom.cdx.json', 'usr']);
     expect(readdirSync(path.join(app, 'dist')).sort()).toEqual(['package.json', 'proto', 'sandbox', 'src']);
     // What the gateway reads at run time reached dist/ through the build: the Lua scripts beside their modules, the chat page.
-    for (const dir of ['coordination', 'websocket/bridge']) {
+    for (const dir of ['coordination', 'follow', 'websocket/bridge']) {
       const lua = readdirSync(fromRoot('src', dir)).filter((f) => f.endsWith('.lua'));
       expect(lua.length, dir).toBeGreaterThan(0);
       for (const f of lua) expect(existsSync(path.join(app, 'dist/src', dir, f)), `${dir}/${f}`).toBe(true);

@@ -2,7 +2,7 @@
  * Every Redis key and channel name longrun uses, pinned byte for byte: a fleet mixing
  * Workhorse and longrun shares the lock, stop and run keys, and replicas of different
  * builds share the rest during a rolling deploy, so a name may never change by accident.
- * Also: the key names a renewal script builds from a workflow id (renew-leases.lua, from
+ * Also: the key names a renewal script builds from a workflow id (renew-leases-1.lua, from
  * `parts`) are the names every other command uses, in both key schemes.
  */
 import { describe, expect, it } from 'vitest';

@@ -1,6 +1,6 @@
 -- Reads many stop keys in one round trip, on a Redis Cluster: MGET refuses keys of
 -- different slots, and the stop poll reads the stop keys of every run of this process.
--- One call per primary (see renew-leases.lua on keys passed in ARGV).
+-- One call per primary (see renew-leases-1.lua on keys passed in ARGV).
 --
 -- KEYS[1]  any key of the batch (the first stop key): where the call is sent
 -- ARGV     the stop keys

@@ -1,6 +1,6 @@
 -- What a replica's reader has read of its inbox is removed (docs/spec.md §12), and the inbox
 -- itself soon after nothing is left in it, so an idle replica leaves no key behind. Atomic with
--- bridge-send.lua: an entry appended meanwhile keeps the stream (the send renews its TTL).
+-- bridge-send-1.lua: an entry appended meanwhile keeps the stream (the send renews its TTL).
 -- KEYS[1]  the inbox   longrun:{bridge:<replica>}:inbox
 -- ARGV[1]  the lowest id kept (the one after the last read)
 -- ARGV[2]  how long an emptied inbox is kept, in milliseconds (at least 1)

@@ -46,7 +46,7 @@ for name, value in pairs(state) do
 end
 redis.call('HSET', KEYS[2], unpack(fields))
 -- A log lives one TTL from its making and from each touch of a replica with followers of it
--- (follow-touch.lua, every announcement): not from each append, so that an append costs
+-- (follow-touch-2.lua, every announcement): not from each append, so that an append costs
 -- no more than it must.
 if created then
   redis.call('PEXPIRE', KEYS[1], ARGV[1])

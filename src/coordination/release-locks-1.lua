@@ -3,7 +3,7 @@
 -- when the token still holds the lock (a stop meant for a later holder is left alone) —
 -- then removes the runs' actor slots.
 --
--- Every key is passed in ARGV, as in renew-leases.lua: in a Redis Cluster one call
+-- Every key is passed in ARGV, as in renew-leases-1.lua: in a Redis Cluster one call
 -- carries the locks of many slots served by one primary; KEYS[1] only routes it there.
 --
 -- KEYS[1]  any key of the batch (the first lock key): where the call is sent
