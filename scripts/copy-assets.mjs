@@ -1,6 +1,7 @@
 // What the built gateway reads at run time, copied into dist/ beside the code that reads it,
 // so dist/ (with node_modules) is all a deployment needs: the Lua scripts next to their
-// modules, the sandbox's chat page, the contract proto, package.json (the version, and
+// modules (every .lua under src/, wherever it sits: src/redis/scripts.ts states the rule
+// and loads them from beside their callers), the sandbox's chat page, the contract proto, package.json (the version, and
 // the package root the code finds its files from), and the image's `longrun` executable
 // (bin/longrun, its mode kept).
 import { cpSync, mkdirSync, readdirSync } from 'node:fs';
