@@ -16,13 +16,13 @@
  * every primary it connects to (after a Sentinel failover too: the setting is not
  * replicated) and sets it only when allowed (LONGRUN_REDIS_CONFIGURE_NOTIFICATIONS);
  * otherwise the stop poll finds such keys. Both connections follow a failover (see
- * src/redis/connection.ts); a notice published while the subscriber reconnects is missed,
- * and the poll and the next renewal see that stop instead.
+ * src/redis/connection.ts); a notice published while the subscriber reconnects is
+ * missed, and the poll and the next renewal see that stop instead.
  *
  * On a Redis Cluster (LONGRUN_REDIS_KEYS=cluster) keys are hash-tagged per workflow
- * (src/redis/keys.ts), the stop channel is ordinary PUBLISH (delivered on every node), and keyspace
- * notifications — a per-node feature — are not used: stop keys the owner sets directly
- * are seen by the poll and the renewals.
+ * (src/redis/keys.ts), the stop channel is ordinary PUBLISH (delivered on every node), and
+ * keyspace notifications — a per-node feature — are not used: stop keys the owner sets
+ * directly are seen by the poll and the renewals.
  */
 import { Command, type Cluster, type Redis } from 'ioredis';
 import type { Logger } from '../core/log';

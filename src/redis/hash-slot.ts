@@ -2,8 +2,9 @@
  * The Redis Cluster hash slot of a key (the Cluster specification's `HASH_SLOT`):
  * CRC16-XMODEM of the key, or of its hash tag — the text between the first `{` and the
  * first `}` after it, when not empty — modulo 16 384. The batched lease scripts group
- * keys by the primary serving their slot (redis-backend.ts), so this must agree with the
- * server: test/process/redis-cluster.test.ts compares it with `CLUSTER KEYSLOT`.
+ * keys by the primary serving their slot (coordination/redis-backend.ts), so this must
+ * agree with the server: test/process/redis-cluster.test.ts compares it with `CLUSTER
+ * KEYSLOT`, test/unit/redis-keys.test.ts with the specification's own example.
  */
 
 export const HASH_SLOTS = 16_384;

@@ -41,9 +41,9 @@ export interface RedisKeys {
   readonly parts: { readonly lock: KeyParts; readonly stop: KeyParts; readonly run: KeyParts };
   actor(actorId: string): string;
   /**
-   * The store marker (store-fence.lua) of the primary serving `slot`: one hash per primary
-   * that says which server wrote it and until when new locks are refused. One key for a
-   * single primary; on a Cluster, a key in the primary's lowest slot.
+   * The store marker (coordination/store-fence.lua) of the primary serving `slot`: one hash
+   * per primary that says which server wrote it and until when new locks are refused. One
+   * key for a single primary; on a Cluster, a key in the primary's lowest slot.
    */
   storeMarker(slot: number): string;
   /** A glob matching every stop key (for keyspace notifications). */
