@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { z } from 'zod';
-import { SERVER_SHUTDOWN, STOP_REASON_TOKEN, publicInfraStopReasons } from './core/vocabulary';
+import { SERVER_SHUTDOWN, STOP_REASON_TOKEN, publicInfraStopReasons } from './run/stop-reasons';
 import { redisKeySchemes, type RedisKeyScheme } from './coordination/keys';
 import { RedisUrlError, parseRedisUrl, type RedisTarget } from './coordination/redis-url';
 import { maskUrl } from './core/log';

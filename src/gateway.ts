@@ -13,6 +13,7 @@ import type { Config, ListenAddress } from './config';
 import { drain } from './drain';
 import { createLogger, type Logger } from './core/log';
 import { Metrics } from './observability/metrics';
+import { metricWords } from './metric-words';
 import { startTracing } from './observability/trace-export';
 import type { Tracing } from './observability/tracing';
 import type { CoordinationBackend } from './coordination/backend';
@@ -256,7 +257,7 @@ export class Gateway {
   /** Starts both listeners. Throws when a listener cannot bind (everything made so far is closed). */
   static async start(config: Config, options: GatewayOptions = {}): Promise<Gateway> {
     const logger = options.logger ?? createLogger(config.logLevel);
-    const metrics = options.metrics ?? new Metrics();
+    const metrics = options.metrics ?? new Metrics(metricWords);
     metrics.maxDetachedRuns.set(config.maxDetachedRuns);
     metrics.maxWsSessions.set(config.maxWsSessions);
     const closables: Closable[] = [];

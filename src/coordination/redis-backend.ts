@@ -27,7 +27,8 @@ import { readFileSync } from 'node:fs';
 import { Command, type Cluster, type Redis } from 'ioredis';
 import type { Logger } from '../core/log';
 import path from 'node:path';
-import { storeFences, type RedisConnection, type RedisEvent, type StoreFence } from '../core/vocabulary';
+import { storeFences, type StoreFence } from '../core/vocabulary';
+import type { RedisConnection, RedisEvent } from './words';
 import {
   CoordinationError,
   LockStoreFenced,

@@ -14,7 +14,7 @@
  */
 import type { CoordinationBackend } from '../coordination/backend';
 import { GatewayError } from '../core/errors';
-import type { FollowDropReason } from '../core/vocabulary';
+import type { FollowDropReason } from './words';
 import type { Metrics } from '../observability/metrics';
 import type { RunEvents, RunFollowSource, FollowableRun } from '../run/run-events';
 import type { RunRegistry } from '../run/registry';

@@ -19,7 +19,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { closeRedis, createRedis, type ConnectionSettings, type RedisClient } from '../coordination/redis-connection';
 import type { RedisTarget } from '../coordination/redis-url';
-import { followLogKinds, type FollowLogKind } from '../core/vocabulary';
+import { followLogKinds, type FollowLogKind } from './words';
 import type { LogState, FollowEntry, FollowEvent } from './events';
 import type { Announcement, LogRead, LogSettings, FollowLog } from './log';
 

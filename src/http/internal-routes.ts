@@ -15,7 +15,7 @@ import { GatewayError } from '../core/errors';
 import { correlation, type Logger } from '../core/log';
 import type { CoordinationBackend, StoredRunRecord } from '../coordination/backend';
 import { verifyOwnerJwt } from '../core/jwt';
-import { STOP_REASON_TOKEN, USER_STOP } from '../core/vocabulary';
+import { STOP_REASON_TOKEN, USER_STOP } from '../run/stop-reasons';
 import { sendError } from './error-response';
 import { readBody } from './read-body';
 import { requestIdFrom } from './request-id';

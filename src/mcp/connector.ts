@@ -11,7 +11,7 @@ import { Agent } from 'undici';
 import { correlation, type Logger } from '../core/log';
 import type { Metrics } from '../observability/metrics';
 import { TraceSpan, type Tracing } from '../observability/tracing';
-import type { McpDiscoveryFailure, McpServerKind } from '../core/vocabulary';
+import type { McpDiscoveryFailure, McpServerKind } from './words';
 import { gitlabWorkhorseHeader, userAgent } from '../core/version';
 import { deadline, type Deadline } from '../core/deadline';
 import { JwtSigner } from '../core/jwt';

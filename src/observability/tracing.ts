@@ -40,7 +40,8 @@ import {
   type Tracer,
 } from '@opentelemetry/api';
 import { W3CTraceContextPropagator, parseTraceParent } from '@opentelemetry/core';
-import { transportLabels, type EndReason, type StopOutcome, type Transport } from '../core/vocabulary';
+import { transportLabels, type EndReason, type Transport } from '../core/vocabulary';
+import type { StopOutcome } from '../workflow/workflow-stream';
 
 const propagator = new W3CTraceContextPropagator();
 

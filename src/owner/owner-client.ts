@@ -11,7 +11,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { SegmentEnd } from '@longrun/client';
 import { Pool, util, type Dispatcher } from 'undici';
 import { GatewayError } from '../core/errors';
-import type { CallbackResult } from '../core/vocabulary';
+import type { CallbackResult } from './words';
 import { gitlabWorkhorseHeader, userAgent } from '../core/version';
 import { JwtSigner } from '../core/jwt';
 import { passedOnDenialHeaders } from './http-headers';

@@ -3,7 +3,7 @@
  * answered it (docs/spec.md §6): the owner's status, headers (canonical names,
  * relayedResponseHeaders) and body up to the cap, or the error text.
  */
-import type { RelayErrorType } from '../core/vocabulary';
+import type { RelayErrorType } from './words';
 import { relayedResponseHeaders } from './http-headers';
 import { networkErrorText } from './network-errors';
 import type { CallEnd } from './owner-call';

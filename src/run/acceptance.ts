@@ -8,7 +8,7 @@
  * than racing promises that live as long as the run: a `.then` on a run-long promise
  * would keep the race's closures (and its timer) for the whole turn.
  */
-import type { AcceptedOn } from '../core/vocabulary';
+import type { AcceptedOn } from './words';
 import type { StreamEnd } from '../workflow/workflow-stream';
 
 export type Acceptance = { kind: 'accepted'; on: AcceptedOn } | { kind: 'ended'; end: StreamEnd } | { kind: 'stopped' };

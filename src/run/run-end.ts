@@ -8,7 +8,8 @@ import type { Logger } from '../core/log';
 import type { Metrics } from '../observability/metrics';
 import type { TraceSpan } from '../observability/tracing';
 import type { OwnerClient } from '../owner/owner-client';
-import { segmentEndReason, type EndReason, type StopOutcome, type Transport } from '../core/vocabulary';
+import { segmentEndReason, type EndReason, type Transport } from '../core/vocabulary';
+import type { StopOutcome } from '../workflow/workflow-stream';
 import type { StreamEnd } from '../workflow/workflow-stream';
 import type { RunRegistry } from './registry';
 

@@ -12,6 +12,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import { createLogger } from '../../src/core/log';
 import { Metrics } from '../../src/observability/metrics';
+import { metricWords } from '../../src/metric-words';
 import { McpConnector } from '../../src/mcp/connector';
 import { messageTypes } from '../../src/workflow/contract';
 import { startEverythingServer, type EverythingServer } from '../helpers/mcp-everything';
@@ -113,7 +114,7 @@ describe('the reference MCP server', () => {
 
   describe('tool annotations (CONTRACT.md McpTool.annotations = 5)', () => {
     it('are read from the listing and mapped to the contract names', async () => {
-      const metrics = new Metrics({ defaultMetrics: false });
+      const metrics = new Metrics(metricWords, { defaultMetrics: false });
       const connector = new McpConnector({
         ownerUrl: new URL('http://127.0.0.1:9/'),
         secret: testSecret,

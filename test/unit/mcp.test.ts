@@ -10,6 +10,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { request } from 'undici';
 import { createLogger } from '../../src/core/log';
 import { Metrics } from '../../src/observability/metrics';
+import { metricWords } from '../../src/metric-words';
 import { WORKHORSE_ISSUER, signOwnerJwt, verifyJwt } from '../../src/core/jwt';
 import { McpConnector } from '../../src/mcp/connector';
 import { OWNER_OAUTH_TOKEN } from '../../sandbox/owner-sim';
@@ -166,7 +167,7 @@ describe('icons and annotations (CONTRACT.md McpTool.icons = 4, annotations = 5)
       jwtRefreshMs: 30_000,
       callTimeoutMs: 5_000,
       allowPrivate: true,
-      metrics: new Metrics({ defaultMetrics: false }),
+      metrics: new Metrics(metricWords, { defaultMetrics: false }),
       logger: createLogger('silent'),
     });
     const toolbox = await connector.open({ servers: { sim: { URL: mcp.url } }, token: '', workflowId: '1', requestId: 'r' }, 5_000);
