@@ -497,7 +497,7 @@ export function loadConfig(env: Env = process.env): EnvConfig {
     relayTimeoutMs: readMs(env, 'LONGRUN_RELAY_TIMEOUT_MS', 5_000),
     // A tool call may take a while (a search, a build); 30 s bounds a hung MCP server.
     mcpTimeoutMs: readMs(env, 'LONGRUN_MCP_TIMEOUT_MS', 30_000),
-    // Discovery holds a turn's start (the tools go into it): a few seconds bound a slow
+    // Discovery holds a run's start (the tools go into it): a few seconds bound a slow
     // server; a detached start also never waits past the accept wait (launcher.ts).
     mcpDiscoveryTimeoutMs: readMs(env, 'LONGRUN_MCP_DISCOVERY_TIMEOUT_MS', 5_000),
     mcpAllowPrivate: read(env, 'LONGRUN_MCP_ALLOW_PRIVATE', flag, 'true or false', false),

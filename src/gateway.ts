@@ -440,7 +440,7 @@ export class Gateway {
       });
       const mainServer = own('main listener', await listen(mainListener, config.listen), closeServer, (server) => server.closeAllConnections());
       mainServer.on('upgrade', (req: http.IncomingMessage, socket: Duplex, head: Buffer) => websockets.handleUpgrade(req, socket, head));
-      // Long turns: no request or header timeouts on streaming responses.
+      // Long runs: no request or header timeouts on streaming responses.
       mainServer.requestTimeout = 0;
       mainServer.headersTimeout = 60_000;
       mainServer.keepAliveTimeout = 5_000;

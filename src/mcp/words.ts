@@ -8,6 +8,6 @@ export type McpServerKind = (typeof mcpServerKinds)[number];
 export const mcpCallResults = ['ok', 'tool_error', 'invalid_args', 'too_large', 'timeout', 'error', 'aborted'] as const;
 export type McpCallResult = (typeof mcpCallResults)[number];
 
-/** Why a configured MCP server's tools were left out of a turn. */
+/** Why a configured MCP server's tools were left out of a run. */
 export const mcpDiscoveryFailures = ['refused', 'timeout', 'failed'] as const;
 export type McpDiscoveryFailure = (typeof mcpDiscoveryFailures)[number];

@@ -105,39 +105,39 @@ class Tally {
 export class Metrics {
   readonly registry = new Registry();
 
-  readonly connections = new Counter({
+  readonly callsOpened = new Counter({
     name: 'longrun_connections_total',
-    help: 'Execute requests that opened a workflow stream, by transport.',
+    help: "Runs that opened a call to the workflow service (an ExecuteWorkflow stream), by transport; named after Workhorse's connections_total.",
     labelNames: ['transport'],
     registers: [this.registry],
   });
-  readonly connectionsOpen = new Gauge({
+  readonly callsOpen = new Gauge({
     name: 'longrun_connections_open',
-    help: 'Workflow streams open now, by transport.',
+    help: 'Calls to the workflow service (ExecuteWorkflow streams) open now, by transport.',
     labelNames: ['transport'],
     registers: [this.registry],
   });
   readonly connectionErrors = new Counter({
     name: 'longrun_connection_errors_total',
-    help: 'Execute requests refused before a run started, by transport and error type.',
+    help: 'Starts (an execute, a WebSocket upgrade or startRequest) refused before a run started, by transport and error type.',
     labelNames: ['transport', 'error_type'],
     registers: [this.registry],
   });
-  readonly sessions = new Counter({
+  readonly workflowCalls = new Counter({
     name: 'longrun_sessions_total',
-    help: "Calls to the workflow service (ExecuteWorkflow streams) ended, by final gRPC code, named after Workhorse's sessions_total.",
+    help: "Calls to the workflow service (ExecuteWorkflow streams) ended, by final gRPC code; named after Workhorse's sessions_total (not WebSocket sessions).",
     labelNames: ['code'],
     registers: [this.registry],
   });
-  readonly sessionErrors = new Counter({
+  readonly workflowCallErrors = new Counter({
     name: 'longrun_session_errors_total',
     help: 'Calls to the workflow service (ExecuteWorkflow streams) that ended with a non-OK gRPC code.',
     labelNames: ['code'],
     registers: [this.registry],
   });
-  readonly sessionDuration = new Histogram({
+  readonly workflowCallDuration = new Histogram({
     name: 'longrun_session_duration_seconds',
-    help: 'Workflow session duration, by transport.',
+    help: 'Calls to the workflow service (ExecuteWorkflow streams): how long each lasted, by transport (named as longrun_sessions_total).',
     labelNames: ['transport'],
     // From sub-second rejections to the one-hour stream cap; 3300 is the default run limit.
     buckets: [0.1, 0.5, 1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 2700, 3300, 3600],
@@ -276,7 +276,7 @@ export class Metrics {
   });
   readonly mcpDiscoveryFailures = new Counter({
     name: 'longrun_mcp_discovery_failures_total',
-    help: 'Configured MCP servers left out of a turn at its start (refused, timed out or failed), by server kind and reason.',
+    help: 'Configured MCP servers left out of a run at its start (refused, timed out or failed), by server kind and reason.',
     labelNames: ['server_kind', 'reason'],
     registers: [this.registry],
   });
@@ -416,16 +416,16 @@ export class Metrics {
     // Zero-initialise what dashboards divide or alert on, so they see 0 rather than no
     // data, and so rate() counts the first increment of a series.
     for (const transport of transportLabelValues) {
-      this.connections.inc({ transport }, 0);
-      this.connectionsOpen.set({ transport }, 0);
+      this.callsOpened.inc({ transport }, 0);
+      this.callsOpen.set({ transport }, 0);
       this.runsInFlight.set({ transport }, 0);
-      this.sessionDuration.zero({ transport });
+      this.workflowCallDuration.zero({ transport });
       for (const reason of endReasons) this.teardowns.inc({ transport, reason }, 0);
       this.endsWhileStopping.inc({ transport }, 0);
       for (const type of connectionErrorTypes) this.connectionErrors.inc({ transport, error_type: type }, 0);
     }
     for (const on of words.acceptedOn) this.acceptDuration.zero({ accepted_on: on });
-    this.sessions.inc({ code: 'OK' }, 0);
+    this.workflowCalls.inc({ code: 'OK' }, 0);
     for (const [op, result] of words.lockOutcomes) this.lockOperations.inc({ op, result }, 0);
     for (const op of words.leaseBatchOps) {
       this.leaseBatchDuration.zero({ op });
@@ -450,7 +450,6 @@ export class Metrics {
     this.buildInfo.set({ version }, 1);
   }
 
-  /** A run opened a workflow stream; `inFlight` runs of its transport are held now. */
   /** A WebSocket frame of `bytes`, from the client ('in') or to it ('out'). */
   websocketFrame(direction: 'in' | 'out', bytes: number): void {
     this.websocketFrames.inc({ direction });
@@ -473,17 +472,18 @@ export class Metrics {
     this.websocketCloses.inc({ code: oneOf(String(code), websocketCloseCodes) });
   }
 
+  /** A run opened its call to the workflow service; `inFlight` runs of its transport are held now. */
   runOpened(transport: Transport, inFlight: number): void {
     const label = { transport: transportLabels[transport] };
-    this.connections.inc(label);
-    this.connectionsOpen.inc(label);
+    this.callsOpened.inc(label);
+    this.callsOpen.inc(label);
     this.runsInFlight.set(label, inFlight);
   }
 
   /** A run ended; `inFlight` runs of its transport are held now. */
   runClosed(transport: Transport, inFlight: number): void {
     const label = { transport: transportLabels[transport] };
-    this.connectionsOpen.dec(label);
+    this.callsOpen.dec(label);
     this.runsInFlight.set(label, inFlight);
   }
 
@@ -491,11 +491,12 @@ export class Metrics {
     this.connectionErrors.inc({ transport: transportLabels[transport], error_type: oneOf(errorType, connectionErrorTypes) });
   }
 
-  sessionEnded(code: number, transport: Transport, durationS: number): void {
+  /** A run's call to the workflow service ended (longrun_sessions_total, after Workhorse's name). */
+  workflowCallEnded(code: number, transport: Transport, durationS: number): void {
     const name = oneOf(grpcCodeName(code), grpcCodeNames);
-    this.sessions.inc({ code: name });
-    if (code !== grpc.status.OK) this.sessionErrors.inc({ code: name });
-    this.sessionDuration.observe({ transport: transportLabels[transport] }, durationS);
+    this.workflowCalls.inc({ code: name });
+    if (code !== grpc.status.OK) this.workflowCallErrors.inc({ code: name });
+    this.workflowCallDuration.observe({ transport: transportLabels[transport] }, durationS);
   }
 
   teardown(transport: Transport, reason: EndReason, endedWhileStopping: boolean): void {

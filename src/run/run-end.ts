@@ -50,7 +50,7 @@ export interface RunEndContext {
 export async function recordRunEnd(ctx: RunEndContext, log: () => Logger, run: RunEnd): Promise<void> {
   const { metrics } = ctx;
   metrics.runClosed(run.transport, ctx.registry.count(run.transport));
-  metrics.sessionEnded(run.end.code, run.transport, run.durationMs / 1000);
+  metrics.workflowCallEnded(run.end.code, run.transport, run.durationMs / 1000);
   metrics.teardown(run.transport, run.reason, run.endedWhileStopping);
   if (ctx.logger.isLevelEnabled('info')) {
     log().info(

@@ -1,5 +1,5 @@
 /**
- * A Run is one turn in flight: its workflow stream, its state, its timers and its
+ * A Run is one run in flight (docs/glossary.md): its call's stream, its state, its timers and its
  * teardown; what it holds in Redis (lock, lease, stop watch, record) is its coordination
  * (coordination/run-coordination.ts). Its life is one state field with guarded transitions:
  *
