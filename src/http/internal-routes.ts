@@ -2,7 +2,7 @@
  * Owner → longrun routes (docs/spec.md §1, §5, §6), each requiring
  * `Authorization: Bearer <HS256 JWT>` signed with the shared secret, iss "gitlab", whose
  * `workflow_id` claim is the path's workflow and whose life (exp − iat) is at most five
- * minutes (owner/jwt.ts verifyOwnerJwt); anything else is a 401 without detail, so a
+ * minutes (core/jwt.ts verifyOwnerJwt); anything else is a 401 without detail, so a
  * token for one workflow can never act on another.
  *
  *   POST /internal/workflows/:id/stop  202 when a run holds the workflow (on any replica),
