@@ -179,7 +179,7 @@ type Env = Record<string, string | undefined>;
  * is more than 90 s old (Gitlab::Workhorse::API_REQUEST_JWT_VALIDITY); a token reused for at
  * most 60 s leaves 30 s for the connection pool's queue, the wire and clock skew.
  */
-export const JWT_REFRESH_MAX_MS = 60_000;
+const JWT_REFRESH_MAX_MS = 60_000;
 
 const durationMs = z.coerce
   .number()

@@ -41,7 +41,7 @@ import { MemoryFollowLog } from './follow/memory-log';
 import { RedisFollowLog } from './follow/redis-log';
 import { followRoutes } from './follow/route';
 
-export type GatewayState = 'serving' | 'draining' | 'closed';
+type GatewayState = 'serving' | 'draining' | 'closed';
 
 export interface GatewayOptions {
   logger?: Logger;

@@ -18,7 +18,7 @@ import { closeRedis, createRedis, type RedisClient } from './redis-connection';
 import { describeRedisTarget, type RedisTarget } from './redis-url';
 
 /** Every lock key a fleet may have left: Workhorse's (longrun's default scheme) and longrun's Cluster scheme. */
-export const lockKeyPatterns: readonly string[] = [workhorseKeys, clusterKeys].map(({ parts }) => `${parts.lock[0]}*${parts.lock[1]}`);
+const lockKeyPatterns: readonly string[] = [workhorseKeys, clusterKeys].map(({ parts }) => `${parts.lock[0]}*${parts.lock[1]}`);
 
 /** What one primary said (mark-store.lua), or that it holds lock keys. */
 export type PrimaryState = 'marked' | 'already' | 'lost' | 'promoted' | 'lock_keys';
@@ -100,7 +100,7 @@ export async function markNewStore(target: RedisTarget, options: StoreMarkOption
 }
 
 /** Whether a primary's state stops the marking. */
-export function refuses(state: PrimaryState): boolean {
+function refuses(state: PrimaryState): boolean {
   return state === 'lost' || state === 'promoted' || state === 'lock_keys';
 }
 

@@ -28,7 +28,6 @@ export const lockOutcomes: ReadonlyArray<readonly [LockOp, LockResult]> = [
 
 /** What the lease keeper batches: renewals each tick, releases each turn of the event loop. */
 export const leaseBatchOps = ['renew', 'release'] as const;
-export type LeaseBatchOp = (typeof leaseBatchOps)[number];
 
 /** The coordination store's connections and what they report. */
 export const redisConnections = ['commands', 'subscriber'] as const;

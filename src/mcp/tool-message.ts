@@ -34,7 +34,7 @@ export interface OfferedTool extends McpTool {
 }
 
 /** The name the workflow service knows a tool by: `<server>_<tool>` (Workhorse). */
-export function prefixedToolName(server: string, tool: string): string {
+function prefixedToolName(server: string, tool: string): string {
   return `${server}_${tool}`;
 }
 

@@ -65,7 +65,7 @@ function oneOf(value: string, vocabulary: readonly string[]): string {
   return vocabulary.includes(value) ? value : 'other';
 }
 
-export function grpcCodeName(code: number): string {
+function grpcCodeName(code: number): string {
   return grpc.status[code] ?? 'other';
 }
 

@@ -24,7 +24,7 @@ const ABORTED: RelayResult = Object.freeze({ ok: false, type: 'aborted', error: 
 const TIMED_OUT: RelayResult = Object.freeze({ ok: false, type: 'timeout', error: 'request timed out' });
 
 /** `buf` without a trailing, incomplete UTF-8 sequence (a body cut at the cap may end mid-character). */
-export function wholeCharacters(buf: Buffer): Buffer {
+function wholeCharacters(buf: Buffer): Buffer {
   let lead = buf.length - 1;
   while (lead >= 0 && buf.length - lead <= 3 && ((buf[lead] as number) & 0xc0) === 0x80) lead -= 1;
   if (lead < 0) return buf;

@@ -115,7 +115,7 @@ function clientGone(runId?: string): GatewayError {
   return new GatewayError('CLIENT_GONE', 'the caller hung up before the run started', { runId });
 }
 
-export function drainingError(runId?: string): GatewayError {
+function drainingError(runId?: string): GatewayError {
   return new GatewayError('DRAINING', 'this instance is shutting down; retry on another', { runId });
 }
 

@@ -16,7 +16,7 @@ import protobuf from 'protobufjs';
 import { fromRoot } from '../core/paths';
 import type { Within } from '../core/type-proof';
 
-export const protoPath = fromRoot('proto', 'contract.proto');
+const protoPath = fromRoot('proto', 'contract.proto');
 export const executeWorkflowPath = '/DuoWorkflow/ExecuteWorkflow';
 
 /** How proto-loader maps messages to plain objects; also the toObject options of its deserializers. */

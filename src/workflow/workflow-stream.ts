@@ -26,7 +26,7 @@ export interface StreamEnd {
   details: string;
 }
 
-export type StreamState = 'open' | 'stopping' | 'ended';
+type StreamState = 'open' | 'stopping' | 'ended';
 
 /**
  * What a WorkflowStream needs of its gRPC call: a grpc-js ClientDuplexStream has it
