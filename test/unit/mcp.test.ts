@@ -156,7 +156,7 @@ describe('discovery at the run start', () => {
   });
 });
 
-describe('icons and annotations (CONTRACT.md McpTool.icons = 4, annotations = 5)', () => {
+describe('icons and annotations (proto/contract.proto McpTool.icons = 4, annotations = 5)', () => {
   const protoCarries = (field: string): boolean => messageTypes.StartWorkflowRequest.lookupType('McpTool').fields[field] !== undefined;
 
   it('are mapped from the listing to the contract names', async () => {
@@ -186,7 +186,7 @@ describe('icons and annotations (CONTRACT.md McpTool.icons = 4, annotations = 5)
     expect(mcp.deletes).toHaveLength(1);
   });
 
-  // proto/contract.proto declares McpTool.icons (CONTRACT.md): without it the encoder would
+  // proto/contract.proto declares McpTool.icons (the real contract has it): without it the encoder would
   // drop the field and the service could not receive it, so dropping it fails here.
   it('reach the workflow service', async () => {
     expect(protoCarries('icons'), 'proto/contract.proto declares McpTool.icons').toBe(true);
