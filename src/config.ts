@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { z } from 'zod';
-import { SERVER_SHUTDOWN, STOP_REASON_TOKEN, publicInfraStopReasons } from './core/vocabulary';
+import { SERVER_SHUTDOWN, STOP_REASON_TOKEN, publicInfraStopReasons } from './run/stop-reasons';
 import { redisKeySchemes, type RedisKeyScheme } from './redis/keys';
 import { RedisUrlError, parseRedisUrl, type RedisTarget } from './redis/url';
 import { maskUrl } from './core/log';
@@ -179,7 +179,7 @@ type Env = Record<string, string | undefined>;
  * is more than 90 s old (Gitlab::Workhorse::API_REQUEST_JWT_VALIDITY); a token reused for at
  * most 60 s leaves 30 s for the connection pool's queue, the wire and clock skew.
  */
-export const JWT_REFRESH_MAX_MS = 60_000;
+const JWT_REFRESH_MAX_MS = 60_000;
 
 const durationMs = z.coerce
   .number()
@@ -497,7 +497,7 @@ export function loadConfig(env: Env = process.env): EnvConfig {
     relayTimeoutMs: readMs(env, 'LONGRUN_RELAY_TIMEOUT_MS', 5_000),
     // A tool call may take a while (a search, a build); 30 s bounds a hung MCP server.
     mcpTimeoutMs: readMs(env, 'LONGRUN_MCP_TIMEOUT_MS', 30_000),
-    // Discovery holds a turn's start (the tools go into it): a few seconds bound a slow
+    // Discovery holds a run's start (the tools go into it): a few seconds bound a slow
     // server; a detached start also never waits past the accept wait (launcher.ts).
     mcpDiscoveryTimeoutMs: readMs(env, 'LONGRUN_MCP_DISCOVERY_TIMEOUT_MS', 5_000),
     mcpAllowPrivate: read(env, 'LONGRUN_MCP_ALLOW_PRIVATE', flag, 'true or false', false),

@@ -13,6 +13,7 @@ import type { Config, ListenAddress } from './config';
 import { drain } from './drain';
 import { createLogger, type Logger } from './core/log';
 import { Metrics } from './observability/metrics';
+import { metricWords } from './metric-words';
 import { startTracing } from './observability/trace-export';
 import type { Tracing } from './observability/tracing';
 import type { CoordinationBackend } from './coordination/backend';
@@ -40,7 +41,7 @@ import { MemoryFollowLog } from './follow/memory-log';
 import { RedisFollowLog } from './follow/redis-log';
 import { followRoutes } from './follow/route';
 
-export type GatewayState = 'serving' | 'draining' | 'closed';
+type GatewayState = 'serving' | 'draining' | 'closed';
 
 export interface GatewayOptions {
   logger?: Logger;
@@ -256,7 +257,7 @@ export class Gateway {
   /** Starts both listeners. Throws when a listener cannot bind (everything made so far is closed). */
   static async start(config: Config, options: GatewayOptions = {}): Promise<Gateway> {
     const logger = options.logger ?? createLogger(config.logLevel);
-    const metrics = options.metrics ?? new Metrics();
+    const metrics = options.metrics ?? new Metrics(metricWords);
     metrics.maxDetachedRuns.set(config.maxDetachedRuns);
     metrics.maxWsSessions.set(config.maxWsSessions);
     const closables: Closable[] = [];
@@ -439,7 +440,7 @@ export class Gateway {
       });
       const mainServer = own('main listener', await listen(mainListener, config.listen), closeServer, (server) => server.closeAllConnections());
       mainServer.on('upgrade', (req: http.IncomingMessage, socket: Duplex, head: Buffer) => websockets.handleUpgrade(req, socket, head));
-      // Long turns: no request or header timeouts on streaming responses.
+      // Long runs: no request or header timeouts on streaming responses.
       mainServer.requestTimeout = 0;
       mainServer.headersTimeout = 60_000;
       mainServer.keepAliveTimeout = 5_000;

@@ -11,9 +11,9 @@ import { ConfigError, loadRedisConfig } from '../config';
 import { scrubLine } from '../core/log';
 import { StoreMarkError, markNewStore, type PrimaryMark, type StoreMarkResult } from '../coordination/store-mark';
 
-export const exitCodes = { ok: 0, error: 1, usage: 2, refused: 3 } as const;
+const exitCodes = { ok: 0, error: 1, usage: 2, refused: 3 } as const;
 
-export const USAGE = `usage: longrun               start the gateway (configured by LONGRUN_* variables: docs/configuration.md)
+const USAGE = `usage: longrun               start the gateway (configured by LONGRUN_* variables: docs/configuration.md)
        longrun store mark    mark the Redis of LONGRUN_REDIS_URL as a new store, so that the gateways
                              grant its first locks at once (docs/deploying.md "A new Redis")
 `;

@@ -26,7 +26,8 @@
  */
 import { Command, type Cluster, type Redis } from 'ioredis';
 import type { Logger } from '../core/log';
-import { storeFences, type RedisConnection, type RedisEvent, type StoreFence } from '../core/vocabulary';
+import { storeFences, type StoreFence } from '../core/vocabulary';
+import type { RedisConnection, RedisEvent } from './words';
 import {
   CoordinationError,
   LockStoreFenced,

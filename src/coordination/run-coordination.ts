@@ -15,7 +15,6 @@
  * which the run keeps up to date; nothing here reads the run itself.
  */
 import type { Metrics } from '../observability/metrics';
-import type { StopReason } from '../core/vocabulary';
 import type { CoordinationBackend, LeaseRefresh } from './backend';
 import type { HeldLock, Lease, LeaseHooks } from './lease';
 import type { LeaseKeeper } from './lease-keeper';
@@ -31,9 +30,12 @@ export interface CoordinationDeps {
   leaseTtlMs: number;
 }
 
+/** The stops the coordination makes (part of the run's StopReason, run/stop-reasons.ts). */
+export type CoordinationStop = { readonly kind: 'lock_lost'; readonly why: 'taken' | 'expired' } | { readonly kind: 'stop_requested'; readonly value: string };
+
 /** The run the coordination stops. */
 export interface StoppableRun {
-  stop(reason: StopReason): unknown;
+  stop(reason: CoordinationStop): unknown;
 }
 
 /** The process's detached-run slots (the run registry), given back at release. */

@@ -7,7 +7,11 @@
 
 import type { GatewayErrorCode } from '@longrun/client';
 import type { Within } from './type-proof';
-import type { ConnectionErrorType, StoreFence } from './vocabulary';
+import type { StoreFence } from './vocabulary';
+
+/** Why an execute was refused before a run started; each error code maps to one (errorCatalog). */
+export const connectionErrorTypes = ['preauth', 'bad_request', 'lock', 'capacity', 'stream_open', 'rejected', 'client_gone', 'internal'] as const;
+export type ConnectionErrorType = (typeof connectionErrorTypes)[number];
 
 export interface ErrorSpec {
   retryable: boolean;

@@ -9,7 +9,7 @@
  * §14, "ids"). A JavaScript number holds them exactly (2^53 is 9·10^15, the seed of today
  * 1.7·10^15).
  */
-import type { FollowEventKind, FollowLogKind } from '../core/vocabulary';
+import type { FollowEventKind, FollowLogKind } from './words';
 
 /** An event before the log numbered it: its kind and its data, JSON text on one line. */
 export interface FollowEvent {

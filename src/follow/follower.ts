@@ -20,7 +20,7 @@
  * past it the stream is cut, and the client resumes with Last-Event-ID.
  */
 import type { Metrics } from '../observability/metrics';
-import type { FollowDropReason } from '../core/vocabulary';
+import type { FollowDropReason } from './words';
 import { KEEPALIVE_FRAME, frameOf, markedResync, sseFrame, stateAfter, type LogState, type FollowEntry } from './events';
 import type { FeedMember } from './feed';
 import type { LogRead } from './log';

@@ -14,7 +14,7 @@
  */
 import type { CoordinationBackend } from '../coordination/backend';
 import { GatewayError } from '../core/errors';
-import type { FollowDropReason } from '../core/vocabulary';
+import type { FollowDropReason } from './words';
 import type { Metrics } from '../observability/metrics';
 import type { RunEvents, RunFollowSource, FollowableRun } from '../run/run-events';
 import type { RunRegistry } from '../run/registry';
@@ -25,7 +25,7 @@ import { FollowPublisher } from './publisher';
 import { Follower, type FollowSink } from './follower';
 
 /** How often a replica announces its followers (and keeps their logs). */
-export const ANNOUNCE_MS = 2_000;
+const ANNOUNCE_MS = 2_000;
 /**
  * How long an announcement holds, and a log outlives its making or its last touch: five
  * announcements, so a lost one or two change nothing; also how long a client that lost its

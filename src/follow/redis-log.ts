@@ -19,7 +19,7 @@ import { closeRedis, createRedis, type ConnectionSettings, type RedisClient } fr
 import { FOLLOW_INTEREST_CHANNEL, followKeys, workflowOfFollowChannel } from '../redis/keys';
 import { defineCommands, luaCommand } from '../redis/scripts';
 import type { RedisTarget } from '../redis/url';
-import { followLogKinds, type FollowLogKind } from '../core/vocabulary';
+import { followLogKinds, type FollowLogKind } from './words';
 import type { LogState, FollowEntry, FollowEvent } from './events';
 import type { Announcement, LogRead, LogSettings, FollowLog } from './log';
 

@@ -9,7 +9,7 @@ import type { Logger } from '../core/log';
 import type { Metrics } from '../observability/metrics';
 import { TraceSpan, Tracing } from '../observability/tracing';
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
-import type { McpCallResult } from '../core/vocabulary';
+import type { McpCallResult } from './words';
 import { deadline } from '../core/deadline';
 import type { Catalog } from './catalog';
 import type { McpSession } from './session';

@@ -6,51 +6,46 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { connectionErrorTypes, type ConnectionErrorType } from '../core/errors';
 import { version } from '../core/version';
-import {
-  acceptedOn,
-  bridgeBreakWhys,
-  callbackResults,
-  capKinds,
-  connectionErrorTypes,
-  endReasons,
-  leaseBatchOps,
-  lockOps,
-  lockOutcomes,
-  lockResults,
-  mcpCallResults,
-  mcpDiscoveryFailures,
-  mcpServerKinds,
-  parkEndReasons,
-  redisConnections,
-  redisEvents,
-  relayErrorTypes,
-  stopOutcomes,
-  transportLabels,
-  transportLabelValues,
-  type CallbackResult,
-  type CapKind,
-  type ConnectionErrorType,
-  type EndReason,
-  type LockOp,
-  type LockResult,
-  type LeaseBatchOp,
-  type McpCallResult,
-  type McpDiscoveryFailure,
-  type McpServerKind,
-  type ParkEndReason,
-  type RedisConnection,
-  type RedisEvent,
-  type RelayErrorType,
-  type StopOutcome,
-  type Transport,
-  type FollowDropReason,
-  type FollowEventKind,
-  followDropReasons,
-  followEventKinds,
-} from '../core/vocabulary';
+import { endReasons, transportLabels, transportLabelValues, type EndReason, type Transport } from '../core/vocabulary';
 import { actionKinds } from '../workflow/contract';
+import { stopOutcomes, type StopOutcome } from '../workflow/workflow-stream';
 import { StoreMetrics } from './store-metrics';
+
+/**
+ * The label words that belong to the features on the floors above this one (coordination,
+ * owner, mcp, run, websocket, follow): each is that feature's own `as const` list, handed
+ * in by the one file that sees them all (src/metric-words.ts), so this floor imports none
+ * of them. Words of this floor and below (transports, end reasons, action kinds, stop
+ * outcomes, connection error types) are imported. A value off its list is recorded as
+ * `other`; every listed one starts at 0.
+ */
+export interface MetricWords {
+  /** run/words.ts */
+  acceptedOn: readonly string[];
+  capKinds: readonly string[];
+  /** coordination/words.ts (the Redis connection words move to src/redis/ with the connections) */
+  lockOps: readonly string[];
+  lockResults: readonly string[];
+  lockOutcomes: ReadonlyArray<readonly [string, string]>;
+  leaseBatchOps: readonly string[];
+  redisConnections: readonly string[];
+  redisEvents: readonly string[];
+  /** owner/words.ts */
+  relayErrorTypes: readonly string[];
+  callbackResults: readonly string[];
+  /** mcp/words.ts */
+  mcpServerKinds: readonly string[];
+  mcpCallResults: readonly string[];
+  mcpDiscoveryFailures: readonly string[];
+  /** websocket/words.ts */
+  parkEndReasons: readonly string[];
+  bridgeBreakWhys: readonly string[];
+  /** follow/words.ts */
+  followEventKinds: readonly string[];
+  followDropReasons: readonly string[];
+}
 
 const relayMethods = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD'] as const;
 /** The close codes the gateway sends (close-codes.ts), as metric labels. */
@@ -66,11 +61,11 @@ const grpcCodeNames = Object.keys(grpc.status).filter((k) => Number.isNaN(Number
  */
 const lintFailingDefaults = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
 
-function oneOf<T extends string>(value: string, vocabulary: readonly T[]): T | 'other' {
-  return (vocabulary as readonly string[]).includes(value) ? (value as T) : 'other';
+function oneOf(value: string, vocabulary: readonly string[]): string {
+  return vocabulary.includes(value) ? value : 'other';
 }
 
-export function grpcCodeName(code: number): string {
+function grpcCodeName(code: number): string {
   return grpc.status[code] ?? 'other';
 }
 
@@ -110,39 +105,39 @@ class Tally {
 export class Metrics {
   readonly registry = new Registry();
 
-  readonly connections = new Counter({
+  readonly callsOpened = new Counter({
     name: 'longrun_connections_total',
-    help: 'Execute requests that opened a workflow stream, by transport.',
+    help: "Runs that opened a call to the workflow service (an ExecuteWorkflow stream), by transport; named after Workhorse's connections_total.",
     labelNames: ['transport'],
     registers: [this.registry],
   });
-  readonly connectionsOpen = new Gauge({
+  readonly callsOpen = new Gauge({
     name: 'longrun_connections_open',
-    help: 'Workflow streams open now, by transport.',
+    help: 'Calls to the workflow service (ExecuteWorkflow streams) open now, by transport.',
     labelNames: ['transport'],
     registers: [this.registry],
   });
   readonly connectionErrors = new Counter({
     name: 'longrun_connection_errors_total',
-    help: 'Execute requests refused before a run started, by transport and error type.',
+    help: 'Starts (an execute, a WebSocket upgrade or startRequest) refused before a run started, by transport and error type.',
     labelNames: ['transport', 'error_type'],
     registers: [this.registry],
   });
-  readonly sessions = new Counter({
+  readonly workflowCalls = new Counter({
     name: 'longrun_sessions_total',
-    help: "Calls to the workflow service (ExecuteWorkflow streams) ended, by final gRPC code, named after Workhorse's sessions_total.",
+    help: "Calls to the workflow service (ExecuteWorkflow streams) ended, by final gRPC code; named after Workhorse's sessions_total (not WebSocket sessions).",
     labelNames: ['code'],
     registers: [this.registry],
   });
-  readonly sessionErrors = new Counter({
+  readonly workflowCallErrors = new Counter({
     name: 'longrun_session_errors_total',
     help: 'Calls to the workflow service (ExecuteWorkflow streams) that ended with a non-OK gRPC code.',
     labelNames: ['code'],
     registers: [this.registry],
   });
-  readonly sessionDuration = new Histogram({
+  readonly workflowCallDuration = new Histogram({
     name: 'longrun_session_duration_seconds',
-    help: 'Workflow session duration, by transport.',
+    help: 'Calls to the workflow service (ExecuteWorkflow streams): how long each lasted, by transport (named as longrun_sessions_total).',
     labelNames: ['transport'],
     // From sub-second rejections to the one-hour stream cap; 3300 is the default run limit.
     buckets: [0.1, 0.5, 1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 2700, 3300, 3600],
@@ -281,7 +276,7 @@ export class Metrics {
   });
   readonly mcpDiscoveryFailures = new Counter({
     name: 'longrun_mcp_discovery_failures_total',
-    help: 'Configured MCP servers left out of a turn at its start (refused, timed out or failed), by server kind and reason.',
+    help: 'Configured MCP servers left out of a run at its start (refused, timed out or failed), by server kind and reason.',
     labelNames: ['server_kind', 'reason'],
     registers: [this.registry],
   });
@@ -401,15 +396,18 @@ export class Metrics {
   /** The Redis lock store: each primary's fence and maxmemory-policy (store-metrics.ts). */
   readonly store = new StoreMetrics(this.registry);
 
-  constructor(options: { defaultMetrics?: boolean } = {}) {
+  constructor(
+    private readonly words: MetricWords,
+    options: { defaultMetrics?: boolean } = {},
+  ) {
     if (options.defaultMetrics ?? true) {
       collectDefaultMetrics({ register: this.registry });
       for (const name of lintFailingDefaults) this.registry.removeSingleMetric(name);
     }
     for (const how of ['local', 'bridged']) this.websocketReattaches.inc({ how }, 0);
-    for (const why of bridgeBreakWhys) this.bridgeBreaks.inc({ why }, 0);
+    for (const why of words.bridgeBreakWhys) this.bridgeBreaks.inc({ why }, 0);
     for (const side of ['holder', 'socket']) this.bridgesOpen.set({ side }, 0);
-    for (const why of parkEndReasons) this.websocketParkEnds.inc({ why }, 0);
+    for (const why of words.parkEndReasons) this.websocketParkEnds.inc({ why }, 0);
     for (const direction of ['in', 'out']) {
       this.websocketFrames.inc({ direction }, 0);
       this.websocketBytes.inc({ direction }, 0);
@@ -418,33 +416,33 @@ export class Metrics {
     // Zero-initialise what dashboards divide or alert on, so they see 0 rather than no
     // data, and so rate() counts the first increment of a series.
     for (const transport of transportLabelValues) {
-      this.connections.inc({ transport }, 0);
-      this.connectionsOpen.set({ transport }, 0);
+      this.callsOpened.inc({ transport }, 0);
+      this.callsOpen.set({ transport }, 0);
       this.runsInFlight.set({ transport }, 0);
-      this.sessionDuration.zero({ transport });
+      this.workflowCallDuration.zero({ transport });
       for (const reason of endReasons) this.teardowns.inc({ transport, reason }, 0);
       this.endsWhileStopping.inc({ transport }, 0);
       for (const type of connectionErrorTypes) this.connectionErrors.inc({ transport, error_type: type }, 0);
     }
-    for (const on of acceptedOn) this.acceptDuration.zero({ accepted_on: on });
-    this.sessions.inc({ code: 'OK' }, 0);
-    for (const [op, result] of lockOutcomes) this.lockOperations.inc({ op, result }, 0);
-    for (const op of leaseBatchOps) {
+    for (const on of words.acceptedOn) this.acceptDuration.zero({ accepted_on: on });
+    this.workflowCalls.inc({ code: 'OK' }, 0);
+    for (const [op, result] of words.lockOutcomes) this.lockOperations.inc({ op, result }, 0);
+    for (const op of words.leaseBatchOps) {
       this.leaseBatchDuration.zero({ op });
       this.leaseBatchLeases.zero({ op });
     }
-    for (const result of callbackResults) this.callbacks.inc({ result }, 0);
-    for (const cap of capKinds) this.capRejections.inc({ cap }, 0);
-    for (const type of relayErrorTypes) this.relayErrors.inc({ type }, 0);
+    for (const result of words.callbackResults) this.callbacks.inc({ result }, 0);
+    for (const cap of words.capKinds) this.capRejections.inc({ cap }, 0);
+    for (const type of words.relayErrorTypes) this.relayErrors.inc({ type }, 0);
     for (const outcome of stopOutcomes) this.stopAcks.inc({ outcome }, 0);
-    for (const kind of mcpServerKinds) {
+    for (const kind of words.mcpServerKinds) {
       this.mcpCallDuration.zero({ server_kind: kind });
-      for (const result of mcpCallResults) this.mcpCalls.inc({ server_kind: kind, result }, 0);
-      for (const reason of mcpDiscoveryFailures) this.mcpDiscoveryFailures.inc({ server_kind: kind, reason }, 0);
+      for (const result of words.mcpCallResults) this.mcpCalls.inc({ server_kind: kind, result }, 0);
+      for (const reason of words.mcpDiscoveryFailures) this.mcpDiscoveryFailures.inc({ server_kind: kind, reason }, 0);
     }
-    for (const connection of redisConnections) for (const event of redisEvents) this.redisEvents.inc({ connection, event }, 0);
-    for (const why of followDropReasons) this.followersDropped.inc({ why }, 0);
-    for (const kind of followEventKinds) this.followEvents.inc({ kind }, 0);
+    for (const connection of words.redisConnections) for (const event of words.redisEvents) this.redisEvents.inc({ connection, event }, 0);
+    for (const why of words.followDropReasons) this.followersDropped.inc({ why }, 0);
+    for (const kind of words.followEventKinds) this.followEvents.inc({ kind }, 0);
     for (const result of ['ok', 'error']) this.followAppends.inc({ result }, 0);
     this.followersOpen.set(0);
     this.draining.set(0);
@@ -452,7 +450,6 @@ export class Metrics {
     this.buildInfo.set({ version }, 1);
   }
 
-  /** A run opened a workflow stream; `inFlight` runs of its transport are held now. */
   /** A WebSocket frame of `bytes`, from the client ('in') or to it ('out'). */
   websocketFrame(direction: 'in' | 'out', bytes: number): void {
     this.websocketFrames.inc({ direction });
@@ -466,8 +463,8 @@ export class Metrics {
   }
 
   /** A parked run longrun stopped. */
-  websocketParkEnd(why: ParkEndReason): void {
-    this.websocketParkEnds.inc({ why: oneOf(why, parkEndReasons) });
+  websocketParkEnd(why: string): void {
+    this.websocketParkEnds.inc({ why: oneOf(why, this.words.parkEndReasons) });
   }
 
   /** A close frame the gateway sent, by code (Workhorse's codes; anything else `other`). */
@@ -475,17 +472,18 @@ export class Metrics {
     this.websocketCloses.inc({ code: oneOf(String(code), websocketCloseCodes) });
   }
 
+  /** A run opened its call to the workflow service; `inFlight` runs of its transport are held now. */
   runOpened(transport: Transport, inFlight: number): void {
     const label = { transport: transportLabels[transport] };
-    this.connections.inc(label);
-    this.connectionsOpen.inc(label);
+    this.callsOpened.inc(label);
+    this.callsOpen.inc(label);
     this.runsInFlight.set(label, inFlight);
   }
 
   /** A run ended; `inFlight` runs of its transport are held now. */
   runClosed(transport: Transport, inFlight: number): void {
     const label = { transport: transportLabels[transport] };
-    this.connectionsOpen.dec(label);
+    this.callsOpen.dec(label);
     this.runsInFlight.set(label, inFlight);
   }
 
@@ -493,11 +491,12 @@ export class Metrics {
     this.connectionErrors.inc({ transport: transportLabels[transport], error_type: oneOf(errorType, connectionErrorTypes) });
   }
 
-  sessionEnded(code: number, transport: Transport, durationS: number): void {
+  /** A run's call to the workflow service ended (longrun_sessions_total, after Workhorse's name). */
+  workflowCallEnded(code: number, transport: Transport, durationS: number): void {
     const name = oneOf(grpcCodeName(code), grpcCodeNames);
-    this.sessions.inc({ code: name });
-    if (code !== grpc.status.OK) this.sessionErrors.inc({ code: name });
-    this.sessionDuration.observe({ transport: transportLabels[transport] }, durationS);
+    this.workflowCalls.inc({ code: name });
+    if (code !== grpc.status.OK) this.workflowCallErrors.inc({ code: name });
+    this.workflowCallDuration.observe({ transport: transportLabels[transport] }, durationS);
   }
 
   teardown(transport: Transport, reason: EndReason, endedWhileStopping: boolean): void {
@@ -514,32 +513,32 @@ export class Metrics {
     this.observeRelayDuration(durationS);
   }
 
-  relayError(type: RelayErrorType): void {
-    this.relayErrors.inc({ type: oneOf(type, relayErrorTypes) });
+  relayError(type: string): void {
+    this.relayErrors.inc({ type: oneOf(type, this.words.relayErrorTypes) });
   }
 
   /** One runMCPTool call on a server; `durationS` when the server was called. */
-  mcpCall(kind: McpServerKind, result: McpCallResult, durationS?: number): void {
-    const serverKind = oneOf(kind, mcpServerKinds);
-    this.mcpCalls.inc({ server_kind: serverKind, result: oneOf(result, mcpCallResults) });
+  mcpCall(kind: string, result: string, durationS?: number): void {
+    const serverKind = oneOf(kind, this.words.mcpServerKinds);
+    this.mcpCalls.inc({ server_kind: serverKind, result: oneOf(result, this.words.mcpCallResults) });
     if (durationS !== undefined) this.mcpCallDuration.observe({ server_kind: serverKind }, durationS);
   }
 
-  mcpDiscoveryFailure(kind: McpServerKind, reason: McpDiscoveryFailure): void {
-    this.mcpDiscoveryFailures.inc({ server_kind: oneOf(kind, mcpServerKinds), reason: oneOf(reason, mcpDiscoveryFailures) });
+  mcpDiscoveryFailure(kind: string, reason: string): void {
+    this.mcpDiscoveryFailures.inc({ server_kind: oneOf(kind, this.words.mcpServerKinds), reason: oneOf(reason, this.words.mcpDiscoveryFailures) });
   }
 
   mcpDiscovery(durationS: number): void {
     this.mcpDiscoveryDuration.observe(durationS);
   }
 
-  lock(op: LockOp, result: LockResult): void {
-    this.lockOperations.inc({ op: oneOf(op, lockOps), result: oneOf(result, lockResults) });
+  lock(op: string, result: string): void {
+    this.lockOperations.inc({ op: oneOf(op, this.words.lockOps), result: oneOf(result, this.words.lockResults) });
   }
 
   /** One batch of lease work (lease-keeper.ts): how many leases, how long the store took. */
-  leaseBatch(op: LeaseBatchOp, leases: number, durationS: number): void {
-    const label = oneOf(op, leaseBatchOps);
+  leaseBatch(op: string, leases: number, durationS: number): void {
+    const label = oneOf(op, this.words.leaseBatchOps);
     this.leaseBatchDuration.observe({ op: label }, durationS);
     this.leaseBatchLeases.observe({ op: label }, leases);
   }
@@ -550,25 +549,25 @@ export class Metrics {
     this.stopAckDuration.observe({ outcome: label }, durationS);
   }
 
-  callback(result: CallbackResult): void {
-    this.callbacks.inc({ result: oneOf(result, callbackResults) });
+  callback(result: string): void {
+    this.callbacks.inc({ result: oneOf(result, this.words.callbackResults) });
   }
 
-  capRejection(cap: CapKind): void {
-    this.capRejections.inc({ cap: oneOf(cap, capKinds) });
+  capRejection(cap: string): void {
+    this.capRejections.inc({ cap: oneOf(cap, this.words.capKinds) });
   }
 
   /** An event written to one follow stream. */
-  followEvent(kind: FollowEventKind): void {
-    this.followEventTally.add(kind, () => ({ kind: oneOf(kind, followEventKinds) }));
+  followEvent(kind: string): void {
+    this.followEventTally.add(kind, () => ({ kind: oneOf(kind, this.words.followEventKinds) }));
   }
 
   /** A follow stream the gateway ended before idle. */
-  followerDropped(why: FollowDropReason): void {
-    this.followersDropped.inc({ why: oneOf(why, followDropReasons) });
+  followerDropped(why: string): void {
+    this.followersDropped.inc({ why: oneOf(why, this.words.followDropReasons) });
   }
 
-  redisEvent(connection: RedisConnection, event: RedisEvent): void {
-    this.redisEvents.inc({ connection, event });
+  redisEvent(connection: string, event: string): void {
+    this.redisEvents.inc({ connection: oneOf(connection, this.words.redisConnections), event: oneOf(event, this.words.redisEvents) });
   }
 }

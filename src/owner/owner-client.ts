@@ -11,7 +11,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { SegmentEnd } from '@longrun/client';
 import { Pool, util, type Dispatcher } from 'undici';
 import { GatewayError } from '../core/errors';
-import type { CallbackResult } from '../core/vocabulary';
+import type { CallbackResult } from './words';
 import { gitlabWorkhorseHeader, userAgent } from '../core/version';
 import { JwtSigner } from '../core/jwt';
 import { passedOnDenialHeaders } from './http-headers';
@@ -30,14 +30,14 @@ const PREAUTH_ANSWER_LIMIT = 4 * 1024 * 1024;
 const SEGMENT_END_ANSWER_LIMIT = 128 * 1024;
 
 /** 4 MiB − 4 KiB: a relayed body must fit, with its envelope, in one 4 MiB gRPC message. */
-export const RELAY_BODY_LIMIT = 4 * 1024 * 1024 - 4 * 1024;
+const RELAY_BODY_LIMIT = 4 * 1024 * 1024 - 4 * 1024;
 
 /**
  * The methods a runHTTPRequest may use (docs/spec.md §6). Anything else (CONNECT, TRACE, OPTIONS,
  * made-up methods) is answered with an error and never sent: the workflow service has no
  * use for them, and CONNECT or TRACE through an authenticated relay is an attack surface.
  */
-export const RELAY_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
+const RELAY_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
 const relayMethods: ReadonlySet<string> = new Set(RELAY_METHODS);
 
 export type { RelayAnswer, RelayResult } from './relay-call';

@@ -3,7 +3,7 @@
  * answered it (docs/spec.md §6): the owner's status, headers (canonical names,
  * relayedResponseHeaders) and body up to the cap, or the error text.
  */
-import type { RelayErrorType } from '../core/vocabulary';
+import type { RelayErrorType } from './words';
 import { relayedResponseHeaders } from './http-headers';
 import { networkErrorText } from './network-errors';
 import type { CallEnd } from './owner-call';
@@ -24,7 +24,7 @@ const ABORTED: RelayResult = Object.freeze({ ok: false, type: 'aborted', error: 
 const TIMED_OUT: RelayResult = Object.freeze({ ok: false, type: 'timeout', error: 'request timed out' });
 
 /** `buf` without a trailing, incomplete UTF-8 sequence (a body cut at the cap may end mid-character). */
-export function wholeCharacters(buf: Buffer): Buffer {
+function wholeCharacters(buf: Buffer): Buffer {
   let lead = buf.length - 1;
   while (lead >= 0 && buf.length - lead <= 3 && ((buf[lead] as number) & 0xc0) === 0x80) lead -= 1;
   if (lead < 0) return buf;

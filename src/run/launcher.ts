@@ -26,7 +26,8 @@ import type { McpConnector } from '../mcp/connector';
 import type { McpToolbox } from '../mcp/toolbox';
 import { TraceSpan, type TraceLink, type Tracing } from '../observability/tracing';
 import type { DuoWorkflowAuth } from '../owner/preauth';
-import { STOPS, type AcceptedOn, type StopReason } from '../core/vocabulary';
+import { STOPS, type StopReason } from './stop-reasons';
+import type { AcceptedOn } from './words';
 import type { ChannelPool } from '../workflow/channel-pool';
 import type { ClientEvent, StartWorkflowRequest } from '../workflow/contract';
 import { BillingStream } from '../workflow/billing-stream';
@@ -114,7 +115,7 @@ function clientGone(runId?: string): GatewayError {
   return new GatewayError('CLIENT_GONE', 'the caller hung up before the run started', { runId });
 }
 
-export function drainingError(runId?: string): GatewayError {
+function drainingError(runId?: string): GatewayError {
   return new GatewayError('DRAINING', 'this instance is shutting down; retry on another', { runId });
 }
 

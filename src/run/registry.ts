@@ -2,7 +2,8 @@
  * The runs in flight in this process: what /runs lists, what the detached cap counts
  * (pending admissions included) and what a drain stops.
  */
-import { STOPS, type EndReason, type StopReason, type Transport, type TransportLabel } from '../core/vocabulary';
+import type { EndReason, Transport, TransportLabel } from '../core/vocabulary';
+import { STOPS, type StopReason } from './stop-reasons';
 import type { FollowableRun } from './run-events';
 
 export interface RunInfo {

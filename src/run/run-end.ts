@@ -8,7 +8,8 @@ import type { Logger } from '../core/log';
 import type { Metrics } from '../observability/metrics';
 import type { TraceSpan } from '../observability/tracing';
 import type { OwnerClient } from '../owner/owner-client';
-import { segmentEndReason, type EndReason, type StopOutcome, type Transport } from '../core/vocabulary';
+import { segmentEndReason, type EndReason, type Transport } from '../core/vocabulary';
+import type { StopOutcome } from '../workflow/workflow-stream';
 import type { StreamEnd } from '../workflow/workflow-stream';
 import type { RunRegistry } from './registry';
 
@@ -49,7 +50,7 @@ export interface RunEndContext {
 export async function recordRunEnd(ctx: RunEndContext, log: () => Logger, run: RunEnd): Promise<void> {
   const { metrics } = ctx;
   metrics.runClosed(run.transport, ctx.registry.count(run.transport));
-  metrics.sessionEnded(run.end.code, run.transport, run.durationMs / 1000);
+  metrics.workflowCallEnded(run.end.code, run.transport, run.durationMs / 1000);
   metrics.teardown(run.transport, run.reason, run.endedWhileStopping);
   if (ctx.logger.isLevelEnabled('info')) {
     log().info(

@@ -6,7 +6,7 @@
  * entry each. A run that ends first is struck off (its entry emptied), not searched for.
  */
 
-import { STOPS, type StopReason } from '../core/vocabulary';
+import { STOPS, type StopReason } from './stop-reasons';
 
 /** What the limiter needs of a run: its stop, called with `run_limit` at the limit. */
 export interface LimitedRun {

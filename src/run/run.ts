@@ -1,5 +1,5 @@
 /**
- * A Run is one turn in flight: its workflow stream, its state, its timers and its
+ * A Run is one run in flight (docs/glossary.md): its call's stream, its state, its timers and its
  * teardown; what it holds in Redis (lock, lease, stop watch, record) is its coordination
  * (coordination/run-coordination.ts). Its life is one state field with guarded transitions:
  *
@@ -7,7 +7,7 @@
  *   starting | running ──stop(reason)──► stopping
  *   any ──the call ends──► ended                 (teardown, once; the end reason decided there)
  *
- * Every stop enters through `stop(reason)` (the StopReason union, vocabulary.ts), whoever
+ * Every stop enters through `stop(reason)` (the StopReason union, stop-reasons.ts), whoever
  * decides it: the run limits, the drain, the coordination (lock lost; the owner's stop
  * key seen by a renewal, the stop watcher or the check before an action), the caller's
  * adapter (gone or stalled), the launcher (the service never took the stream). A stop of
@@ -27,7 +27,9 @@ import type { TraceLink, TraceSpan, Tracing } from '../observability/tracing';
 import type { OwnerClient } from '../owner/owner-client';
 import type { RunCoordination } from '../coordination/run-coordination';
 import type { McpToolbox } from '../mcp/toolbox';
-import { STOPS, segmentEndReason, transportLabels, type EndReason, type StopOutcome, type StopReason, type Transport } from '../core/vocabulary';
+import { segmentEndReason, transportLabels, type EndReason, type Transport } from '../core/vocabulary';
+import type { StopOutcome } from '../workflow/workflow-stream';
+import { STOPS, type StopReason } from './stop-reasons';
 import type { Action, ClientEvent, StartWorkflowRequest } from '../workflow/contract';
 import type { BillingStream } from '../workflow/billing-stream';
 import { WorkflowStream, type CallHandle, type StreamEnd } from '../workflow/workflow-stream';

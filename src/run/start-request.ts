@@ -42,7 +42,7 @@ export function decodeStartRequest(body: Buffer): StartWorkflowRequest {
  * order, the client's first. An execute announces no client capability: its caller
  * executes nothing, and Workhorse's BuildHTTP clears the body's list (http_handler.go).
  */
-export const CLIENT_CAPABILITIES = [
+const CLIENT_CAPABILITIES = [
   'incremental_streaming',
   'shell_command',
   'read_file_chunked',
@@ -54,7 +54,7 @@ export const CLIENT_CAPABILITIES = [
   'read_file_image',
   'auto_mode',
 ] as const;
-export const SERVER_CAPABILITIES = [
+const SERVER_CAPABILITIES = [
   'advanced_search',
   'tool_call_approval',
   'tool_call_pattern_approval',

@@ -40,7 +40,7 @@ import type { AuthorizedStart, Launcher, SessionRun } from '../run/launcher';
 import { ClientRun, type ClientRunSettings, type Connection, type ParkedRuns } from './client-run';
 import { parseJsonBody } from '../core/json-body';
 import { authorizeStartRequest } from '../run/start-request';
-import { STOPS, type StopReason } from '../core/vocabulary';
+import { STOPS, type StopReason } from '../run/stop-reasons';
 import { messageTypes, type ClientEvent, type DecodedClientEvent, type StartWorkflowRequest } from '../workflow/contract';
 import { MAX_JSON_DEPTH, decodeProtoJson } from '../workflow/protojson';
 import { HEARTBEAT_FLOOD, NORMAL, NO_START, RUN_UNREACHABLE, SERVICE_RESTART, closeForRefusal, closeForRunEnd, invalidRequest, type Close } from './close-codes';

@@ -28,7 +28,7 @@ import { WebSocketConnection, type SessionSettings } from './connection';
 
 export const WEBSOCKET_PATH = '/api/v4/ai/duo_workflows/ws';
 /** The largest frame a client may send (a startRequest is at most what an execute body is). */
-export const MAX_FRAME_BYTES = 4 * 1024 * 1024;
+const MAX_FRAME_BYTES = 4 * 1024 * 1024;
 
 /**
  * The route's plain-HTTP side, for the main listener (src/http/main-app.ts `routes`): it

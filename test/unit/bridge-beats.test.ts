@@ -13,6 +13,7 @@ import type { BridgeHeader, BridgeMessage, BridgeTransport } from '../../src/web
 import type { CoordinationBackend } from '../../src/coordination/backend';
 import { createLogger } from '../../src/core/log';
 import { Metrics } from '../../src/observability/metrics';
+import { metricWords } from '../../src/metric-words';
 
 function fakeTransport(replicaId: string): BridgeTransport & { sent: Array<{ to: string; header: BridgeHeader }>; deliver(message: BridgeMessage): void; reachable: boolean } {
   let handler: (message: BridgeMessage) => void = () => undefined;
@@ -38,7 +39,7 @@ describe('beats', () => {
       transport,
       backend: {} as CoordinationBackend,
       parked: new Map(),
-      metrics: new Metrics({ defaultMetrics: false }),
+      metrics: new Metrics(metricWords, { defaultMetrics: false }),
       logger: createLogger('error'),
       settings: { beatMs: 20, deadAfterMs: 10_000, claimTimeoutMs: 10_000, stallMs: 10_000 },
     });
@@ -91,7 +92,7 @@ describe('a bridge and the holder’s view of it', () => {
       transport,
       backend: {} as CoordinationBackend,
       parked: parked as never,
-      metrics: new Metrics({ defaultMetrics: false }),
+      metrics: new Metrics(metricWords, { defaultMetrics: false }),
       logger: createLogger('silent'),
       settings,
     });

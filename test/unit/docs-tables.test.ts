@@ -19,6 +19,7 @@ import { errorCatalog, type ErrorCode } from '../../src/core/errors';
 import { fromRoot } from '../../src/core/paths';
 import { errorStatus, retryAfterOf } from '../../src/http/error-status';
 import { Metrics } from '../../src/observability/metrics';
+import { metricWords } from '../../src/metric-words';
 import { removeSecretFile, writeSecretFile } from '../helpers/secret';
 
 const doc = (name: string): string => readFileSync(fromRoot('docs', name), 'utf8');
@@ -111,7 +112,7 @@ describe("docs/operating.md's metric tables against the registry", () => {
   const documented = rowsByName(tables, /longrun_[a-z0-9_]+/);
 
   it('list every metric the gateway exposes, with its type and labels, and no other', async () => {
-    const metrics = new Metrics({ defaultMetrics: false });
+    const metrics = new Metrics(metricWords, { defaultMetrics: false });
     const exposed = await metrics.registry.getMetricsAsJSON();
     expect(exposed.length).toBeGreaterThan(40);
     expect([...documented.keys()].sort()).toEqual(exposed.map((m) => m.name).sort());

@@ -10,6 +10,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { request } from 'undici';
 import { createLogger } from '../../src/core/log';
 import { Metrics } from '../../src/observability/metrics';
+import { metricWords } from '../../src/metric-words';
 import { WORKHORSE_ISSUER, signOwnerJwt, verifyJwt } from '../../src/core/jwt';
 import { McpConnector } from '../../src/mcp/connector';
 import { OWNER_OAUTH_TOKEN } from '../../sandbox/owner-sim';
@@ -155,7 +156,7 @@ describe('discovery at the run start', () => {
   });
 });
 
-describe('icons and annotations (CONTRACT.md McpTool.icons = 4, annotations = 5)', () => {
+describe('icons and annotations (proto/contract.proto McpTool.icons = 4, annotations = 5)', () => {
   const protoCarries = (field: string): boolean => messageTypes.StartWorkflowRequest.lookupType('McpTool').fields[field] !== undefined;
 
   it('are mapped from the listing to the contract names', async () => {
@@ -166,7 +167,7 @@ describe('icons and annotations (CONTRACT.md McpTool.icons = 4, annotations = 5)
       jwtRefreshMs: 30_000,
       callTimeoutMs: 5_000,
       allowPrivate: true,
-      metrics: new Metrics({ defaultMetrics: false }),
+      metrics: new Metrics(metricWords, { defaultMetrics: false }),
       logger: createLogger('silent'),
     });
     const toolbox = await connector.open({ servers: { sim: { URL: mcp.url } }, token: '', workflowId: '1', requestId: 'r' }, 5_000);
@@ -185,7 +186,7 @@ describe('icons and annotations (CONTRACT.md McpTool.icons = 4, annotations = 5)
     expect(mcp.deletes).toHaveLength(1);
   });
 
-  // proto/contract.proto declares McpTool.icons (CONTRACT.md): without it the encoder would
+  // proto/contract.proto declares McpTool.icons (the real contract has it): without it the encoder would
   // drop the field and the service could not receive it, so dropping it fails here.
   it('reach the workflow service', async () => {
     expect(protoCarries('icons'), 'proto/contract.proto declares McpTool.icons').toBe(true);

@@ -14,6 +14,7 @@ import { RunCoordination } from '../../src/coordination/run-coordination';
 import { RunSnapshot } from '../../src/coordination/run-snapshot';
 import { StopWatcher } from '../../src/coordination/stop-watcher';
 import { Metrics } from '../../src/observability/metrics';
+import { metricWords } from '../../src/metric-words';
 
 const TTL_MS = 600;
 
@@ -45,7 +46,7 @@ async function start() {
   const snapshot = new RunSnapshot('run-1', 'replica-1', 'detached');
   expect(await backend.acquire('wf', 'token', TTL_MS)).toBe(true);
   const coordination = new RunCoordination(
-    { backend, leases, stopWatcher, metrics: new Metrics({ defaultMetrics: false }), leaseTtlMs: TTL_MS },
+    { backend, leases, stopWatcher, metrics: new Metrics(metricWords, { defaultMetrics: false }), leaseTtlMs: TTL_MS },
     'wf',
     snapshot,
     { token: 'token', acquiredAt: Date.now() },

@@ -38,14 +38,14 @@ export {
   segmentEndReasons,
   followEventKinds,
   storeFences,
-    type AcceptedOn,
+  type AcceptedOn,
   type FinalSegmentEndReason,
   type InFlightKind,
   type ResumableSegmentEndReason,
   type SegmentEndReason,
   type FollowEventKind,
   type StoreFence,
-  } from './vocabulary';
+} from './vocabulary';
 export type { FollowEvent, FollowOptions } from './follow';
 export type * from './contract';
 export { version } from './version';

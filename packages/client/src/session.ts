@@ -29,7 +29,7 @@
  * Only `ws` and the contract's message types (contract.ts).
  */
 import WebSocket from 'ws';
-import type { ActionResponseMember, StartWorkflowRequest } from './contract';
+import type { ActionResponseMember, ClientEvent, StartWorkflowRequest } from './contract';
 import { fencedStartOf, type FencedStart } from './store-fence';
 import type { StoreFence } from './vocabulary';
 
@@ -234,7 +234,7 @@ export class LongrunSession {
     return resume;
   }
 
-  private send(event: unknown): boolean {
+  private send(event: ClientEvent): boolean {
     const ws = this.ws;
     if (this.state !== 'open' || !ws || ws.readyState !== WebSocket.OPEN) return false;
     ws.send(JSON.stringify(event));

@@ -1,9 +1,9 @@
 /**
  * The words the gateway and the client share on the wire (docs/spec.md §3b, §6): why a
  * segment ended, what an action still in flight was, how a start was accepted. Each is an
- * `as const` list with its type derived. The gateway keeps the same lists in its own
- * src/core/vocabulary.ts (it loads no client code at run time) and its compiler checks
- * them against the types here, both ways.
+ * `as const` list with its type derived. The gateway keeps the same lists beside the code
+ * that owns them (src/core/vocabulary.ts, src/run/words.ts, src/follow/words.ts: it loads no
+ * client code at run time) and its compiler checks them against the types here, both ways.
  */
 
 /**

@@ -24,7 +24,7 @@ import type { TraceLink } from '../../observability/tracing';
 import { HolderLink } from './holder-link';
 import { LinkSender } from './link-sender';
 import type { BridgeHeader, BridgeMessage, BridgeTransport, LinkEnv } from './protocol';
-import type { BridgeBreakWhy } from '../../core/vocabulary';
+import type { BridgeBreakWhy } from '../words';
 import { SocketLink, type BridgedSocket } from './socket-link';
 
 export interface BridgeSettings {

@@ -1,0 +1,36 @@
+/**
+ * The coordination store's word lists (docs/spec.md §5, §7): what its lock operations,
+ * lease batches and Redis connections are labelled with in metrics and logs. The Redis
+ * connection words go to src/redis/ once Redis has its own folder there.
+ */
+
+/** Lock operations and their results; only the pairs in `lockOutcomes` happen. */
+export const lockOps = ['acquire', 'renew', 'release'] as const;
+export type LockOp = (typeof lockOps)[number];
+/**
+ * `fenced`: refused, the store having lost its data moments ago (store-fence.lua);
+ * `reasserted`: a lock the store had lost re-created by its holder's renewal.
+ */
+export const lockResults = ['ok', 'taken', 'lost', 'error', 'fenced', 'reasserted'] as const;
+export type LockResult = (typeof lockResults)[number];
+export const lockOutcomes: ReadonlyArray<readonly [LockOp, LockResult]> = [
+  ['acquire', 'ok'],
+  ['acquire', 'taken'],
+  ['acquire', 'fenced'],
+  ['acquire', 'error'],
+  ['renew', 'ok'],
+  ['renew', 'reasserted'],
+  ['renew', 'lost'],
+  ['renew', 'error'],
+  ['release', 'ok'],
+  ['release', 'error'],
+];
+
+/** What the lease keeper batches: renewals each tick, releases each turn of the event loop. */
+export const leaseBatchOps = ['renew', 'release'] as const;
+
+/** The coordination store's connections and what they report. */
+export const redisConnections = ['commands', 'subscriber'] as const;
+export type RedisConnection = (typeof redisConnections)[number];
+export const redisEvents = ['ready', 'error', 'reconnecting', 'end'] as const;
+export type RedisEvent = (typeof redisEvents)[number];
