@@ -36,7 +36,7 @@ export const SANDBOX_ACTOR = '1';
 
 /** Starts the simulators and returns the gateway's Config pointing at them. */
 export async function startSandbox(config: EnvConfig): Promise<Sandbox> {
-  const secret = config.secret ?? randomBytes(32);
+  const secret = config.owner.secret ?? randomBytes(32);
   // Nobody asserts on what a sandbox records: a short history keeps one left running for days flat.
   const workflow = await WorkflowServiceSimulator.start({ host: '127.0.0.1', recordLimit: SANDBOX_RECORD_LIMIT });
   const owner = await OwnerServiceSimulator.start({
@@ -53,7 +53,7 @@ export async function startSandbox(config: EnvConfig): Promise<Sandbox> {
   const ownerUrl = new URL(owner.url);
   return {
     // The sandbox's relays go to its owner too (LONGRUN_RELAY_URL is refused with it).
-    config: { ...config, ownerUrl, relayUrl: ownerUrl, secret },
+    config: { ...config, owner: { ...config.owner, url: ownerUrl, relayUrl: ownerUrl, secret } },
     owner,
     workflow,
     routes: chatRoutes(runs),

@@ -9,7 +9,8 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { RequestHandler } from 'express';
-import type { Config, ListenAddress } from './config';
+import type { Config } from './config';
+import type { ListenAddress } from './http/settings';
 import { drain } from './drain';
 import { createLogger, type Logger } from './core/log';
 import { Metrics } from './observability/metrics';
@@ -52,7 +53,7 @@ export interface GatewayOptions {
    */
   sandboxRoutes?: RequestHandler;
   /**
-   * Spans go here instead of where config.tracing says (tests: a tracer on the SDK's
+   * Spans go here instead of where config.observability.tracing says (tests: a tracer on the SDK's
    * in-memory exporter). The gateway does not close it.
    */
   tracing?: Tracing;
@@ -153,12 +154,13 @@ async function closeAll(closables: Closable[], withinMs: number): Promise<'close
 }
 
 function connectBackend(config: Config, metrics: Metrics, logger: Logger, onReconnected: () => void): CoordinationBackend {
-  if (!config.redis) return new MemoryBackend();
+  const { redis } = config;
+  if (!redis.target) return new MemoryBackend();
   // The backend logs each outage and each (re)connection once; every event is counted.
-  return new RedisBackend(config.redis, {
-    commandTimeoutMs: config.redisCommandTimeoutMs,
-    connectTimeoutMs: config.redisConnectTimeoutMs,
-    configureNotifications: config.redisConfigureNotifications,
+  return new RedisBackend(redis.target, {
+    commandTimeoutMs: redis.commandTimeoutMs,
+    connectTimeoutMs: redis.connectTimeoutMs,
+    configureNotifications: config.coordination.configureNotifications,
     logger,
     onEvent: (connection, event) => {
       metrics.redisEvent(connection, event);
@@ -173,11 +175,11 @@ function connectBackend(config: Config, metrics: Metrics, logger: Logger, onReco
  * pong timeout counts as gone, and a claim waits as long (at least a second, at most ten).
  */
 function connectBridges(config: Config, backend: CoordinationBackend, parked: ParkedRuns, metrics: Metrics, logger: Logger): Bridges {
-  const redis = config.redis as NonNullable<Config['redis']>;
-  const transport = new RedisInbox(redis, config.replicaId, {
-    commandTimeoutMs: config.redisCommandTimeoutMs,
-    connectTimeoutMs: config.redisConnectTimeoutMs,
-    ttlMs: Math.max(60_000, 2 * config.wsPongTimeoutMs),
+  const { redis, websocket } = config;
+  const transport = new RedisInbox(redis.target as NonNullable<Config['redis']['target']>, config.replicaId, {
+    commandTimeoutMs: redis.commandTimeoutMs,
+    connectTimeoutMs: redis.connectTimeoutMs,
+    ttlMs: Math.max(60_000, 2 * websocket.pongTimeoutMs),
   });
   return new Bridges({
     transport,
@@ -186,10 +188,10 @@ function connectBridges(config: Config, backend: CoordinationBackend, parked: Pa
     metrics,
     logger,
     settings: {
-      beatMs: Math.min(config.wsPingMs, 1_000),
-      deadAfterMs: config.wsPongTimeoutMs,
-      claimTimeoutMs: Math.min(10_000, Math.max(1_000, config.wsPongTimeoutMs)),
-      stallMs: config.wsWriteTimeoutMs,
+      beatMs: Math.min(websocket.pingMs, 1_000),
+      deadAfterMs: websocket.pongTimeoutMs,
+      claimTimeoutMs: Math.min(10_000, Math.max(1_000, websocket.pongTimeoutMs)),
+      stallMs: websocket.writeTimeoutMs,
     },
   });
 }
@@ -199,13 +201,14 @@ function connectBridges(config: Config, backend: CoordinationBackend, parked: Pa
  * or this process's memory without it. A log lives one announcement TTL past its last use.
  */
 function followLogOf(config: Config, logger: Logger): FollowLog {
-  const settings = { ttlMs: INTEREST_TTL_MS, backlog: config.followBacklogEvents };
-  if (!config.redis) return new MemoryFollowLog(settings);
+  const { redis } = config;
+  const settings = { ttlMs: INTEREST_TTL_MS, backlog: config.follow.backlogEvents };
+  if (!redis.target) return new MemoryFollowLog(settings);
   let warned = false;
   return new RedisFollowLog(
-    config.redis,
+    redis.target,
     config.replicaId,
-    { ...settings, commandTimeoutMs: config.redisCommandTimeoutMs, connectTimeoutMs: config.redisConnectTimeoutMs },
+    { ...settings, commandTimeoutMs: redis.commandTimeoutMs, connectTimeoutMs: redis.connectTimeoutMs },
     // The coordination backend logs each outage; this connection's errors are said once.
     (err) => {
       if (!warned) logger.warn({ err: err.message }, 'follow log: redis connection error (follow streams answer 503 until it heals)');
@@ -258,8 +261,8 @@ export class Gateway {
   static async start(config: Config, options: GatewayOptions = {}): Promise<Gateway> {
     const logger = options.logger ?? createLogger(config.logLevel);
     const metrics = options.metrics ?? new Metrics(metricWords);
-    metrics.maxDetachedRuns.set(config.maxDetachedRuns);
-    metrics.maxWsSessions.set(config.maxWsSessions);
+    metrics.maxDetachedRuns.set(config.run.maxDetachedRuns);
+    metrics.maxWsSessions.set(config.websocket.maxSessions);
     const closables: Closable[] = [];
     const own = <T extends object>(name: string, part: T, close: (part: T) => Promise<void> | void, destroy?: (part: T) => void): T => {
       closables.push({ name, close: () => close(part), ...(destroy ? { destroy: () => destroy(part) } : {}) });
@@ -273,39 +276,30 @@ export class Gateway {
         options.tracing ??
         own(
           'tracing',
-          startTracing(config.tracing, { metrics, logger, instanceId: config.replicaId }),
+          startTracing(config.observability.tracing, { metrics, logger, instanceId: config.replicaId }),
           (t) => t.close(TRACE_FLUSH_MS),
           (t) => void t.close(0),
         );
-      const registry = new RunRegistry(config.maxDetachedRuns);
+      const registry = new RunRegistry(config.run.maxDetachedRuns);
       const owner = own(
         'owner client',
         new OwnerClient({
-          ownerUrl: config.ownerUrl,
-          relayUrl: config.relayUrl,
-          secret: config.secret,
-          preauthTimeoutMs: config.preauthTimeoutMs,
-          relayTimeoutMs: config.relayTimeoutMs,
-          connections: config.ownerConnections,
-          callbackAttempts: config.callbackAttempts,
-          callbackTimeoutMs: config.callbackTimeoutMs,
-          callbackConcurrency: config.callbackConcurrency,
-          jwtRefreshMs: config.jwtRefreshMs,
+          ownerUrl: config.owner.url,
+          relayUrl: config.owner.relayUrl,
+          secret: config.owner.secret,
+          preauthTimeoutMs: config.owner.preauthTimeoutMs,
+          relayTimeoutMs: config.owner.relayTimeoutMs,
+          connections: config.owner.connections,
+          callbackAttempts: config.owner.callbackAttempts,
+          callbackTimeoutMs: config.owner.callbackTimeoutMs,
+          callbackConcurrency: config.owner.callbackConcurrency,
+          jwtRefreshMs: config.owner.jwtRefreshMs,
           tracing,
         }),
         (o) => o.close(),
         (o) => o.destroy(),
       );
-      const channels = own(
-        'channel pool',
-        new ChannelPool({
-          streamsPerConnection: config.grpcStreamsPerConnection,
-          keepaliveTimeMs: config.grpcKeepaliveTimeMs,
-          keepaliveTimeoutMs: config.grpcKeepaliveTimeoutMs,
-          keepaliveWithoutCalls: config.grpcKeepaliveWithoutCalls,
-        }),
-        (c) => c.close(),
-      );
+      const channels = own('channel pool', new ChannelPool(config.workflow), (c) => c.close());
       const backend = own(
         'coordination backend',
         // Every lease is renewed as soon as Redis is back (LeaseKeeper.renewAll).
@@ -316,11 +310,11 @@ export class Gateway {
       const mcp = own(
         'mcp connector',
         new McpConnector({
-          ownerUrl: config.ownerUrl,
-          secret: config.secret,
-          jwtRefreshMs: config.jwtRefreshMs,
-          callTimeoutMs: config.mcpTimeoutMs,
-          allowPrivate: config.mcpAllowPrivate,
+          ownerUrl: config.owner.url,
+          secret: config.owner.secret,
+          jwtRefreshMs: config.owner.jwtRefreshMs,
+          callTimeoutMs: config.mcp.callTimeoutMs,
+          allowPrivate: config.mcp.allowPrivate,
           metrics,
           logger,
           tracing,
@@ -336,30 +330,30 @@ export class Gateway {
       leases = own(
         'lease keeper',
         new LeaseKeeper(backend, {
-          ttlMs: config.leaseTtlMs,
+          ttlMs: config.coordination.leaseTtlMs,
           onBatch: (op, count, seconds) => metrics.leaseBatch(op, count, seconds),
           onLate: () => metrics.lateRenewals.inc(),
         }),
         (k) => k.close(),
       );
-      const stopWatcher = own('stop watcher', new StopWatcher(backend, config.stopPollMs), (w) => w.close());
+      const stopWatcher = own('stop watcher', new StopWatcher(backend, config.coordination.stopPollMs), (w) => w.close());
       const callbackBudget = new AbortController();
       // Every callback in flight (at most callbackConcurrency, each request or retry wait
       // with one abort listener) and the waiting line (one) listen to this signal: more than
       // Node's default of 10 is the design, not a leak, and would be warned about on every
       // drain. Past this bound the warning still means what it says.
-      setMaxListeners(config.callbackConcurrency + 1, callbackBudget.signal);
-      const stopReasons = new StopReasons(config.workflowInfraStopReasons);
+      setMaxListeners(config.owner.callbackConcurrency + 1, callbackBudget.signal);
+      const stopReasons = new StopReasons(config.run.workflowInfraStopReasons);
       // Said once: an operator reading why a run limit sent WORKHORSE_SERVER_SHUTDOWN finds it here.
-      logger.info({ service_allowlist: config.workflowInfraStopReasons, ...stopReasons.infraWords }, 'stop words in force (LONGRUN_WORKFLOW_INFRA_STOP_REASONS)');
+      logger.info({ service_allowlist: config.run.workflowInfraStopReasons, ...stopReasons.infraWords }, 'stop words in force (LONGRUN_WORKFLOW_INFRA_STOP_REASONS)');
       // The lease keeper gives a renewal up after TTL/6 (lease-keeper.ts): a Redis command allowed longer is given up before its own deadline.
-      if (config.redis && config.redisCommandTimeoutMs >= config.leaseTtlMs / 6) {
+      if (config.redis.target && config.redis.commandTimeoutMs >= config.coordination.leaseTtlMs / 6) {
         logger.warn(
-          { redis_command_timeout_ms: config.redisCommandTimeoutMs, lease_ttl_ms: config.leaseTtlMs },
+          { redis_command_timeout_ms: config.redis.commandTimeoutMs, lease_ttl_ms: config.coordination.leaseTtlMs },
           'LONGRUN_REDIS_COMMAND_TIMEOUT_MS is not under LONGRUN_LEASE_TTL_MS / 6: the lease keeper gives a renewal up before Redis would time it out, and sends it again meanwhile (docs/configuration.md)',
         );
       }
-      const runLimits = own('run limits', new RunLimits(config.runLimitMs), (l) => l.close());
+      const runLimits = own('run limits', new RunLimits(config.run.runLimitMs), (l) => l.close());
       const isDraining = (): boolean => gateway?.state !== 'serving';
       const follow = own(
         'follow',
@@ -369,32 +363,21 @@ export class Gateway {
           backend,
           metrics,
           replicaId: config.replicaId,
-          settings: {
-            idleMs: config.followIdleMs,
-            keepaliveMs: config.followKeepaliveMs,
-            bufferBytes: config.followBufferBytes,
-            maxFollowers: config.maxFollowers,
-            maxFollowersPerWorkflow: config.maxFollowersPerWorkflow,
-          },
+          settings: config.follow,
         }),
         (w) => w.close(),
       );
-      const launcher = new Launcher({
-        config,
+      const launcher = new Launcher(config.run, {
+        coordination: { backend, leases, stopWatcher, metrics, leaseTtlMs: config.coordination.leaseTtlMs },
         channels,
         mcp,
+        mcpDiscoveryTimeoutMs: config.mcp.discoveryTimeoutMs,
         isDraining,
         owner,
         metrics,
         logger,
         registry,
-        backend,
-        leases,
-        stopWatcher,
         replicaId: config.replicaId,
-        stopAckTimeoutMs: config.stopAckTimeoutMs,
-        leaseTtlMs: config.leaseTtlMs,
-        callerStallMs: config.callerStallMs,
         runLimits,
         stopReasons,
         callbackSignal: callbackBudget.signal,
@@ -406,16 +389,17 @@ export class Gateway {
         owner,
         metrics,
         logger,
-        keepaliveMs: config.keepaliveMs,
-        secret: config.secret,
+        keepaliveMs: config.http.keepaliveMs,
+        secret: config.owner.secret,
         backend,
-        stopKeyTtlMs: config.stopKeyTtlMs,
+        stopKeyTtlMs: config.coordination.stopKeyTtlMs,
         sandboxRoutes: options.sandboxRoutes,
         routes: [websocketHttpRoutes(logger), followRoutes({ follow, owner, checkServing: () => launcher.checkServing(), logger })],
         tracing,
       });
       const parked: ParkedRuns = new Map();
-      const bridges = config.redis && config.wsResumeWindowMs > 0 ? own('bridges', connectBridges(config, backend, parked, metrics, logger), (b) => b.close()) : undefined;
+      const bridges =
+        config.redis.target && config.websocket.resumeWindowMs > 0 ? own('bridges', connectBridges(config, backend, parked, metrics, logger), (b) => b.close()) : undefined;
       const websockets = new WebSocketRoute({
         launcher,
         owner,
@@ -423,22 +407,22 @@ export class Gateway {
         logger,
         tracing,
         settings: {
-          pingMs: config.wsPingMs,
-          pongTimeoutMs: config.wsPongTimeoutMs,
-          writeTimeoutMs: config.wsWriteTimeoutMs,
-          closeTimeoutMs: config.wsCloseTimeoutMs,
-          startTimeoutMs: config.wsStartTimeoutMs,
-          resumeWindowMs: config.wsResumeWindowMs,
-          backlogBytes: config.wsBacklogBytes,
-          backlogBudget: new BacklogBudget(config.wsBacklogBudgetBytes),
+          pingMs: config.websocket.pingMs,
+          pongTimeoutMs: config.websocket.pongTimeoutMs,
+          writeTimeoutMs: config.websocket.writeTimeoutMs,
+          closeTimeoutMs: config.websocket.closeTimeoutMs,
+          startTimeoutMs: config.websocket.startTimeoutMs,
+          resumeWindowMs: config.websocket.resumeWindowMs,
+          backlogBytes: config.websocket.backlogBytes,
+          backlogBudget: new BacklogBudget(config.websocket.backlogBudgetBytes),
         },
-        maxSessions: config.maxWsSessions,
-        allowedOrigins: config.wsAllowedOrigins,
-        trustForwardedHost: config.trustForwardedHost,
+        maxSessions: config.websocket.maxSessions,
+        allowedOrigins: config.websocket.allowedOrigins,
+        trustForwardedHost: config.websocket.trustForwardedHost,
         parked,
         bridges,
       });
-      const mainServer = own('main listener', await listen(mainListener, config.listen), closeServer, (server) => server.closeAllConnections());
+      const mainServer = own('main listener', await listen(mainListener, config.http.listen), closeServer, (server) => server.closeAllConnections());
       mainServer.on('upgrade', (req: http.IncomingMessage, socket: Duplex, head: Buffer) => websockets.handleUpgrade(req, socket, head));
       // Long runs: no request or header timeouts on streaming responses.
       mainServer.requestTimeout = 0;
@@ -446,7 +430,7 @@ export class Gateway {
       mainServer.keepAliveTimeout = 5_000;
       const opsServer = own(
         'ops listener',
-        await listen(createOpsApp({ metrics, registry, isDraining, followersOf: (id) => follow.followersOf(id) }), config.opsListen),
+        await listen(createOpsApp({ metrics, registry, isDraining, followersOf: (id) => follow.followersOf(id) }), config.http.opsListen),
         closeServer,
         (server) => server.closeAllConnections(),
       );
@@ -506,7 +490,19 @@ export class Gateway {
    */
   drain(): Promise<void> {
     if (this.state === 'serving') this.state = 'draining';
-    this.draining ??= drain({ ...this.parts, close: (timeoutMs) => this.close(timeoutMs) });
+    const { config, logger, metrics, registry, websockets, follow, callbackBudget, tracing } = this.parts;
+    this.draining ??= drain({
+      settings: config.drain,
+      stopAckTimeoutMs: config.run.stopAckTimeoutMs,
+      logger,
+      metrics,
+      registry,
+      websockets,
+      follow,
+      callbackBudget,
+      tracing,
+      close: (timeoutMs) => this.close(timeoutMs),
+    });
     return this.draining;
   }
 

@@ -6,7 +6,8 @@
  * with an owner loads none of it. With arguments it runs a command instead (cli/commands.ts:
  * `longrun store mark`), loaded only then.
  */
-import { ConfigError, gatewayConfig, loadConfig, type Config, type EnvConfig } from './config';
+import { gatewayConfig, loadConfig, type Config, type EnvConfig } from './config';
+import { ConfigError } from './core/env';
 import { Gateway } from './gateway';
 import { createLogger, scrubLine } from './core/log';
 import type { Sandbox } from '../sandbox/sandbox';
@@ -62,7 +63,7 @@ async function main(): Promise<void> {
         logger.flush();
         process.exit(0);
       },
-      config.shutdownDelayMs + config.drainTimeoutMs + EXIT_GRACE_MS,
+      config.drain.shutdownDelayMs + config.drain.timeoutMs + EXIT_GRACE_MS,
     ).unref();
     void gateway
       .drain()

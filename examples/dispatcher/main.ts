@@ -70,7 +70,7 @@ async function main(): Promise<void> {
   const gateway = await Gateway.start(config, { logger: createLogger('error') });
   print(`gateway at ${gateway.mainUrl} (run limit ${RUN_LIMIT_MS} ms), owner at ${sandbox.owner.url}, workflow service at ${sandbox.workflow.address}`);
 
-  const client = new LongrunClient({ url: gateway.mainUrl, secret: config.secret });
+  const client = new LongrunClient({ url: gateway.mainUrl, secret: config.owner.secret });
   const dispatcher = new Dispatcher({
     client,
     redisUrl: redis.url,
@@ -80,7 +80,7 @@ async function main(): Promise<void> {
     lostConfirmMs: 1_000,
     onEvent: (event) => print(describe(event)),
   });
-  sandbox.owner.use(segmentEndRoute(dispatcher, config.secret));
+  sandbox.owner.use(segmentEndRoute(dispatcher, config.owner.secret));
   await dispatcher.ready();
 
   const turns: Record<string, Step[]> = {

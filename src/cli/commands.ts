@@ -7,7 +7,8 @@
  * Exit status: 0 done; 1 an error (a bad or missing variable, Redis unreachable or failing);
  * 2 a usage error; 3 refused (nothing was changed).
  */
-import { ConfigError, loadRedisConfig } from '../config';
+import { ConfigError } from '../core/env';
+import { readRedisSettings } from '../redis/settings';
 import { scrubLine } from '../core/log';
 import { StoreMarkError, markNewStore, type PrimaryMark, type StoreMarkResult } from '../coordination/store-mark';
 
@@ -38,19 +39,19 @@ async function storeMark(env: NodeJS.ProcessEnv, io: CommandOutput): Promise<num
   const say = (text: string): void => void io.err.write(`longrun store mark: ${scrubLine(text)}\n`);
   let config;
   try {
-    config = loadRedisConfig(env);
+    config = readRedisSettings(env);
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
     say(err.message);
     return exitCodes.error;
   }
-  if (!config.redis) {
+  if (!config.target) {
     say('LONGRUN_REDIS_URL is not set: the gateway then keeps its locks in its own process, and there is no store to mark');
     return exitCodes.error;
   }
   let result: StoreMarkResult;
   try {
-    result = await markNewStore(config.redis, { connectTimeoutMs: config.redisConnectTimeoutMs, commandTimeoutMs: Math.max(config.redisCommandTimeoutMs, 5_000) });
+    result = await markNewStore(config.target, { connectTimeoutMs: config.connectTimeoutMs, commandTimeoutMs: Math.max(config.commandTimeoutMs, 5_000) });
   } catch (err) {
     if (!(err instanceof StoreMarkError)) throw err;
     say(err.message);

@@ -23,6 +23,7 @@ import { Interest } from './interest';
 import type { Announcement, LogRead, FollowLog } from './log';
 import { FollowPublisher } from './publisher';
 import { Follower, type FollowSink } from './follower';
+import type { FollowSettings } from './settings';
 
 /** How often a replica announces its followers (and keeps their logs). */
 const ANNOUNCE_MS = 2_000;
@@ -38,14 +39,6 @@ const QUIET_MS = 15_000;
 const SUBSCRIBE_TIMEOUT_MS = 5_000;
 /** Workflows per announcement message. */
 const ANNOUNCE_CHUNK = 500;
-
-export interface FollowSettings {
-  idleMs: number;
-  keepaliveMs: number;
-  bufferBytes: number;
-  maxFollowers: number;
-  maxFollowersPerWorkflow: number;
-}
 
 export interface FollowDeps {
   log: FollowLog;

@@ -16,10 +16,15 @@ import type { HeldLock } from '../coordination/lease';
 import { RunCoordination, type CoordinationDeps } from '../coordination/run-coordination';
 import { RunSnapshot } from '../coordination/run-snapshot';
 import { transportLabels, type Transport } from '../core/vocabulary';
+import type { Metrics } from '../observability/metrics';
 import type { RunRegistry } from './registry';
 
-export interface AdmissionDeps extends CoordinationDeps {
+export interface AdmissionDeps {
+  /** What a run holds in Redis is made with these; lock operations are counted in its metrics. */
+  coordination: CoordinationDeps;
   registry: RunRegistry;
+  /** The caps' refusals. */
+  metrics: Metrics;
   logger: Logger;
   replicaId: string;
   maxRunsPerActor: number;
@@ -69,7 +74,7 @@ export async function reserve(want: AdmissionRequest, deps: AdmissionDeps): Prom
   try {
     const lock = detached || want.lockConcurrentFlow ? await takeLock(want, detached ? 'required' : 'best_effort', deps) : undefined;
     const snapshot = new RunSnapshot(randomUUID(), deps.replicaId, transportLabels[want.transport]);
-    return new RunCoordination(deps, want.workflowId, snapshot, lock, slot ? deps.registry : undefined);
+    return new RunCoordination(deps.coordination, want.workflowId, snapshot, lock, slot ? deps.registry : undefined);
   } catch (err) {
     if (slot) deps.registry.releaseDetached();
     throw err;
@@ -83,6 +88,7 @@ export async function reserve(want: AdmissionRequest, deps: AdmissionDeps): Prom
  */
 async function takeLock(want: AdmissionRequest, mode: 'required' | 'best_effort', deps: AdmissionDeps): Promise<HeldLock | undefined> {
   const { workflowId, actorId } = want;
+  const { backend, leaseTtlMs, metrics: lockMetrics } = deps.coordination;
   // 122 random bits; randomUUID draws from a cached pool, randomBytes calls into OpenSSL each time.
   const token = randomUUID();
   const acquiredAt = Date.now();
@@ -90,42 +96,42 @@ async function takeLock(want: AdmissionRequest, mode: 'required' | 'best_effort'
   // Fire and forget: a stalled store must not delay the refusal; the command runs after
   // ours on the same connection, so it undoes a slot our timed-out command took late.
   const giveBackActor = (): void => {
-    if (actor) deps.backend.releaseActorSlot(actor.actorId, actor.member).catch(() => undefined);
+    if (actor) backend.releaseActorSlot(actor.actorId, actor.member).catch(() => undefined);
   };
   try {
-    if (actor && !(await deps.backend.acquireActorSlot(actor.actorId, actor.member, deps.maxRunsPerActor, deps.leaseTtlMs))) {
+    if (actor && !(await backend.acquireActorSlot(actor.actorId, actor.member, deps.maxRunsPerActor, leaseTtlMs))) {
       deps.metrics.capRejection('actor');
       throw new GatewayError('ACTOR_LIMIT', 'this actor has reached its limit of runs in flight');
     }
     let taken: boolean;
     try {
-      taken = await deps.backend.acquire(workflowId, token, deps.leaseTtlMs);
+      taken = await backend.acquire(workflowId, token, leaseTtlMs);
     } catch (err) {
       if (err instanceof LockStoreFenced) {
-        deps.metrics.lock('acquire', 'fenced');
+        lockMetrics.lock('acquire', 'fenced');
         giveBackActor();
-        throw fenced(err, deps.leaseTtlMs);
+        throw fenced(err, leaseTtlMs);
       }
-      deps.metrics.lock('acquire', 'error');
+      lockMetrics.lock('acquire', 'error');
       // We gave up on the command, but Redis may still run it (a stalled server answers
       // late): the workflow would then be locked for a whole lease by a run that does
       // not exist. Compare-and-delete our token after it, so the retry the 503 invites
       // can succeed. Best effort, fire and forget.
-      deps.backend.release(workflowId, token, '').catch(() => undefined);
+      backend.release(workflowId, token, '').catch(() => undefined);
       throw err;
     }
     if (!taken) {
-      deps.metrics.lock('acquire', 'taken');
+      lockMetrics.lock('acquire', 'taken');
       giveBackActor();
       throw new GatewayError('WORKFLOW_LOCKED', 'another run holds this workflow');
     }
-    deps.metrics.lock('acquire', 'ok');
+    lockMetrics.lock('acquire', 'ok');
     return { token, acquiredAt, ...(actor ? { actor } : {}) };
   } catch (err) {
     if (!(err instanceof CoordinationError)) throw err;
     giveBackActor();
     if (mode === 'required') throw unavailable(err);
-    deps.metrics.unlockedRuns.inc();
+    lockMetrics.unlockedRuns.inc();
     deps.logger.warn({ err, workflow_id: workflowId, ...correlation(want.requestId) }, 'lock store unavailable: blocking run continues without the lock');
     return undefined;
   }

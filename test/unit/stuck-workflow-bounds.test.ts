@@ -21,18 +21,22 @@ const config = loadConfig({});
 
 /** Each setting, what it bounds, and its default. */
 const BOUNDS: Array<[variable: string, bounds: string, defaultMs: number]> = [
-  ['LONGRUN_RUN_LIMIT_MS', 'a detached run that sends nothing the owner records, to its stop', config.runLimitMs],
-  ['LONGRUN_WS_RESUME_WINDOW_MS', 'a parked WebSocket run waiting for its client (its backlog is kept that long at most)', config.wsResumeWindowMs],
-  ['LONGRUN_WS_START_TIMEOUT_MS', 'a connected session before its start', config.wsStartTimeoutMs],
-  ['LONGRUN_ACCEPT_WAIT_MS', 'a detached start waiting for its first action', config.acceptWaitMs],
-  ['LONGRUN_STOP_ACK_TIMEOUT_MS', 'the stop handshake before a run ends and calls back', config.stopAckTimeoutMs],
-  ['LONGRUN_LEASE_TTL_MS', 'a dead holder’s lock keeping the next segment out', config.leaseTtlMs],
-  ['LONGRUN_STOP_KEY_TTL_MS', 'a stop key refusing new starts', config.stopKeyTtlMs],
-  ['LONGRUN_CALLBACK_TIMEOUT_MS × LONGRUN_CALLBACK_ATTEMPTS', 'the segment-end callback that triggers the re-dispatch', config.callbackTimeoutMs * config.callbackAttempts],
-  ['LONGRUN_CALLER_STALL_MS', 'a blocking caller that reads nothing', config.callerStallMs],
-  ['LONGRUN_WS_PONG_TIMEOUT_MS', 'a silent WebSocket client before its run parks', config.wsPongTimeoutMs],
-  ['LONGRUN_WS_WRITE_TIMEOUT_MS', 'a WebSocket client that takes nothing before its run parks', config.wsWriteTimeoutMs],
-  ['LONGRUN_MCP_TIMEOUT_MS', 'one MCP tool call', config.mcpTimeoutMs],
+  ['LONGRUN_RUN_LIMIT_MS', 'a detached run that sends nothing the owner records, to its stop', config.run.runLimitMs],
+  ['LONGRUN_WS_RESUME_WINDOW_MS', 'a parked WebSocket run waiting for its client (its backlog is kept that long at most)', config.websocket.resumeWindowMs],
+  ['LONGRUN_WS_START_TIMEOUT_MS', 'a connected session before its start', config.websocket.startTimeoutMs],
+  ['LONGRUN_ACCEPT_WAIT_MS', 'a detached start waiting for its first action', config.run.acceptWaitMs],
+  ['LONGRUN_STOP_ACK_TIMEOUT_MS', 'the stop handshake before a run ends and calls back', config.run.stopAckTimeoutMs],
+  ['LONGRUN_LEASE_TTL_MS', 'a dead holder’s lock keeping the next segment out', config.coordination.leaseTtlMs],
+  ['LONGRUN_STOP_KEY_TTL_MS', 'a stop key refusing new starts', config.coordination.stopKeyTtlMs],
+  [
+    'LONGRUN_CALLBACK_TIMEOUT_MS × LONGRUN_CALLBACK_ATTEMPTS',
+    'the segment-end callback that triggers the re-dispatch',
+    config.owner.callbackTimeoutMs * config.owner.callbackAttempts,
+  ],
+  ['LONGRUN_CALLER_STALL_MS', 'a blocking caller that reads nothing', config.run.callerStallMs],
+  ['LONGRUN_WS_PONG_TIMEOUT_MS', 'a silent WebSocket client before its run parks', config.websocket.pongTimeoutMs],
+  ['LONGRUN_WS_WRITE_TIMEOUT_MS', 'a WebSocket client that takes nothing before its run parks', config.websocket.writeTimeoutMs],
+  ['LONGRUN_MCP_TIMEOUT_MS', 'one MCP tool call', config.mcp.callTimeoutMs],
   ['@longrun/client retry deadlineMs', 'a dispatcher’s execute retrying one segment', defaultRetryOptions.deadlineMs],
 ];
 
@@ -60,7 +64,7 @@ describe('what bounds a stretch without a workflow update, against GitLab’s 30
     const redispatch = rateLimitedRedispatchMs();
     // The dispatcher spends its attempts in minutes, not in a second half-hour.
     expect(redispatch).toBeLessThan(10 * 60_000);
-    const boundary = config.runLimitMs + config.stopAckTimeoutMs + config.callbackTimeoutMs * config.callbackAttempts + redispatch + config.acceptWaitMs;
+    const boundary = config.run.runLimitMs + config.run.stopAckTimeoutMs + config.owner.callbackTimeoutMs * config.owner.callbackAttempts + redispatch + config.run.acceptWaitMs;
     expect(boundary).toBeLessThan(GITLAB_STUCK_AFTER_MS);
   });
 });
