@@ -13,8 +13,9 @@ import type { Config } from './config';
 import type { ListenAddress } from './http/settings';
 import { drain } from './drain';
 import { createLogger, type Logger } from './core/log';
-import { Metrics } from './observability/metrics';
-import { metricWords } from './metric-words';
+import { GatewayMetrics } from './gateway-metrics';
+import type { CoordinationMetrics } from './coordination/metrics';
+import type { WebSocketMetrics } from './websocket/metrics';
 import { startTracing } from './observability/trace-export';
 import type { Tracing } from './observability/tracing';
 import type { CoordinationBackend } from './coordination/backend';
@@ -46,7 +47,6 @@ type GatewayState = 'serving' | 'draining' | 'closed';
 
 export interface GatewayOptions {
   logger?: Logger;
-  metrics?: Metrics;
   /**
    * Routes mounted on the main listener before its 404: the sandbox's own pages
    * (sandbox/chat-page.ts). Only the sandbox passes any; a gateway with an owner has none.
@@ -63,7 +63,7 @@ export interface GatewayOptions {
 interface GatewayParts {
   config: Config;
   logger: Logger;
-  metrics: Metrics;
+  metrics: GatewayMetrics;
   registry: RunRegistry;
   owner: OwnerClient;
   channels: ChannelPool;
@@ -153,7 +153,7 @@ async function closeAll(closables: Closable[], withinMs: number): Promise<'close
   return outcome;
 }
 
-function connectBackend(config: Config, metrics: Metrics, logger: Logger, onReconnected: () => void): CoordinationBackend {
+function connectBackend(config: Config, metrics: CoordinationMetrics, logger: Logger, onReconnected: () => void): CoordinationBackend {
   const { redis } = config;
   if (!redis.target) return new MemoryBackend();
   // The backend logs each outage and each (re)connection once; every event is counted.
@@ -174,7 +174,7 @@ function connectBackend(config: Config, metrics: Metrics, logger: Logger, onReco
  * Redis inbox: a beat every ping interval (at most a second), a replica silent for the
  * pong timeout counts as gone, and a claim waits as long (at least a second, at most ten).
  */
-function connectBridges(config: Config, backend: CoordinationBackend, parked: ParkedRuns, metrics: Metrics, logger: Logger): Bridges {
+function connectBridges(config: Config, backend: CoordinationBackend, parked: ParkedRuns, metrics: WebSocketMetrics, logger: Logger): Bridges {
   const { redis, websocket } = config;
   const transport = new RedisInbox(redis.target as NonNullable<Config['redis']['target']>, config.replicaId, {
     commandTimeoutMs: redis.commandTimeoutMs,
@@ -235,7 +235,7 @@ export class Gateway {
     return this.parts.logger;
   }
 
-  get metrics(): Metrics {
+  get metrics(): GatewayMetrics {
     return this.parts.metrics;
   }
 
@@ -260,9 +260,9 @@ export class Gateway {
   /** Starts both listeners. Throws when a listener cannot bind (everything made so far is closed). */
   static async start(config: Config, options: GatewayOptions = {}): Promise<Gateway> {
     const logger = options.logger ?? createLogger(config.logLevel);
-    const metrics = options.metrics ?? new Metrics(metricWords);
-    metrics.maxDetachedRuns.set(config.run.maxDetachedRuns);
-    metrics.maxWsSessions.set(config.websocket.maxSessions);
+    const metrics = new GatewayMetrics();
+    metrics.run.maxDetachedRuns.set(config.run.maxDetachedRuns);
+    metrics.websocket.maxWsSessions.set(config.websocket.maxSessions);
     const closables: Closable[] = [];
     const own = <T extends object>(name: string, part: T, close: (part: T) => Promise<void> | void, destroy?: (part: T) => void): T => {
       closables.push({ name, close: () => close(part), ...(destroy ? { destroy: () => destroy(part) } : {}) });
@@ -276,7 +276,7 @@ export class Gateway {
         options.tracing ??
         own(
           'tracing',
-          startTracing(config.observability.tracing, { metrics, logger, instanceId: config.replicaId }),
+          startTracing(config.observability.tracing, { metrics: metrics.process, logger, instanceId: config.replicaId }),
           (t) => t.close(TRACE_FLUSH_MS),
           (t) => void t.close(0),
         );
@@ -295,6 +295,7 @@ export class Gateway {
           callbackConcurrency: config.owner.callbackConcurrency,
           jwtRefreshMs: config.owner.jwtRefreshMs,
           tracing,
+          metrics: metrics.owner,
         }),
         (o) => o.close(),
         (o) => o.destroy(),
@@ -303,7 +304,7 @@ export class Gateway {
       const backend = own(
         'coordination backend',
         // Every lease is renewed as soon as Redis is back (LeaseKeeper.renewAll).
-        connectBackend(config, metrics, logger, () => leases?.renewAll()),
+        connectBackend(config, metrics.coordination, logger, () => leases?.renewAll()),
         (b) => b.close(),
         (b) => b.destroy(),
       );
@@ -315,13 +316,13 @@ export class Gateway {
           jwtRefreshMs: config.owner.jwtRefreshMs,
           callTimeoutMs: config.mcp.callTimeoutMs,
           allowPrivate: config.mcp.allowPrivate,
-          metrics,
+          metrics: metrics.mcp,
           logger,
           tracing,
         }),
         (m) => m.close(),
       );
-      if (backend instanceof RedisBackend) metrics.store.watch(backend);
+      if (backend instanceof RedisBackend) metrics.coordination.store.watch(backend);
       // Serve anyway when Redis is down at start: detached executes answer 503 until it heals.
       if (backend instanceof RedisBackend && !(await backend.waitReady(REDIS_STARTUP_WAIT_MS))) {
         logger.warn({ redis: backend.display }, 'redis not reachable at start; detached executes answer 503 LOCK_UNAVAILABLE until it is');
@@ -331,8 +332,8 @@ export class Gateway {
         'lease keeper',
         new LeaseKeeper(backend, {
           ttlMs: config.coordination.leaseTtlMs,
-          onBatch: (op, count, seconds) => metrics.leaseBatch(op, count, seconds),
-          onLate: () => metrics.lateRenewals.inc(),
+          onBatch: (op, count, seconds) => metrics.coordination.leaseBatch(op, count, seconds),
+          onLate: () => metrics.coordination.lateRenewals.inc(),
         }),
         (k) => k.close(),
       );
@@ -361,20 +362,20 @@ export class Gateway {
           log: followLogOf(config, logger),
           registry,
           backend,
-          metrics,
+          metrics: metrics.follow,
           replicaId: config.replicaId,
           settings: config.follow,
         }),
         (w) => w.close(),
       );
       const launcher = new Launcher(config.run, {
-        coordination: { backend, leases, stopWatcher, metrics, leaseTtlMs: config.coordination.leaseTtlMs },
+        coordination: { backend, leases, stopWatcher, metrics: metrics.coordination, leaseTtlMs: config.coordination.leaseTtlMs },
         channels,
         mcp,
         mcpDiscoveryTimeoutMs: config.mcp.discoveryTimeoutMs,
         isDraining,
         owner,
-        metrics,
+        metrics: metrics.run,
         logger,
         registry,
         replicaId: config.replicaId,
@@ -387,7 +388,7 @@ export class Gateway {
       const mainListener = createMainListener({
         launcher,
         owner,
-        metrics,
+        metrics: metrics.run,
         logger,
         keepaliveMs: config.http.keepaliveMs,
         secret: config.owner.secret,
@@ -399,11 +400,13 @@ export class Gateway {
       });
       const parked: ParkedRuns = new Map();
       const bridges =
-        config.redis.target && config.websocket.resumeWindowMs > 0 ? own('bridges', connectBridges(config, backend, parked, metrics, logger), (b) => b.close()) : undefined;
+        config.redis.target && config.websocket.resumeWindowMs > 0
+          ? own('bridges', connectBridges(config, backend, parked, metrics.websocket, logger), (b) => b.close())
+          : undefined;
       const websockets = new WebSocketRoute({
         launcher,
         owner,
-        metrics,
+        metrics: metrics.websocket,
         logger,
         tracing,
         settings: {
@@ -430,7 +433,7 @@ export class Gateway {
       mainServer.keepAliveTimeout = 5_000;
       const opsServer = own(
         'ops listener',
-        await listen(createOpsApp({ metrics, registry, isDraining, followersOf: (id) => follow.followersOf(id) }), config.http.opsListen),
+        await listen(createOpsApp({ metrics: metrics.process, registry, isDraining, followersOf: (id) => follow.followersOf(id) }), config.http.opsListen),
         closeServer,
         (server) => server.closeAllConnections(),
       );
@@ -495,7 +498,7 @@ export class Gateway {
       settings: config.drain,
       stopAckTimeoutMs: config.run.stopAckTimeoutMs,
       logger,
-      metrics,
+      metrics: metrics.process,
       registry,
       websockets,
       follow,

@@ -27,7 +27,7 @@
 import { Command, type Cluster, type Redis } from 'ioredis';
 import type { Logger } from '../core/log';
 import { storeFences, type StoreFence } from '../core/vocabulary';
-import type { RedisConnection, RedisEvent } from './words';
+import type { RedisConnection, RedisEvent } from '../redis/words';
 import {
   CoordinationError,
   LockStoreFenced,

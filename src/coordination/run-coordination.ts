@@ -14,10 +14,10 @@
  * What renewals write to the run record comes from the run's snapshot (run-snapshot.ts),
  * which the run keeps up to date; nothing here reads the run itself.
  */
-import type { Metrics } from '../observability/metrics';
 import type { CoordinationBackend, LeaseRefresh } from './backend';
 import type { HeldLock, Lease, LeaseHooks } from './lease';
 import type { LeaseKeeper } from './lease-keeper';
+import type { CoordinationMetrics } from './metrics';
 import type { RunSnapshot } from './run-snapshot';
 import type { StopListener, StopWatcher } from './stop-watcher';
 
@@ -26,7 +26,7 @@ export interface CoordinationDeps {
   /** The process's lease keeper renews the lock and releases it (batched with other runs'). */
   leases: LeaseKeeper;
   stopWatcher: StopWatcher;
-  metrics: Metrics;
+  metrics: CoordinationMetrics;
   leaseTtlMs: number;
 }
 

@@ -1,7 +1,7 @@
 /**
- * The coordination store's word lists (docs/spec.md §5, §7): what its lock operations,
- * lease batches and Redis connections are labelled with in metrics and logs. The Redis
- * connection words go to src/redis/ once Redis has its own folder there.
+ * The coordination store's word lists (docs/spec.md §5, §7): what its lock operations and
+ * lease batches are labelled with in metrics and logs. Its Redis connections' words are
+ * src/redis/words.ts.
  */
 
 /** Lock operations and their results; only the pairs in `lockOutcomes` happen. */
@@ -28,9 +28,4 @@ export const lockOutcomes: ReadonlyArray<readonly [LockOp, LockResult]> = [
 
 /** What the lease keeper batches: renewals each tick, releases each turn of the event loop. */
 export const leaseBatchOps = ['renew', 'release'] as const;
-
-/** The coordination store's connections and what they report. */
-export const redisConnections = ['commands', 'subscriber'] as const;
-export type RedisConnection = (typeof redisConnections)[number];
-export const redisEvents = ['ready', 'error', 'reconnecting', 'end'] as const;
-export type RedisEvent = (typeof redisEvents)[number];
+export type LeaseBatchOp = (typeof leaseBatchOps)[number];

@@ -19,11 +19,11 @@
  * A follower never holds a run back: what it has not taken is bounded (LONGRUN_FOLLOW_BUFFER_BYTES);
  * past it the stream is cut, and the client resumes with Last-Event-ID.
  */
-import type { Metrics } from '../observability/metrics';
 import type { FollowDropReason } from './words';
 import { KEEPALIVE_FRAME, frameOf, markedResync, sseFrame, stateAfter, type LogState, type FollowEntry } from './events';
 import type { FeedMember } from './feed';
 import type { LogRead } from './log';
+import type { FollowMetrics } from './metrics';
 
 /** The client's side of the stream (the HTTP response, route.ts). */
 export interface FollowSink {
@@ -72,7 +72,7 @@ export class Follower implements FeedMember {
   constructor(
     readonly workflowId: string,
     private readonly settings: FollowerSettings,
-    private readonly metrics: Metrics,
+    private readonly metrics: FollowMetrics,
     /** Told once, when the stream is done, whatever ended it. */
     private readonly onDone: (follower: Follower) => void,
   ) {}

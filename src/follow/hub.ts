@@ -15,7 +15,6 @@
 import type { CoordinationBackend } from '../coordination/backend';
 import { GatewayError } from '../core/errors';
 import type { FollowDropReason } from './words';
-import type { Metrics } from '../observability/metrics';
 import type { RunEvents, RunFollowSource, FollowableRun } from '../run/run-events';
 import type { RunRegistry } from '../run/registry';
 import { Feed } from './feed';
@@ -23,6 +22,7 @@ import { Interest } from './interest';
 import type { Announcement, LogRead, FollowLog } from './log';
 import { FollowPublisher } from './publisher';
 import { Follower, type FollowSink } from './follower';
+import type { FollowMetrics } from './metrics';
 import type { FollowSettings } from './settings';
 
 /** How often a replica announces its followers (and keeps their logs). */
@@ -45,7 +45,7 @@ export interface FollowDeps {
   registry: RunRegistry;
   /** Run records: whether a run of a workflow is in flight on any replica. */
   backend: CoordinationBackend;
-  metrics: Metrics;
+  metrics: FollowMetrics;
   replicaId: string;
   settings: FollowSettings;
 }

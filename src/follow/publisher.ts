@@ -10,19 +10,19 @@
  * workflow's next checkpoint is then marked `resync`, so its followers know it stands for
  * what they missed.
  */
-import type { Metrics } from '../observability/metrics';
 import type { RunEvents, RunFollowSource, FollowableRun } from '../run/run-events';
 import type { RunRegistry } from '../run/registry';
 import { markedResync, stateAfter, type FollowEntry, type FollowEvent } from './events';
 import type { Interest } from './interest';
 import type { FollowLog } from './log';
+import type { FollowMetrics } from './metrics';
 import { RunReporter } from './reporter';
 
 export interface PublisherDeps {
   log: FollowLog;
   interest: Interest;
   registry: RunRegistry;
-  metrics: Metrics;
+  metrics: FollowMetrics;
   replicaId: string;
   /** Entries this replica appended: its own followers get them at once (the copy the log delivers later is dropped as seen). */
   appended(workflowId: string, entries: FollowEntry[]): void;
@@ -116,7 +116,7 @@ export class FollowPublisher implements RunFollowSource {
       const state = stateAfter(events[events.length - 1] as FollowEvent);
       this.deps.log.append(workflowId, events, state).then(
         (last) => {
-          this.deps.metrics.followAppends.inc({ result: 'ok' });
+          this.deps.metrics.followAppended('ok');
           const first = last - events.length + 1;
           this.deps.appended(
             workflowId,
@@ -125,7 +125,7 @@ export class FollowPublisher implements RunFollowSource {
           batch.settle();
         },
         () => {
-          this.deps.metrics.followAppends.inc({ result: 'error' });
+          this.deps.metrics.followAppended('error');
           this.lost.add(workflowId);
           batch.settle();
         },

@@ -9,7 +9,7 @@
  */
 import { Agent } from 'undici';
 import { correlation, type Logger } from '../core/log';
-import type { Metrics } from '../observability/metrics';
+import type { McpMetrics } from './metrics';
 import { TraceSpan, type Tracing } from '../observability/tracing';
 import type { McpDiscoveryFailure, McpServerKind } from './words';
 import { gitlabWorkhorseHeader, userAgent } from '../core/version';
@@ -38,7 +38,7 @@ export interface McpConnectorOptions {
   callTimeoutMs: number;
   /** Allow external servers on loopback, link-local and private addresses. */
   allowPrivate: boolean;
-  metrics: Metrics;
+  metrics: McpMetrics;
   logger: Logger;
   /** Tool calls are spans (toolbox.ts). */
   tracing?: Tracing;

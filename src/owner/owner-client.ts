@@ -4,7 +4,8 @@
  * runHTTPRequest relay to the relay URL (relay-target.ts; a pool of its own when it names
  * another origin). Each has a deadline; failures are translated to GatewayErrors here. Each is a
  * CLIENT span (tracing.ts) under the span that makes it, and carries X-Request-Id (the
- * correlation id, docs/spec.md §13) and, with tracing on, the span's `traceparent`.
+ * correlation id, docs/spec.md §13) and, with tracing on, the span's `traceparent`. Relays
+ * and callbacks are counted here (metrics.ts).
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -22,6 +23,7 @@ import { checkRelayPath } from './relay-path';
 import { RELAY_USER_AGENT, relativeRootOf, withRelativeRoot } from './relay-target';
 import { Semaphore } from '../core/semaphore';
 import { TraceSpan, Tracing, type TraceHeaders } from '../observability/tracing';
+import type { OwnerMetrics } from './metrics';
 
 /** The largest preauth answer read (a 200's body); a larger one is PREAUTH_INVALID. */
 const PREAUTH_ANSWER_LIMIT = 4 * 1024 * 1024;
@@ -60,6 +62,8 @@ export interface OwnerClientOptions {
   jwtRefreshMs: number;
   /** Each call's span (default: tracing off). */
   tracing?: Tracing;
+  /** Where relays and callbacks are counted (default: nowhere). */
+  metrics?: OwnerMetrics;
 }
 
 /** The owner's refusal of a preauth, to pass on to the caller. */
@@ -261,6 +265,17 @@ export class OwnerClient {
    * guards pass (Gitlab-Workhorse and the Gitlab-Workhorse-Api-Request JWT).
    */
   relay(req: RelayRequest): Promise<RelayResult> {
+    const { metrics } = this.options;
+    if (!metrics) return this.relayed(req);
+    const started = performance.now();
+    return this.relayed(req).then((result) => {
+      if (!result.ok) metrics.relayError(result.type);
+      else metrics.relay(req.method, result.statusCode, (performance.now() - started) / 1000);
+      return result;
+    });
+  }
+
+  private relayed(req: RelayRequest): Promise<RelayResult> {
     const method = (req.method || 'GET').toUpperCase();
     if (!relayMethods.has(method)) {
       return Promise.resolve({ ok: false, type: 'refused_method', error: `invalid method: ${JSON.stringify(req.method.slice(0, 32))} (allowed: ${RELAY_METHODS.join(', ')})` });
@@ -340,6 +355,12 @@ export class OwnerClient {
    * the run's) covers the wait and every attempt.
    */
   async segmentEnd(body: SegmentEnd, requestId: string, signal: AbortSignal, parent: TraceSpan = TraceSpan.NONE): Promise<CallbackResult> {
+    const result = await this.calledBack(body, requestId, signal, parent);
+    this.options.metrics?.callback(result);
+    return result;
+  }
+
+  private async calledBack(body: SegmentEnd, requestId: string, signal: AbortSignal, parent: TraceSpan): Promise<CallbackResult> {
     const span = this.tracing.ownerCall(parent, 'segment_end', 'POST');
     const tried: Tried = { attempts: 0, last: undefined };
     let result: CallbackResult = 'failed';

@@ -16,7 +16,7 @@ import type { HeldLock } from '../coordination/lease';
 import { RunCoordination, type CoordinationDeps } from '../coordination/run-coordination';
 import { RunSnapshot } from '../coordination/run-snapshot';
 import { transportLabels, type Transport } from '../core/vocabulary';
-import type { Metrics } from '../observability/metrics';
+import type { RunMetrics } from './metrics';
 import type { RunRegistry } from './registry';
 
 export interface AdmissionDeps {
@@ -24,7 +24,7 @@ export interface AdmissionDeps {
   coordination: CoordinationDeps;
   registry: RunRegistry;
   /** The caps' refusals. */
-  metrics: Metrics;
+  metrics: RunMetrics;
   logger: Logger;
   replicaId: string;
   maxRunsPerActor: number;

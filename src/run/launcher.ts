@@ -304,7 +304,7 @@ export class Launcher {
     const sentAt = performance.now();
     const acceptance = await awaitAcceptance(run, acceptWaitMs);
     if (acceptance.kind === 'accepted' && (await run.markRunning())) {
-      this.deps.metrics.acceptDuration.observe({ accepted_on: acceptance.on }, (performance.now() - sentAt) / 1000);
+      this.deps.metrics.accepted(acceptance.on, (performance.now() - sentAt) / 1000);
       return { kind: 'accepted', runId: run.id, acceptedOn: acceptance.on };
     }
     const result = await run.done;

@@ -22,7 +22,7 @@
  * callback).
  */
 import { correlation, type Logger } from '../core/log';
-import type { Metrics } from '../observability/metrics';
+import type { RunMetrics } from './metrics';
 import type { TraceLink, TraceSpan, Tracing } from '../observability/tracing';
 import type { OwnerClient } from '../owner/owner-client';
 import type { RunCoordination } from '../coordination/run-coordination';
@@ -88,7 +88,7 @@ export interface ActionSink {
 /** What every run of this process shares: one object, built once by the launcher. */
 export interface RunDeps {
   owner: OwnerClient;
-  metrics: Metrics;
+  metrics: RunMetrics;
   logger: Logger;
   registry: RunRegistry;
   stopAckTimeoutMs: number;

@@ -15,6 +15,7 @@ export type AcceptedOn = (typeof acceptedOn)[number];
  * an actor, WebSocket sessions of the process, followers of the process or of one workflow.
  */
 export const capKinds = ['process', 'actor', 'websocket', 'followers', 'workflow_followers'] as const;
+export type CapKind = (typeof capKinds)[number];
 
 /** The 202's `accepted_on` is the same word on both sides (type-proof.ts). */
 export type AcceptedOnProof = [Within<AcceptedOn, client.AcceptedOn>, Within<client.AcceptedOn, AcceptedOn>];

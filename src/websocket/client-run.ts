@@ -13,13 +13,13 @@
  * budget), or whose workflow another start takes over is stopped with WORKHORSE_WEBSOCKET_PING_FAILED: an infrastructure
  * reason the public service allows, so the workflow stays resumable.
  */
-import type { Metrics } from '../observability/metrics';
 import type { TraceLink } from '../observability/tracing';
 import type { SessionRun } from '../run/launcher';
 import type { ActionSink, RunResult } from '../run/run';
 import { STOPS, type StopReason } from '../run/stop-reasons';
 import type { ParkEndReason } from './words';
 import type { BacklogBudget } from './backlog-budget';
+import type { WebSocketMetrics } from './metrics';
 import { workhorseActionJson } from '../workflow/action-line';
 import type { Action, ClientEvent } from '../workflow/contract';
 
@@ -75,7 +75,7 @@ export class ClientRun implements ActionSink {
     connection: Connection,
     private readonly parked: ParkedRuns,
     private readonly settings: ClientRunSettings,
-    private readonly metrics: Metrics,
+    private readonly metrics: WebSocketMetrics,
   ) {
     this.connection = connection;
   }

@@ -16,7 +16,6 @@ import type { Bridges } from './bridge/bridges';
 import { callerOf } from '../core/caller';
 import { GatewayError, toGatewayError } from '../core/errors';
 import { correlation, type Logger } from '../core/log';
-import type { Metrics } from '../observability/metrics';
 import type { Tracing } from '../observability/tracing';
 import type { OwnerClient } from '../owner/owner-client';
 import type { Launcher } from '../run/launcher';
@@ -25,6 +24,7 @@ import { errorStatus, retryAfterOf } from '../http/error-status';
 import { requestIdOf } from '../http/request-id';
 import type { ClientRunSettings, ParkedRuns } from './client-run';
 import { WebSocketConnection, type SessionSettings } from './connection';
+import type { WebSocketMetrics } from './metrics';
 
 export const WEBSOCKET_PATH = '/api/v4/ai/duo_workflows/ws';
 /** The largest frame a client may send (a startRequest is at most what an execute body is). */
@@ -43,7 +43,7 @@ export function websocketHttpRoutes(logger: Logger): express.Router {
 export interface WebSocketRouteDeps {
   launcher: Launcher;
   owner: OwnerClient;
-  metrics: Metrics;
+  metrics: WebSocketMetrics;
   logger: Logger;
   tracing: Tracing;
   settings: SessionSettings & ClientRunSettings;

@@ -21,7 +21,7 @@ const RULE_TESTS = fromRoot('deploy/prometheus/longrun-rules.test.yml');
 
 /**
  * Metrics the rules use that the gateway does not export yet: proposed in
- * docs/operating.md ("Alerts"). When one is added to src/observability/metrics.ts, remove it here.
+ * docs/operating.md ("Alerts"). When one is added to a part's metrics.ts, remove it here.
  */
 /** Metrics the rules use that the gateway does not export yet (none today). */
 const PROPOSED: string[] = [];

@@ -20,9 +20,9 @@ import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig, type EnvConfig } from '../../src/config';
 import { ConfigError } from '../../src/core/env';
+import { GatewayMetrics } from '../../src/gateway-metrics';
 import { createOpsApp } from '../../src/http/ops-app';
 import { Metrics } from '../../src/observability/metrics';
-import { metricWords } from '../../src/metric-words';
 import { fromRoot } from '../../src/core/paths';
 import { RunRegistry } from '../../src/run/registry';
 import { version } from '../../src/core/version';
@@ -281,7 +281,7 @@ describe('the Deployment against src/config.ts', () => {
       expect(namedPort(container, probe?.httpGet?.port as string)).toBe(config.http.opsListen.port);
     }
     let draining = false;
-    const app = createOpsApp({ metrics: new Metrics(metricWords, { defaultMetrics: false }), registry: new RunRegistry(config.run.maxDetachedRuns), isDraining: () => draining });
+    const app = createOpsApp({ metrics: new Metrics({ defaultMetrics: false }), registry: new RunRegistry(config.run.maxDetachedRuns), isDraining: () => draining });
     const server = await new Promise<http.Server>((resolve) => {
       const s = app.listen(0, '127.0.0.1', () => resolve(s));
     });
@@ -357,7 +357,7 @@ describe('the Deployment against src/config.ts', () => {
 });
 
 describe('scaling, disruptions, scraping and network access', () => {
-  const exported = new Metrics(metricWords, { defaultMetrics: false }).registry;
+  const exported = new GatewayMetrics({ defaultMetrics: false }).registry;
 
   it('the HPA scales the Deployment on a metric the gateway exports, through the documented adapter rule, before the cap', () => {
     const hpa = findResource(resources, 'HorizontalPodAutoscaler').spec as {

@@ -75,7 +75,7 @@ function held(): { fds: number; timers: number; sockets: number } {
 
 async function settled(): Promise<void> {
   await expect.poll(() => stack.gateway.registry.size, { timeout: 15_000 }).toBe(0);
-  await expect.poll(async () => (await stack.gateway.metrics.websocketSessionsOpen.get()).values[0]?.value, { timeout: 15_000 }).toBe(0);
+  await expect.poll(async () => (await stack.gateway.metrics.websocket.websocketSessionsOpen.get()).values[0]?.value, { timeout: 15_000 }).toBe(0);
   await expect.poll(() => stack.workflow.openCalls, { timeout: 15_000 }).toBe(0);
   // What closed sockets and ended calls leave to the event loop's next turns.
   await new Promise((r) => setTimeout(r, 1_500));

@@ -486,7 +486,7 @@ describe('a session', () => {
       expect(call).toMatchObject({ stopReasons: [], ended: { how: 'cancelled' } });
       expect(call.heartbeats).toBeLessThanOrEqual(20);
       await nothingLeft(s, '5032');
-      await expect.poll(() => s.gateway.metrics.websocketSessionsOpen.get().then((m) => m.values[0]?.value), { timeout: 5_000 }).toBe(0);
+      await expect.poll(() => s.gateway.metrics.websocket.websocketSessionsOpen.get().then((m) => m.values[0]?.value), { timeout: 5_000 }).toBe(0);
     });
 
     it('a client that stops reading is bounded like a blocking caller: the service is paused, then the call cancelled after LONGRUN_WS_WRITE_TIMEOUT_MS', async () => {

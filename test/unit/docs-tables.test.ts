@@ -18,8 +18,7 @@ import { loadConfig, removedVariables } from '../../src/config';
 import { errorCatalog, type ErrorCode } from '../../src/core/errors';
 import { fromRoot } from '../../src/core/paths';
 import { errorStatus, retryAfterOf } from '../../src/http/error-status';
-import { Metrics } from '../../src/observability/metrics';
-import { metricWords } from '../../src/metric-words';
+import { GatewayMetrics } from '../../src/gateway-metrics';
 import { removeSecretFile, writeSecretFile } from '../helpers/secret';
 
 const doc = (name: string): string => readFileSync(fromRoot('docs', name), 'utf8');
@@ -112,7 +111,7 @@ describe("docs/operating.md's metric tables against the registry", () => {
   const documented = rowsByName(tables, /longrun_[a-z0-9_]+/);
 
   it('list every metric the gateway exposes, with its type and labels, and no other', async () => {
-    const metrics = new Metrics(metricWords, { defaultMetrics: false });
+    const metrics = new GatewayMetrics({ defaultMetrics: false });
     const exposed = await metrics.registry.getMetricsAsJSON();
     expect(exposed.length).toBeGreaterThan(40);
     expect([...documented.keys()].sort()).toEqual(exposed.map((m) => m.name).sort());

@@ -11,8 +11,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import { createLogger } from '../../src/core/log';
-import { Metrics } from '../../src/observability/metrics';
-import { metricWords } from '../../src/metric-words';
+import { GatewayMetrics } from '../../src/gateway-metrics';
 import { McpConnector } from '../../src/mcp/connector';
 import { messageTypes } from '../../src/workflow/contract';
 import { startEverythingServer, type EverythingServer } from '../helpers/mcp-everything';
@@ -114,7 +113,7 @@ describe('the reference MCP server', () => {
 
   describe('tool annotations (proto/contract.proto McpTool.annotations = 5)', () => {
     it('are read from the listing and mapped to the contract names', async () => {
-      const metrics = new Metrics(metricWords, { defaultMetrics: false });
+      const metrics = new GatewayMetrics({ defaultMetrics: false }).mcp;
       const connector = new McpConnector({
         ownerUrl: new URL('http://127.0.0.1:9/'),
         secret: testSecret,

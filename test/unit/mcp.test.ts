@@ -9,8 +9,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { request } from 'undici';
 import { createLogger } from '../../src/core/log';
-import { Metrics } from '../../src/observability/metrics';
-import { metricWords } from '../../src/metric-words';
+import { GatewayMetrics } from '../../src/gateway-metrics';
 import { WORKHORSE_ISSUER, signOwnerJwt, verifyJwt } from '../../src/core/jwt';
 import { McpConnector } from '../../src/mcp/connector';
 import { OWNER_OAUTH_TOKEN } from '../../sandbox/owner-sim';
@@ -167,7 +166,7 @@ describe('icons and annotations (proto/contract.proto McpTool.icons = 4, annotat
       jwtRefreshMs: 30_000,
       callTimeoutMs: 5_000,
       allowPrivate: true,
-      metrics: new Metrics(metricWords, { defaultMetrics: false }),
+      metrics: new GatewayMetrics({ defaultMetrics: false }).mcp,
       logger: createLogger('silent'),
     });
     const toolbox = await connector.open({ servers: { sim: { URL: mcp.url } }, token: '', workflowId: '1', requestId: 'r' }, 5_000);

@@ -19,11 +19,11 @@ import { randomBytes } from 'node:crypto';
 import type { CoordinationBackend } from '../../coordination/backend';
 import type { ClientRun, ParkedRuns } from '../client-run';
 import { correlation, type Logger } from '../../core/log';
-import type { Metrics } from '../../observability/metrics';
 import type { TraceLink } from '../../observability/tracing';
 import { HolderLink } from './holder-link';
 import { LinkSender } from './link-sender';
 import type { BridgeHeader, BridgeMessage, BridgeTransport, LinkEnv } from './protocol';
+import type { WebSocketMetrics } from '../metrics';
 import type { BridgeBreakWhy } from '../words';
 import { SocketLink, type BridgedSocket } from './socket-link';
 
@@ -43,7 +43,7 @@ export interface BridgeDeps {
   backend: CoordinationBackend;
   /** This process's parked runs (the WebSocket route's). */
   parked: ParkedRuns;
-  metrics: Metrics;
+  metrics: WebSocketMetrics;
   logger: Logger;
   settings: BridgeSettings;
 }
@@ -76,7 +76,7 @@ export class Bridges {
   constructor(private readonly deps: BridgeDeps) {
     const { transport, metrics } = deps;
     const send = (replica: string, header: BridgeHeader, data?: Buffer): Promise<void> => {
-      metrics.bridgeMessages.inc({ kind: header.t });
+      metrics.bridgeMessage(header.t);
       return transport.send(replica, header, data);
     };
     this.env = {
@@ -85,7 +85,7 @@ export class Bridges {
       sender: (replica, onGiveUp) => new LinkSender((header, data) => send(replica, header, data), deps.settings.beatMs, deps.settings.deadAfterMs, onGiveUp),
       done: (link) => this.forget(link.id),
       broke: (link, why: BridgeBreakWhy) => {
-        metrics.bridgeBreaks.inc({ why });
+        metrics.bridgeBroke(why);
         deps.logger.info({ bridge: link.id, why }, 'bridge given up');
       },
     };
@@ -125,7 +125,7 @@ export class Bridges {
   claim(holder: string, workflowId: string, actor: string | undefined, carriesInput: boolean, socket: BridgedSocket, by?: TraceLink): SocketLink {
     const link = new SocketLink(`${this.prefix}${(this.next++).toString(36)}`, holder, socket, this.env);
     this.sockets.set(link.id, link);
-    this.deps.metrics.bridgesOpen.inc({ side: 'socket' });
+    this.deps.metrics.bridgeOpened('socket');
     this.heard.set(holder, Date.now());
     this.beatOn();
     link.claim(workflowId, actor, carriesInput, this.deps.settings.claimTimeoutMs, by);
@@ -189,7 +189,7 @@ export class Bridges {
       'parked run re-attached to a socket on another replica',
     );
     this.holders.set(link.id, link);
-    this.deps.metrics.bridgesOpen.inc({ side: 'holder' });
+    this.deps.metrics.bridgeOpened('holder');
     this.beatOn();
     link.attach();
   }
@@ -274,9 +274,9 @@ export class Bridges {
     const holder = this.holders.get(id);
     if (holder) {
       this.holders.delete(id);
-      this.deps.metrics.bridgesOpen.dec({ side: 'holder' });
+      this.deps.metrics.bridgeClosed('holder');
       this.retired.set(id, holder);
       if (this.retired.size > RETIRED_KEPT) this.retired.delete(this.retired.keys().next().value as string);
-    } else if (this.sockets.delete(id)) this.deps.metrics.bridgesOpen.dec({ side: 'socket' });
+    } else if (this.sockets.delete(id)) this.deps.metrics.bridgeClosed('socket');
   }
 }

@@ -7,8 +7,8 @@
  * list, `other` and `unknown`).
  */
 import { Gauge, type Registry } from 'prom-client';
-import type { PrimaryPolicy } from '../coordination/eviction-check';
-import type { StoreFenceView } from '../coordination/store-fences';
+import type { PrimaryPolicy } from './eviction-check';
+import type { StoreFenceView } from './store-fences';
 
 /** The backend's side (RedisBackend): none with the in-process lock. */
 export interface LockStoreState {
