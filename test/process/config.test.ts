@@ -7,8 +7,8 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { ConfigError, gatewayConfig, loadConfig, readSecretFile } from '../../src/config';
-import { startChild } from '../helpers/child';
-import { removeSecretFile, testSecret, writeSecretFile } from '../helpers/secret';
+import { startChild } from '../../stack/child';
+import { removeSecretFile, testSecret, writeSecretFile } from '../../stack/secret';
 
 let secretFile: string;
 let scratch: string;

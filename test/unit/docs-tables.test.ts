@@ -20,7 +20,7 @@ import { fromRoot } from '../../src/core/paths';
 import { errorStatus, retryAfterOf } from '../../src/http/error-status';
 import { Metrics } from '../../src/observability/metrics';
 import { metricWords } from '../../src/metric-words';
-import { removeSecretFile, writeSecretFile } from '../helpers/secret';
+import { removeSecretFile, writeSecretFile } from '../../stack/secret';
 
 const doc = (name: string): string => readFileSync(fromRoot('docs', name), 'utf8');
 
