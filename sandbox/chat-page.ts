@@ -1,6 +1,6 @@
 /**
  * The sandbox's web chat page (GET /-/sandbox/chat on the gateway's main listener): a
- * browser client of the WebSocket route and of the watch route (its runs view follows any
+ * browser client of the WebSocket route and of the follow route (its runs view follows any
  * run in flight, detached ones included), same-origin with them, so the gateway's Origin
  * check lets it in as it would GitLab's own web chat. Mounted by the sandbox only, through
  * GatewayOptions.sandboxRoutes (src/main.ts); a gateway with an owner serves no page.
@@ -25,8 +25,8 @@ export const CHAT_PATH = '/-/sandbox/chat';
 export const DROP_PATH = '/-/sandbox/drop';
 /**
  * GET /-/sandbox/runs: what /runs on the ops listener lists (the runs in flight, each with
- * its watchers), on the page's own origin: the page lists them and follows any of them
- * over the watch route (docs/spec.md §14). Sandbox only.
+ * its followers), on the page's own origin: the page lists them and follows any of them
+ * over the follow route (docs/spec.md §14). Sandbox only.
  */
 export const RUNS_PATH = '/-/sandbox/runs';
 

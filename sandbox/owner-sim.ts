@@ -11,16 +11,29 @@
  * Gitlab-Workhorse header, else 403 — as the real workflow and checkpoint endpoints do
  * (the MCP endpoints, which MCP clients other than the gateway use too, need only the
  * user's token). Answers use canonical header names, with GitLab's X-Next-Page/X-Total
- * pagination on `/api/v4/projects/:id/issues`.
+ * pagination on `/api/v4/projects/:id/issues`; the project, issue, merge request, repository
+ * file and commit resources the workflow service's tools use most want the user's token as
+ * Rails' API does (gitlab-api.ts).
+ *
+ * `POST /api/v4/projects/:id/repository/commits` is as strict as the newest Rails: it takes
+ * only a body Workhorse uploaded (`requires :file, type: WorkhorseFile`, lib/api/commits.rb;
+ * body-upload.ts), after Workhorse asked `…/commits/authorize` where to put it. A JSON body
+ * sent straight to it is refused 400 `file is missing`, as Rails refuses it.
  */
 import { RECORD_LIMIT, record } from './recorded';
+import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { waitForChange } from './wait-for';
 import type { AddressInfo } from 'node:net';
 import type http from 'node:http';
 import express from 'express';
 import { verifyJwt, WORKHORSE_ISSUER } from '../src/core/jwt';
+import { answerGitLabResource } from './gitlab-api';
 import { McpEndpointSimulator } from './mcp-sim';
+import { BODY_UPLOAD_FIELD, MULTIPART_FIELDS_HEADER, uploadedFile } from './body-upload';
 
 export interface PreauthConfig {
   detached?: boolean;
@@ -88,6 +101,38 @@ export interface OwnerSimulatorOptions {
 
 export const OWNER_OAUTH_TOKEN = 'sim-oauth-token-0123456789';
 
+/**
+ * Rails' limit on the execute preauth: `check_rate_limit!(:duo_workflow_direct_access, scope:
+ * current_user)` (ee/lib/api/ai/duo_workflows/workflows.rb), 50 a minute a user
+ * (lib/gitlab/application_rate_limiter.rb), answered 429 with `Retry-After` the interval.
+ */
+export const RAILS_EXECUTE_RATE_LIMIT: RateLimit = { threshold: 50, intervalMs: 60_000 };
+
+export interface RateLimit {
+  /** Requests a user may make in a window; the next one is refused. */
+  threshold: number;
+  /** The window, from a user's first request in it (Rails' counter expires then); Retry-After is this, in seconds. */
+  intervalMs: number;
+}
+
+/** What Rails' too_many_requests! answers (its `{ error: … }` rendered as the message). */
+export const RATE_LIMITED_BODY = '{"message":{"error":"This endpoint has been requested too many times. Try again later."}}';
+
+/** A commit the simulated commits endpoint made. */
+export interface CommitMade {
+  projectId: string;
+  branch: string;
+  commitMessage: string;
+  actions: Array<{ action: string; file_path: string; content?: string }>;
+  /** The uploaded body the commit was read from (its path under the upload directory). */
+  uploadedFrom: string;
+}
+
+/** The actions Rails' commits endpoint knows (validate_commit_action!). */
+const COMMIT_ACTIONS = ['create', 'update', 'move', 'delete', 'chmod'] as const;
+/** What Rails' commits uploader allows by default (Repositories::CommitsUploader DEFAULT_MAX_REQUEST_SIZE). */
+const COMMIT_MAX_REQUEST_BYTES = 300 * 1024 * 1024;
+
 export class OwnerServiceSimulator {
   readonly preauths: ReceivedRequest[] = [];
   readonly apiRequests: ReceivedRequest[] = [];
@@ -97,6 +142,8 @@ export class OwnerServiceSimulator {
   readonly rejectedJwt: ReceivedRequest[] = [];
   /** API requests refused with 403 by the Workhorse guard (no Gitlab-Workhorse or no valid JWT). */
   readonly rejectedApi: ReceivedRequest[] = [];
+  /** Commits made through `POST /api/v4/projects/:id/repository/commits`. */
+  readonly commits: CommitMade[] = [];
   /** Issues in every project's paginated `/api/v4/projects/:id/issues`. */
   issuesPerProject = 7;
   private readonly recordLimit: number;
@@ -105,6 +152,10 @@ export class OwnerServiceSimulator {
   readonly orbitMcp: McpEndpointSimulator;
   /** Answer the next N segment-end callbacks with this status (to test retries). */
   segmentEndFailures: { remaining: number; status: number } = { remaining: 0, status: 503 };
+  /** Rate-limit the execute preauth per user as Rails does (RAILS_EXECUTE_RATE_LIMIT); off (undefined) by default. */
+  executeRateLimit: RateLimit | undefined;
+  /** Each user's window: its requests so far and when it ends. */
+  private readonly rateWindows = new Map<string, { count: number; endsAt: number }>();
   /** Never answer segment-end callbacks (a hung owner): they are recorded, then held open. */
   hangSegmentEnds = false;
   /** Called for every accepted segment-end callback (e.g. to re-dispatch the turn). */
@@ -120,6 +171,8 @@ export class OwnerServiceSimulator {
    */
   private readonly verifiedTokens = new Set<string>();
   private readonly events = new EventEmitter();
+  /** The commits endpoint's TempPath (Rails' public/uploads/tmp/commits), made when first asked for. */
+  private uploadDir: Promise<string> | undefined;
   private closing: Promise<void> | undefined;
 
   private constructor(
@@ -178,6 +231,8 @@ export class OwnerServiceSimulator {
         this.server.close(() => resolve());
         this.server.closeAllConnections();
       });
+      const uploads = await this.uploadDir?.catch(() => undefined);
+      if (uploads) await rm(uploads, { recursive: true, force: true });
     })();
     return this.closing;
   }
@@ -216,24 +271,25 @@ export class OwnerServiceSimulator {
   private async dispatch(req: express.Request, res: express.Response): Promise<void> {
     const received = this.record(req);
     const executeMatch = /\/api\/v4\/ai\/duo_workflows\/workflows\/([^/]+)\/execute$/.exec(req.path);
-    // The watch route's preauth (docs/spec.md §14): a GET of its path; answered as the workflow's execute is.
-    const watchMatch = req.method === 'GET' ? /\/api\/v4\/ai\/duo_workflows\/workflows\/([^/]+)\/events$/.exec(req.path) : null;
+    // The follow route's preauth (docs/spec.md §14): a GET of its path; answered as the workflow's execute is.
+    const followMatch = req.method === 'GET' ? /\/api\/v4\/ai\/duo_workflows\/workflows\/([^/]+)\/follow$/.exec(req.path) : null;
     // The WebSocket route's preauth (GET, as Workhorse asks it): no workflow in the path.
     const websocketPreauth = req.path === '/api/v4/ai/duo_workflows/ws' && req.method === 'GET';
     const segmentEndMatch = /\/api\/v4\/internal\/ai\/duo_workflows\/workflows\/([^/]+)\/segment_end$/.exec(req.path);
-    if ((executeMatch || watchMatch || segmentEndMatch || websocketPreauth) && !(await this.jwtOk(req))) {
+    if ((executeMatch || followMatch || segmentEndMatch || websocketPreauth) && !(await this.jwtOk(req))) {
       record(this.rejectedJwt, received, this.recordLimit);
       res.status(401).json({ message: '401 Unauthorized: missing or invalid Gitlab-Workhorse-Api-Request' });
       return;
     }
     if (executeMatch) {
       record(this.preauths, received, this.recordLimit);
+      if (this.rateLimited(req, res)) return;
       await this.answerPreauth(decodeURIComponent(executeMatch[1] as string), res);
       return;
     }
-    if (watchMatch) {
+    if (followMatch) {
       record(this.preauths, received, this.recordLimit);
-      await this.answerPreauth(decodeURIComponent(watchMatch[1] as string), res);
+      await this.answerPreauth(decodeURIComponent(followMatch[1] as string), res);
       return;
     }
     if (websocketPreauth) {
@@ -274,7 +330,29 @@ export class OwnerServiceSimulator {
       return;
     }
     record(this.apiRequests, received, this.recordLimit);
-    this.answerApi(req, res, received);
+    await this.answerApi(req, res, received);
+  }
+
+  /**
+   * Rails' ApplicationRateLimiter, as check_rate_limit! uses it: a counter per user (the
+   * caller's credentials; one for anonymous callers) that starts a window at its first
+   * request; past the threshold within it, 429 with Retry-After the whole interval.
+   */
+  private rateLimited(req: express.Request, res: express.Response): boolean {
+    const limit = this.executeRateLimit;
+    if (!limit) return false;
+    const user = req.get('authorization') ?? req.get('private-token') ?? '(anonymous)';
+    const now = Date.now();
+    let window = this.rateWindows.get(user);
+    if (!window || now >= window.endsAt) this.rateWindows.set(user, (window = { count: 0, endsAt: now + limit.intervalMs }));
+    window.count += 1;
+    if (window.count <= limit.threshold) return false;
+    res
+      .status(429)
+      .set('Retry-After', String(Math.ceil(limit.intervalMs / 1_000)))
+      .type('application/json')
+      .send(RATE_LIMITED_BODY);
+    return true;
   }
 
   /**
@@ -326,9 +404,22 @@ export class OwnerServiceSimulator {
   }
 
   /** API endpoints for relayed runHTTPRequest actions. */
-  private answerApi(req: express.Request, res: express.Response, received: ReceivedRequest): void {
+  private async answerApi(req: express.Request, res: express.Response, received: ReceivedRequest): Promise<void> {
     const path = req.path;
-    if (path === '/api/v4/echo') {
+    const commits = req.method === 'POST' ? /^\/api\/v4\/projects\/([^/]+)\/repository\/commits(\/authorize)?$/.exec(path) : null;
+    if (commits) {
+      if (req.get('authorization') !== `Bearer ${this.options.oauthToken ?? OWNER_OAUTH_TOKEN}`) {
+        res.status(401).json({ message: '401 Unauthorized' });
+      } else if (commits[2]) {
+        // workhorse_authorize_commits_body_upload!: where Workhorse is to store the body.
+        res
+          .status(200)
+          .type('application/vnd.gitlab-workhorse+json')
+          .send(JSON.stringify({ TempPath: await this.uploads(), MaximumSize: COMMIT_MAX_REQUEST_BYTES }));
+      } else {
+        await this.answerCommit(req, res, received, decodeURIComponent(commits[1] as string));
+      }
+    } else if (path === '/api/v4/echo') {
       res.status(200).json({ method: req.method, path: req.originalUrl, body: received.body, headers: req.headers });
     } else if (path === '/api/v4/slow') {
       const ms = Number(req.query['ms'] ?? 10_000);
@@ -348,11 +439,78 @@ export class OwnerServiceSimulator {
       this.answerHeaderShapes(res);
     } else if (/^\/api\/v4\/projects\/[^/]+\/issues$/.test(path)) {
       this.answerIssuesPage(req, res);
-    } else if (/^\/api\/v4\/projects\/[^/]+$/.test(path)) {
-      res.status(200).json({ id: path.split('/').pop(), name: 'sandbox-project' });
+    } else if (answerGitLabResource(req, res, received.body, this.options.oauthToken ?? OWNER_OAUTH_TOKEN)) {
+      return;
     } else {
       res.status(404).json({ message: '404 Not Found' });
     }
+  }
+
+  private uploads(): Promise<string> {
+    this.uploadDir ??= mkdtemp(path.join(os.tmpdir(), 'longrun-owner-sim-uploads-'));
+    return this.uploadDir;
+  }
+
+  /**
+   * `POST :id/repository/commits` as the newest Rails serves it: the `file` param must be an
+   * UploadedFile, which only Workhorse's body upload makes (body-upload.ts), else Grape's
+   * validation answers 400; then the commit's attributes are read from the uploaded file
+   * (file_params_from_body_upload: JSON, no Content-Type param) and validated
+   * (validate_commits_attrs!). Made: 201 with the commit.
+   */
+  private async answerCommit(req: express.Request, res: express.Response, received: ReceivedRequest, projectId: string): Promise<void> {
+    const form = new URLSearchParams(req.is('application/x-www-form-urlencoded') ? received.body : '');
+    const upload = await uploadedFile(this.options.secret, req.get(MULTIPART_FIELDS_HEADER), form, BODY_UPLOAD_FIELD, await this.uploads());
+    if (upload.kind === 'refused') {
+      if (upload.status === 400) res.status(400).type('text/plain').send(upload.message);
+      else res.status(500).json({ message: upload.message });
+      return;
+    }
+    if (upload.kind === 'none') {
+      // Grape's `requires :file, type: WorkhorseFile`: absent, or a plain value the type refuses.
+      let sent = form.has(BODY_UPLOAD_FIELD);
+      if (req.is('application/json')) {
+        try {
+          const json = JSON.parse(received.body) as unknown;
+          sent = typeof json === 'object' && json !== null && BODY_UPLOAD_FIELD in json;
+        } catch {
+          sent = false;
+        }
+      }
+      res.status(400).json({ error: `${BODY_UPLOAD_FIELD} is ${sent ? 'invalid' : 'missing'}` });
+      return;
+    }
+    let attrs: Record<string, unknown>;
+    try {
+      attrs = JSON.parse(await readFile(upload.file.path, 'utf8')) as Record<string, unknown>;
+      if (typeof attrs !== 'object' || attrs === null || Array.isArray(attrs)) throw new Error('not an object');
+    } catch {
+      res.status(400).json({ message: 'Invalid json', error: 'Invalid json' });
+      return;
+    }
+    const refusal = commitRefusal(attrs);
+    if (refusal) {
+      res.status(400).json({ message: `400 Bad request - ${refusal}` });
+      return;
+    }
+    const made: CommitMade = {
+      projectId,
+      branch: attrs['branch'] as string,
+      commitMessage: attrs['commit_message'] as string,
+      actions: attrs['actions'] as CommitMade['actions'],
+      uploadedFrom: upload.file.path,
+    };
+    record(this.commits, made, this.recordLimit);
+    const id = createHash('sha1').update(`${projectId}\0${made.branch}\0${made.commitMessage}\0${this.commits.length}`).digest('hex');
+    res.status(201).json({
+      id,
+      short_id: id.slice(0, 8),
+      title: made.commitMessage.split('\n', 1)[0],
+      message: made.commitMessage,
+      author_name: 'Sandbox User',
+      parent_ids: [],
+      stats: { additions: made.actions.length, deletions: 0, total: made.actions.length },
+    });
   }
 
   /**
@@ -411,4 +569,19 @@ export class OwnerServiceSimulator {
     res.addTrailers({ 'X-Checksum': 'none' });
     res.end('true}');
   }
+}
+
+/** Why Rails' validate_commits_attrs! refuses these attributes, or undefined. */
+function commitRefusal(attrs: Record<string, unknown>): string | undefined {
+  const blank = (value: unknown): boolean => value === undefined || value === null || value === '' || (Array.isArray(value) && value.length === 0);
+  if (blank(attrs['branch'])) return 'branch is required';
+  if (blank(attrs['commit_message'])) return 'commit_message is required';
+  const actions = attrs['actions'];
+  if (blank(actions) || !Array.isArray(actions)) return 'actions is required';
+  for (const [index, action] of (actions as Array<Record<string, unknown>>).entries()) {
+    if (blank(action?.['action'])) return `actions[${index}][action] is required`;
+    if (blank(action['file_path'])) return `actions[${index}][file_path] is required`;
+    if (!(COMMIT_ACTIONS as readonly unknown[]).includes(action['action'])) return `actions[${index}][action] must be one of: ${COMMIT_ACTIONS.join(', ')}`;
+  }
+  return undefined;
 }

@@ -1,8 +1,9 @@
 /**
  * The sandbox (docs/spec.md §9): with no LONGRUN_OWNER_URL, `npm start` runs a simulated owner
  * and a simulated workflow service on loopback in the same process, and points the
- * gateway at them. Runs are detached by default, so the printed curl returns a 202; the
- * second printed curl follows that run live (docs/spec.md §14). The gateway also serves the
+ * gateway at them. The banner prints two curls, in the order to paste them: a `curl -N`
+ * that follows workflow 1 live (docs/spec.md §14) and waits for its run, then a curl that
+ * starts that run, detached (a 202). The gateway also serves the
  * sandbox's web chat page (chat-page.ts), a browser client of the WebSocket route whose runs
  * view follows any run in flight.
  */
@@ -35,7 +36,7 @@ export const SANDBOX_ACTOR = '1';
 
 /** Starts the simulators and returns the gateway's Config pointing at them. */
 export async function startSandbox(config: EnvConfig): Promise<Sandbox> {
-  const secret = config.secret ?? randomBytes(32);
+  const secret = config.owner.secret ?? randomBytes(32);
   // Nobody asserts on what a sandbox records: a short history keeps one left running for days flat.
   const workflow = await WorkflowServiceSimulator.start({ host: '127.0.0.1', recordLimit: SANDBOX_RECORD_LIMIT });
   const owner = await OwnerServiceSimulator.start({
@@ -49,8 +50,10 @@ export async function startSandbox(config: EnvConfig): Promise<Sandbox> {
   // actor may re-attach to a run parked by a lost connection (docs/spec.md §12).
   owner.configure(WEBSOCKET_PREAUTH, { actorId: SANDBOX_ACTOR });
   const runs = { list: (): unknown[] => [] };
+  const ownerUrl = new URL(owner.url);
   return {
-    config: { ...config, ownerUrl: new URL(owner.url), secret },
+    // The sandbox's relays go to its owner too (LONGRUN_RELAY_URL is refused with it).
+    config: { ...config, owner: { ...config.owner, url: ownerUrl, relayUrl: ownerUrl, secret } },
     owner,
     workflow,
     routes: chatRoutes(runs),
@@ -59,8 +62,9 @@ export async function startSandbox(config: EnvConfig): Promise<Sandbox> {
     },
     banner: (mainUrl, opsUrl) =>
       `\nlongrun sandbox is up: gateway ${mainUrl}, ops ${opsUrl}\n` +
-      `Start a detached run:\n\n  ${sandboxCurl(mainUrl)}\n\n` +
-      `Follow it live (Server-Sent Events, until it is idle):\n\n  ${sandboxFollowCurl(mainUrl)}\n\n` +
+      // The follow first: it waits for the run, so the run is seen from its first event on.
+      `First, follow workflow 1 live (Server-Sent Events; it waits for the next run, and ends once the workflow is idle):\n\n  ${sandboxFollowCurl(mainUrl)}\n\n` +
+      `Then, from another terminal, start a detached run of it: the follow shows every event from its run on, the first checkpoint included:\n\n  ${sandboxCurl(mainUrl)}\n\n` +
       `Or chat over the WebSocket route, and follow any run in flight, in a browser: ${chatUrl(mainUrl)}\n\n` +
       `The runs in flight: curl -s ${opsUrl}/runs\n\n`,
     close: async () => {
@@ -71,8 +75,8 @@ export async function startSandbox(config: EnvConfig): Promise<Sandbox> {
 
 /**
  * The turn the sandbox's curl starts: a checkpoint, a relayed request, then a few seconds
- * of work with a checkpoint every few seconds — time to paste the second curl, or to
- * follow it from the page, and see it live.
+ * of work with a checkpoint every few seconds — time to follow it from the page too, and see
+ * it live.
  */
 export function sandboxTurn(): { goal: string; workflowMetadata: string } {
   return {
@@ -98,5 +102,5 @@ export function sandboxCurl(mainUrl: string, workflowId = '1'): string {
 
 /** A ready-to-paste curl that follows that workflow's runs as Server-Sent Events (docs/spec.md §14). */
 export function sandboxFollowCurl(mainUrl: string, workflowId = '1'): string {
-  return `curl -N '${mainUrl}/api/v4/ai/duo_workflows/workflows/${workflowId}/events'`;
+  return `curl -N '${mainUrl}/api/v4/ai/duo_workflows/workflows/${workflowId}/follow'`;
 }

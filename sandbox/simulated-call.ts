@@ -10,16 +10,8 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import * as grpc from '@grpc/grpc-js';
-import {
-  actionKinds,
-  messageTypes,
-  type Action,
-  type ActionResponse,
-  type Approved,
-  type DecodedClientEvent,
-  type StartWorkflowRequest,
-  type TokenBreakdown,
-} from '../src/workflow/contract';
+import type { Approved } from '@longrun/client';
+import { actionKinds, messageTypes, type Action, type ActionResponse, type DecodedClientEvent, type StartWorkflowRequest, type TokenBreakdown } from '../src/workflow/contract';
 import { decodeProtoJson, ProtoJsonError } from '../src/workflow/protojson';
 import { answerMismatch, expectedResponseType } from './answers';
 import { everyActionPayload } from './every-action';

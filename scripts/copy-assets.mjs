@@ -1,7 +1,9 @@
 // What the built gateway reads at run time, copied into dist/ beside the code that reads it,
 // so dist/ (with node_modules) is all a deployment needs: the Lua scripts next to their
-// modules, the sandbox's chat page, the contract proto, and package.json (the version, and
-// the package root the code finds its files from).
+// modules (every .lua under src/, wherever it sits: src/redis/scripts.ts states the rule
+// and loads them from beside their callers), the sandbox's chat page, the contract proto, package.json (the version, and
+// the package root the code finds its files from), and the image's `longrun` executable
+// (bin/longrun, its mode kept).
 import { cpSync, mkdirSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 
@@ -23,3 +25,4 @@ copyMatching('src', (name) => name.endsWith('.lua'));
 copyMatching('sandbox', (name) => name.endsWith('.html'));
 cpSync(path.join(root, 'proto'), path.join(dist, 'proto'), { recursive: true });
 cpSync(path.join(root, 'package.json'), path.join(dist, 'package.json'));
+cpSync(path.join(root, 'bin'), path.join(dist, 'bin'), { recursive: true });

@@ -2,8 +2,9 @@
 # What the test suite needs besides Node: redis-server (tests start their own on loopback
 # ports), promtool and prometheus (Debian package `prometheus`: metrics lint, alert-rule
 # tests, a real scrape), chromium (Debian package `chromium`: the headless browser
-# test/process/browser.test.ts drives with puppeteer-core). Run by `npm test` (pretest)
-# and by .ci/run.
+# test/process/browser.test.ts drives with puppeteer-core), ruby (Debian package `ruby`:
+# test/process/ruby-dispatcher.test.ts runs examples/ruby-dispatcher with it). Run by
+# `npm test` (pretest) and by .ci/run.
 #
 # Finds them on PATH. Missing ones are installed with apt when this runs as root on a
 # machine with apt-get (CI, containers), without starting their daemons; otherwise it stops
@@ -25,6 +26,7 @@ need redis-server redis-server
 need promtool prometheus
 need prometheus prometheus
 need chromium chromium
+need ruby ruby
 
 if ((${#missing[@]} == 0)); then exit 0; fi
 
@@ -54,7 +56,7 @@ fi
     echo "Install with:"
     echo "  sudo apt-get update && sudo apt-get install -y --no-install-recommends ${packages[*]}"
   else
-    echo "Install the packages that provide them (Debian/Ubuntu: ${packages[*]}; Homebrew: redis prometheus chromium), then run npm test again."
+    echo "Install the packages that provide them (Debian/Ubuntu: ${packages[*]}; Homebrew: redis prometheus chromium ruby), then run npm test again."
   fi
 } >&2
 exit 1

@@ -7,22 +7,44 @@
  * flushed (at most a second of it). The drain is one span, each run it stopped an event.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Config } from './config';
+import { readMs, readMsOrZero, type Env } from './core/env';
 import type { Logger } from './core/log';
 import type { Metrics } from './observability/metrics';
 import type { Tracing } from './observability/tracing';
 import type { RegisteredRun, RunRegistry } from './run/registry';
 import type { EndReason } from './core/vocabulary';
 
+/** The drain section of the configuration (docs/configuration.md "Draining"). */
+export interface DrainSettings {
+  /** SIGTERM: how long to wait (readiness already 503) before stopping runs. */
+  shutdownDelayMs: number;
+  /** The drain budget: stopping every run, releasing locks, sending callbacks. */
+  timeoutMs: number;
+  /** Of the drain budget, what is kept for lock release and callbacks after the stops. */
+  reserveMs: number;
+}
+
+export function readDrainSettings(env: Env): DrainSettings {
+  return {
+    shutdownDelayMs: readMsOrZero(env, 'LONGRUN_SHUTDOWN_DELAY_MS', 0),
+    // 8 s fits a drain inside Kubernetes' default 10 s SIGTERM→SIGKILL window.
+    timeoutMs: readMs(env, 'LONGRUN_DRAIN_TIMEOUT_MS', 8_000),
+    // 2 s after the stops leave room for 10 000 lock releases and callbacks (BENCHMARKS.md drain).
+    reserveMs: readMsOrZero(env, 'LONGRUN_DRAIN_RESERVE_MS', 2_000),
+  };
+}
+
 export interface DrainDeps {
-  config: Config;
+  settings: DrainSettings;
+  /** The stop handshake's wait (LONGRUN_STOP_ACK_TIMEOUT_MS): a drain's is never longer. */
+  stopAckTimeoutMs: number;
   logger: Logger;
   metrics: Metrics;
   registry: RunRegistry;
   /** WebSocket sessions: those that opened no run yet are closed at once (1001), bridged ones handed back (1012). */
   websockets: { shutdownIdle(): Promise<void> };
-  /** Watch streams (docs/spec.md §14): ended once the runs are stopped (their ends sent), so each client resumes elsewhere. */
-  watch: { endAll(why: 'drain'): void };
+  /** Follow streams (docs/spec.md §14): ended once the runs are stopped (their ends sent), so each client resumes elsewhere. */
+  follow: { endAll(why: 'drain'): void };
   /** Bounds segment-end callbacks; aborted shortly before the budget ends. */
   callbackBudget: AbortController;
   tracing: Tracing;
@@ -38,17 +60,17 @@ const MIN_CLOSE_AFTER_DRAIN_MS = 250;
 const TRACE_FLUSH_MS = 1_000;
 
 export async function drain(deps: DrainDeps): Promise<void> {
-  const { config, metrics, logger, registry, callbackBudget, tracing } = deps;
+  const { settings, metrics, logger, registry, callbackBudget, tracing } = deps;
   metrics.draining.set(1);
   const started = Date.now();
   const span = tracing.drain(registry.size);
-  metrics.drainDeadline.set((started + config.shutdownDelayMs + config.drainTimeoutMs) / 1000);
+  metrics.drainDeadline.set((started + settings.shutdownDelayMs + settings.timeoutMs) / 1000);
   logger.info({ runs: registry.size }, 'drain started');
-  if (config.shutdownDelayMs > 0) await sleep(config.shutdownDelayMs);
-  const budgetMs = config.drainTimeoutMs;
+  if (settings.shutdownDelayMs > 0) await sleep(settings.shutdownDelayMs);
+  const budgetMs = settings.timeoutMs;
   const budgetEnd = Date.now() + budgetMs;
   // Leave part of the budget for lock release and segment-end callbacks after the stops.
-  const ackTimeoutMs = Math.min(config.stopAckTimeoutMs, Math.max(Math.floor(budgetMs / 2), budgetMs - config.drainReserveMs));
+  const ackTimeoutMs = Math.min(deps.stopAckTimeoutMs, Math.max(Math.floor(budgetMs / 2), budgetMs - settings.reserveMs));
   const callbackDeadline = setTimeout(() => callbackBudget.abort(), Math.max(0, budgetMs - CALLBACK_ABORT_MARGIN_MS));
   // While the runs are stopped, errors carry their message but no stack frames: every
   // acknowledged stop ends its call UNAVAILABLE, and grpc-js builds an error for each
@@ -67,7 +89,7 @@ export async function drain(deps: DrainDeps): Promise<void> {
   const outcome = await Promise.race([stops.then(() => 'done' as const), budget]);
   Error.stackTraceLimit = stackTraceLimit;
   clearTimeout(budgetTimer);
-  deps.watch.endAll('drain');
+  deps.follow.endAll('drain');
   clearTimeout(callbackDeadline);
   tracing.drainEnded(span, outcome, registry.size);
   // Whatever is still open (a hung owner, a paused Redis) gets what is left of the budget

@@ -1,217 +1,145 @@
 /**
- * The gateway process's parts, assembled: owner client, channel pool, lock backend,
- * stop watcher, run registry, launcher, metrics, the main and ops listeners. SIGTERM
- * turns readiness 503 at once and new executes 503 DRAINING, then drain.ts stops the
- * runs in flight; then every part closes, in the reverse of the order it was added.
+ * The gateway process's parts, assembled: each wired from its own section of the Config by
+ * its own `create…()` (tracing, owner client, channel pool, coordination, MCP connector, the
+ * follow, the run launcher, the WebSocket route, the main and ops listeners), each handed its
+ * own metrics. SIGTERM turns readiness 503 at once and new executes 503 DRAINING, then
+ * drain.ts stops the runs in flight; then every part closes, in the reverse of the order it
+ * was added.
  */
-import { setMaxListeners } from 'node:events';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
-import type { Duplex } from 'node:stream';
 import type { RequestHandler } from 'express';
-import type { Config, ListenAddress } from './config';
+import type { Config } from './config';
 import { drain } from './drain';
+import { GatewayMetrics } from './gateway-metrics';
+import { gatewayStructures } from './gateway-structures';
+import { Closables } from './core/closables';
 import { createLogger, type Logger } from './core/log';
-import { Metrics } from './observability/metrics';
-import { startTracing } from './observability/trace-export';
-import { structures } from './observability/structures';
+import { createTracing } from './observability/create';
 import type { Tracing } from './observability/tracing';
 import type { CoordinationBackend } from './coordination/backend';
-import { LeaseKeeper } from './coordination/lease-keeper';
-import { MemoryBackend } from './coordination/memory-backend';
+import { createCoordination } from './coordination/create';
 import { RedisBackend } from './coordination/redis-backend';
-import { StopWatcher } from './coordination/stop-watcher';
-import { createMainListener } from './http/main-app';
-import { createOpsApp, listRuns } from './http/ops-app';
-import { WebSocketRoute, websocketHttpRoutes } from './websocket/route';
-import type { ParkedRuns } from './websocket/client-run';
-import { BacklogBudget } from './websocket/backlog-budget';
-import { Bridges } from './websocket/bridge/bridges';
-import { RedisInbox } from './websocket/bridge/inbox';
-import { McpConnector } from './mcp/connector';
-import { OwnerClient } from './owner/owner-client';
-import { Launcher } from './run/launcher';
+import { createHttp, urlOf, type Listeners } from './http/create';
+import { listRuns } from './http/ops-app';
+import { createMcp } from './mcp/create';
+import { createOwner } from './owner/create';
+import { createRun } from './run/create';
 import { RunRegistry } from './run/registry';
-import { RunLimits } from './run/run-limits';
-import { StopReasons } from './run/stop-reasons';
-import { ChannelPool } from './workflow/channel-pool';
-import { INTEREST_TTL_MS, Watch } from './watch/hub';
-import type { WatchLog } from './watch/log';
-import { MemoryWatchLog } from './watch/memory-log';
-import { RedisWatchLog } from './watch/redis-log';
-import { watchRoutes } from './watch/route';
+import { createChannelPool } from './workflow/create';
+import { createFollow } from './follow/create';
+import type { Follow } from './follow/hub';
+import { followRoutes } from './follow/route';
+import { createWebSocket } from './websocket/create';
+import { websocketHttpRoutes, type WebSocketRoute } from './websocket/route';
 
-export type GatewayState = 'serving' | 'draining' | 'closed';
+type GatewayState = 'serving' | 'draining' | 'closed';
 
 export interface GatewayOptions {
   logger?: Logger;
-  metrics?: Metrics;
   /**
    * Routes mounted on the main listener before its 404: the sandbox's own pages
    * (sandbox/chat-page.ts). Only the sandbox passes any; a gateway with an owner has none.
    */
   sandboxRoutes?: RequestHandler;
   /**
-   * Spans go here instead of where config.tracing says (tests: a tracer on the SDK's
-   * in-memory exporter). The gateway does not close it.
+   * Spans go here instead of where config.observability.tracing says (tests: a tracer on the
+   * SDK's in-memory exporter). The gateway does not close it.
    */
   tracing?: Tracing;
 }
 
-/** Everything a gateway is made of, by name. */
+/** What the gateway keeps of its parts, by name: what its accessors, the drain and the close use. */
 interface GatewayParts {
   config: Config;
   logger: Logger;
-  metrics: Metrics;
+  metrics: GatewayMetrics;
   registry: RunRegistry;
-  owner: OwnerClient;
-  channels: ChannelPool;
   backend: CoordinationBackend;
-  leases: LeaseKeeper;
-  stopWatcher: StopWatcher;
-  launcher: Launcher;
-  stopReasons: StopReasons;
-  mainServer: http.Server;
-  opsServer: http.Server;
+  listeners: Listeners;
   /** The WebSocket sessions of the main listener (docs/spec.md §11). */
   websockets: WebSocketRoute;
   /** Following runs (docs/spec.md §14). */
-  watch: Watch;
+  follow: Follow;
   /** Bounds segment-end callbacks; aborted when the drain's budget is spent. */
   callbackBudget: AbortController;
   tracing: Tracing;
 }
 
-/**
- * A part to close. `close()` is graceful and may wait (open connections, queued
- * commands); `destroy()` ends it at once, for when the time to close is spent.
- */
-interface Closable {
-  name: string;
-  close(): Promise<void> | void;
-  destroy?(): void;
-}
-
-/** How long Redis may take to answer at start before the gateway serves without it. */
-const REDIS_STARTUP_WAIT_MS = 5_000;
 /** How long close() waits for parts to close gracefully before destroying them. */
 const CLOSE_TIMEOUT_MS = 5_000;
-/** The longest the exporter may take to send the last spans when the gateway closes (a drain gives it less: drain.ts). */
-const TRACE_FLUSH_MS = 1_000;
-
-function listen(listener: http.RequestListener, address: ListenAddress): Promise<http.Server> {
-  return new Promise((resolve, reject) => {
-    const server = http.createServer(listener).listen(address.port, address.host);
-    server.once('listening', () => resolve(server));
-    server.once('error', reject);
-  });
-}
-
-function urlOf(server: http.Server): string {
-  const { address, port } = server.address() as AddressInfo;
-  return `http://${address.includes(':') ? `[${address}]` : address}:${port}`;
-}
-
-function closeServer(server: http.Server): Promise<void> {
-  return new Promise((resolve) => {
-    server.close(() => resolve());
-    server.closeIdleConnections();
-  });
-}
 
 /**
- * Closes parts in the reverse of the order they were added; every step runs whatever the
- * others do. What has not closed within `withinMs` (a hung owner, a paused Redis) is
- * destroyed, so nothing keeps the process alive past it.
+ * Makes every part, in the order each needs the ones before it; each adds what it opened to
+ * `closables`, which closes them in reverse. `isDraining` is the gateway's state, read later.
  */
-async function closeAll(closables: Closable[], withinMs: number): Promise<'closed' | 'forced'> {
-  const pending = [...closables].reverse();
-  const graceful = (async () => {
-    for (const part of [...pending]) {
-      try {
-        await part.close();
-      } catch {
-        // Closing is best effort: the process is leaving.
-      }
-      pending.shift();
-    }
-  })();
-  let timer: NodeJS.Timeout | undefined;
-  const spent = new Promise<'forced'>((resolve) => (timer = setTimeout(() => resolve('forced'), withinMs)));
-  const outcome = await Promise.race([graceful.then(() => 'closed' as const), spent]);
-  clearTimeout(timer);
-  if (outcome === 'forced') {
-    for (const part of pending) {
-      try {
-        part.destroy?.();
-      } catch {
-        // As above.
-      }
-    }
-  }
-  return outcome;
-}
-
-function connectBackend(config: Config, metrics: Metrics, logger: Logger, onReconnected: () => void): CoordinationBackend {
-  if (!config.redis) return new MemoryBackend();
-  // The backend logs each outage and each (re)connection once; every event is counted.
-  return new RedisBackend(config.redis, {
-    commandTimeoutMs: config.redisCommandTimeoutMs,
-    connectTimeoutMs: config.redisConnectTimeoutMs,
-    configureNotifications: config.redisConfigureNotifications,
+async function assemble(
+  config: Config,
+  options: GatewayOptions,
+  base: { logger: Logger; metrics: GatewayMetrics; closables: Closables; isDraining(): boolean },
+): Promise<GatewayParts> {
+  const { logger, metrics, closables, isDraining } = base;
+  const { replicaId, redis } = config;
+  // Added first, so closed last: the spans of everything closed before it are sent.
+  const tracing = options.tracing ?? createTracing(config.observability, { metrics: metrics.process, logger, replicaId, closables });
+  const owner = createOwner(config.owner, { metrics: metrics.owner, tracing, closables });
+  const channels = createChannelPool(config.workflow, { closables });
+  const coordination = await createCoordination(config.coordination, { redis, metrics: metrics.coordination, logger, closables });
+  const { backend } = coordination;
+  const mcp = createMcp(config.mcp, { owner: config.owner, metrics: metrics.mcp, logger, tracing, closables });
+  // Before the follow, which reports the runs it holds, and the launcher, which adds them.
+  const registry = new RunRegistry(config.run.maxDetachedRuns);
+  const follow = createFollow(config.follow, { redis, backend, registry, metrics: metrics.follow, replicaId, logger, closables });
+  const run = createRun(config.run, {
+    coordination,
+    registry,
+    owner,
+    channels,
+    mcp,
+    mcpDiscoveryTimeoutMs: config.mcp.discoveryTimeoutMs,
+    callbackConcurrency: config.owner.callbackConcurrency,
+    follow,
+    isDraining,
+    metrics: metrics.run,
     logger,
-    onEvent: (connection, event) => {
-      metrics.redisEvent(connection, event);
-      if (connection === 'commands' && event === 'ready') onReconnected();
-    },
+    tracing,
+    replicaId,
+    closables,
   });
-}
-
-/**
- * Bridges to sessions parked on other replicas (docs/spec.md §12), over this replica's
- * Redis inbox: a beat every ping interval (at most a second), a replica silent for the
- * pong timeout counts as gone, and a claim waits as long (at least a second, at most ten).
- */
-function connectBridges(config: Config, backend: CoordinationBackend, parked: ParkedRuns, metrics: Metrics, logger: Logger): Bridges {
-  const redis = config.redis as NonNullable<Config['redis']>;
-  const transport = new RedisInbox(redis, config.replicaId, {
-    commandTimeoutMs: config.redisCommandTimeoutMs,
-    connectTimeoutMs: config.redisConnectTimeoutMs,
-    ttlMs: Math.max(60_000, 2 * config.wsPongTimeoutMs),
-  });
-  return new Bridges({
-    transport,
-    backend,
-    parked,
-    metrics,
-    logger,
-    settings: {
-      beatMs: Math.min(config.wsPingMs, 1_000),
-      deadAfterMs: config.wsPongTimeoutMs,
-      claimTimeoutMs: Math.min(10_000, Math.max(1_000, config.wsPongTimeoutMs)),
-      stallMs: config.wsWriteTimeoutMs,
+  const { launcher, callbackBudget } = run;
+  const websockets = createWebSocket(config.websocket, { redis, replicaId, backend, launcher, owner, metrics: metrics.websocket, logger, tracing, closables });
+  const checkServing = (): void => launcher.checkServing();
+  const listeners = await createHttp(config.http, {
+    main: {
+      launcher,
+      owner,
+      metrics: metrics.run,
+      logger,
+      tracing,
+      secret: config.owner.secret,
+      backend,
+      stopKeyTtlMs: config.coordination.stopKeyTtlMs,
+      sandboxRoutes: options.sandboxRoutes,
+      routes: [websocketHttpRoutes(logger), followRoutes({ follow, owner, checkServing, logger })],
     },
-  });
-}
-
-/**
- * Where watched workflows' events are kept (docs/spec.md §14): Redis, shared by the replicas,
- * or this process's memory without it. A log lives one announcement TTL past its last use.
- */
-function watchLogOf(config: Config, logger: Logger): WatchLog {
-  const settings = { ttlMs: INTEREST_TTL_MS, backlog: config.watchBacklogEvents };
-  if (!config.redis) return new MemoryWatchLog(settings);
-  let warned = false;
-  return new RedisWatchLog(
-    config.redis,
-    config.replicaId,
-    { ...settings, commandTimeoutMs: config.redisCommandTimeoutMs, connectTimeoutMs: config.redisConnectTimeoutMs },
-    // The coordination backend logs each outage; this connection's errors are said once.
-    (err) => {
-      if (!warned) logger.warn({ err: err.message }, 'watch log: redis connection error (watch streams answer 503 until it heals)');
-      warned = true;
+    ops: {
+      metrics: metrics.process,
+      registry,
+      isDraining,
+      followersOf: (id) => follow.followersOf(id),
+      structures: () => gatewayStructures({ registry, run, coordination, websockets, follow, owner, channels }),
     },
-  );
+    onUpgrade: (req, socket, head) => websockets.handleUpgrade(req, socket, head),
+    closables,
+  });
+  // Closed first (the list closes last-in first): callbacks stop waiting, runs still in
+  // flight are cancelled — a listener waits for its open blocking streams to end, and
+  // a run's teardown needs the backend and the owner client, closed after.
+  closables.add('runs in flight', registry, (r) => r.cancelAll());
+  // An upgraded socket is no longer the listener's to close.
+  closables.add('websocket sessions', websockets, (w) => w.terminateAll());
+  // Before the main listener's close, which waits for its open responses: a follow stream never ends by itself.
+  closables.add('follow streams', follow, (f) => f.endAll('closing'));
+  closables.add('callback budget', callbackBudget, (c) => c.abort());
+  return { config, logger, metrics, registry, backend, listeners, websockets, follow, callbackBudget, tracing };
 }
 
 export class Gateway {
@@ -221,7 +149,7 @@ export class Gateway {
 
   private constructor(
     private readonly parts: GatewayParts,
-    private readonly closables: Closable[],
+    private readonly closables: Closables,
   ) {}
 
   get config(): Config {
@@ -232,7 +160,8 @@ export class Gateway {
     return this.parts.logger;
   }
 
-  get metrics(): Metrics {
+  /** Every metric, by part (gateway-metrics.ts). */
+  get metrics(): GatewayMetrics {
     return this.parts.metrics;
   }
 
@@ -245,253 +174,26 @@ export class Gateway {
   }
 
   /** Following runs (docs/spec.md §14). */
-  get watch(): Watch {
-    return this.parts.watch;
+  get follow(): Follow {
+    return this.parts.follow;
   }
 
-  /** What /runs lists: the runs in flight here, each with its workflow's watchers. */
+  /** What /runs lists: the runs in flight here, each with its workflow's followers. */
   runs(): ReturnType<typeof listRuns> {
-    return listRuns({ registry: this.parts.registry, watchersOf: (id) => this.parts.watch.watchersOf(id) });
+    return listRuns({ registry: this.parts.registry, followersOf: (id) => this.parts.follow.followersOf(id) });
   }
 
   /** Starts both listeners. Throws when a listener cannot bind (everything made so far is closed). */
   static async start(config: Config, options: GatewayOptions = {}): Promise<Gateway> {
     const logger = options.logger ?? createLogger(config.logLevel);
-    const metrics = options.metrics ?? new Metrics();
-    metrics.maxDetachedRuns.set(config.maxDetachedRuns);
-    metrics.maxWsSessions.set(config.maxWsSessions);
-    const closables: Closable[] = [];
-    const own = <T extends object>(name: string, part: T, close: (part: T) => Promise<void> | void, destroy?: (part: T) => void): T => {
-      closables.push({ name, close: () => close(part), ...(destroy ? { destroy: () => destroy(part) } : {}) });
-      return part;
-    };
+    const metrics = new GatewayMetrics();
+    const closables = new Closables();
     let gateway: Gateway | undefined;
-    let leases: LeaseKeeper | undefined;
+    const isDraining = (): boolean => gateway?.state !== 'serving';
     try {
-      // Added first, so closed last: the spans of everything closed before it are sent.
-      const tracing =
-        options.tracing ??
-        own(
-          'tracing',
-          startTracing(config.tracing, { metrics, logger, instanceId: config.replicaId }),
-          (t) => t.close(TRACE_FLUSH_MS),
-          (t) => void t.close(0),
-        );
-      const registry = new RunRegistry(config.maxDetachedRuns);
-      const owner = own(
-        'owner client',
-        new OwnerClient({
-          ownerUrl: config.ownerUrl,
-          secret: config.secret,
-          preauthTimeoutMs: config.preauthTimeoutMs,
-          relayTimeoutMs: config.relayTimeoutMs,
-          connections: config.ownerConnections,
-          callbackAttempts: config.callbackAttempts,
-          callbackTimeoutMs: config.callbackTimeoutMs,
-          callbackConcurrency: config.callbackConcurrency,
-          jwtRefreshMs: config.jwtRefreshMs,
-          tracing,
-        }),
-        (o) => o.close(),
-        (o) => o.destroy(),
-      );
-      const channels = own(
-        'channel pool',
-        new ChannelPool({
-          streamsPerConnection: config.grpcStreamsPerConnection,
-          keepaliveTimeMs: config.grpcKeepaliveTimeMs,
-          keepaliveTimeoutMs: config.grpcKeepaliveTimeoutMs,
-          keepaliveWithoutCalls: config.grpcKeepaliveWithoutCalls,
-        }),
-        (c) => c.close(),
-      );
-      const backend = own(
-        'coordination backend',
-        // Every lease is renewed as soon as Redis is back (LeaseKeeper.renewAll).
-        connectBackend(config, metrics, logger, () => leases?.renewAll()),
-        (b) => b.close(),
-        (b) => b.destroy(),
-      );
-      const mcp = own(
-        'mcp connector',
-        new McpConnector({
-          ownerUrl: config.ownerUrl,
-          secret: config.secret,
-          jwtRefreshMs: config.jwtRefreshMs,
-          callTimeoutMs: config.mcpTimeoutMs,
-          allowPrivate: config.mcpAllowPrivate,
-          metrics,
-          logger,
-          tracing,
-        }),
-        (m) => m.close(),
-      );
-      // Serve anyway when Redis is down at start: detached executes answer 503 until it heals.
-      if (backend instanceof RedisBackend && !(await backend.waitReady(REDIS_STARTUP_WAIT_MS))) {
-        logger.warn({ redis: backend.display }, 'redis not reachable at start; detached executes answer 503 LOCK_UNAVAILABLE until it is');
-      }
-      // One timer and one batched renewal a tick for every run's lease; releases batched too.
-      leases = own(
-        'lease keeper',
-        new LeaseKeeper(backend, {
-          ttlMs: config.leaseTtlMs,
-          onBatch: (op, count, seconds) => metrics.leaseBatch(op, count, seconds),
-          onLate: () => metrics.lateRenewals.inc(),
-        }),
-        (k) => k.close(),
-      );
-      const keeper: LeaseKeeper = leases;
-      const stopWatcher = own('stop watcher', new StopWatcher(backend, config.stopPollMs), (w) => w.close());
-      const callbackBudget = new AbortController();
-      // Every callback in flight (at most callbackConcurrency, each request or retry wait
-      // with one abort listener) and the waiting line (one) listen to this signal: more than
-      // Node's default of 10 is the design, not a leak, and would be warned about on every
-      // drain. Past this bound the warning still means what it says.
-      setMaxListeners(config.callbackConcurrency + 1, callbackBudget.signal);
-      const stopReasons = new StopReasons(config.workflowInfraStopReasons);
-      // Said once: an operator reading why a run limit sent WORKHORSE_SERVER_SHUTDOWN finds it here.
-      logger.info({ service_allowlist: config.workflowInfraStopReasons, ...stopReasons.infraWords }, 'stop words in force (LONGRUN_WORKFLOW_INFRA_STOP_REASONS)');
-      // The lease keeper gives a renewal up after TTL/6 (lease-keeper.ts): a Redis command allowed longer is given up before its own deadline.
-      if (config.redis && config.redisCommandTimeoutMs >= config.leaseTtlMs / 6) {
-        logger.warn(
-          { redis_command_timeout_ms: config.redisCommandTimeoutMs, lease_ttl_ms: config.leaseTtlMs },
-          'LONGRUN_REDIS_COMMAND_TIMEOUT_MS is not under LONGRUN_LEASE_TTL_MS / 6: the lease keeper gives a renewal up before Redis would time it out, and sends it again meanwhile (docs/configuration.md)',
-        );
-      }
-      const runLimits = own('run limits', new RunLimits(config.runLimitMs), (l) => l.close());
-      const isDraining = (): boolean => gateway?.state !== 'serving';
-      const watch = own(
-        'watch',
-        new Watch({
-          log: watchLogOf(config, logger),
-          registry,
-          backend,
-          metrics,
-          replicaId: config.replicaId,
-          settings: {
-            idleMs: config.watchIdleMs,
-            keepaliveMs: config.watchKeepaliveMs,
-            bufferBytes: config.watchBufferBytes,
-            maxWatchers: config.maxWatchers,
-            maxWatchersPerWorkflow: config.maxWatchersPerWorkflow,
-          },
-        }),
-        (w) => w.close(),
-      );
-      const launcher = new Launcher({
-        config,
-        channels,
-        mcp,
-        isDraining,
-        owner,
-        metrics,
-        logger,
-        registry,
-        backend,
-        leases,
-        stopWatcher,
-        replicaId: config.replicaId,
-        stopAckTimeoutMs: config.stopAckTimeoutMs,
-        leaseTtlMs: config.leaseTtlMs,
-        callerStallMs: config.callerStallMs,
-        runLimits,
-        stopReasons,
-        callbackSignal: callbackBudget.signal,
-        watch,
-        tracing,
-      });
-      const mainListener = createMainListener({
-        launcher,
-        owner,
-        metrics,
-        logger,
-        keepaliveMs: config.keepaliveMs,
-        secret: config.secret,
-        backend,
-        stopKeyTtlMs: config.stopKeyTtlMs,
-        sandboxRoutes: options.sandboxRoutes,
-        routes: [websocketHttpRoutes(logger), watchRoutes({ watch, owner, checkServing: () => launcher.checkServing(), logger })],
-        tracing,
-      });
-      const parked: ParkedRuns = new Map();
-      const backlogBudget = new BacklogBudget(config.wsBacklogBudgetBytes);
-      const bridges = config.redis && config.wsResumeWindowMs > 0 ? own('bridges', connectBridges(config, backend, parked, metrics, logger), (b) => b.close()) : undefined;
-      const websockets = new WebSocketRoute({
-        launcher,
-        owner,
-        metrics,
-        logger,
-        tracing,
-        settings: {
-          pingMs: config.wsPingMs,
-          pongTimeoutMs: config.wsPongTimeoutMs,
-          writeTimeoutMs: config.wsWriteTimeoutMs,
-          closeTimeoutMs: config.wsCloseTimeoutMs,
-          startTimeoutMs: config.wsStartTimeoutMs,
-          resumeWindowMs: config.wsResumeWindowMs,
-          backlogBytes: config.wsBacklogBytes,
-          backlogBudget,
-        },
-        maxSessions: config.maxWsSessions,
-        allowedOrigins: config.wsAllowedOrigins,
-        trustForwardedHost: config.trustForwardedHost,
-        parked,
-        bridges,
-      });
-      const mainServer = own('main listener', await listen(mainListener, config.listen), closeServer, (server) => server.closeAllConnections());
-      mainServer.on('upgrade', (req: http.IncomingMessage, socket: Duplex, head: Buffer) => websockets.handleUpgrade(req, socket, head));
-      // Long turns: no request or header timeouts on streaming responses.
-      mainServer.requestTimeout = 0;
-      mainServer.headersTimeout = 60_000;
-      mainServer.keepAliveTimeout = 5_000;
-      const opsServer = own(
-        'ops listener',
-        await listen(
-          createOpsApp({
-            metrics,
-            registry,
-            isDraining,
-            watchersOf: (id) => watch.watchersOf(id),
-            structures: () => structures({ registry, runLimits, leases: keeper, stopWatcher, websockets, backlogBudget, bridges, watch, owner, channels }),
-          }),
-          config.opsListen,
-        ),
-        closeServer,
-        (server) => server.closeAllConnections(),
-      );
-      // Closed first (the list closes last-in first): callbacks stop waiting, runs still in
-      // flight are cancelled — a listener waits for its open blocking streams to end, and
-      // a run's teardown needs the backend and the owner client, closed after.
-      own('runs in flight', registry, (r) => r.cancelAll());
-      // An upgraded socket is no longer the listener's to close.
-      own('websocket sessions', websockets, (w) => w.terminateAll());
-      // Before the main listener's close, which waits for its open responses: a watch stream never ends by itself.
-      own('watch streams', watch, (w) => w.endAll('closing'));
-      own('callback budget', callbackBudget, (c) => c.abort());
-      gateway = new Gateway(
-        {
-          config,
-          logger,
-          metrics,
-          registry,
-          owner,
-          channels,
-          backend,
-          leases,
-          stopWatcher,
-          launcher,
-          stopReasons,
-          mainServer,
-          opsServer,
-          websockets,
-          watch,
-          callbackBudget,
-          tracing,
-        },
-        closables,
-      );
+      gateway = new Gateway(await assemble(config, options, { logger, metrics, closables, isDraining }), closables);
     } catch (err) {
-      await closeAll(closables, CLOSE_TIMEOUT_MS);
+      await closables.closeAll(CLOSE_TIMEOUT_MS);
       throw err;
     }
     // The Redis URL is shown with its credentials masked (describeRedisTarget).
@@ -501,11 +203,11 @@ export class Gateway {
   }
 
   get mainUrl(): string {
-    return urlOf(this.parts.mainServer);
+    return urlOf(this.parts.listeners.main);
   }
 
   get opsUrl(): string {
-    return urlOf(this.parts.opsServer);
+    return urlOf(this.parts.listeners.ops);
   }
 
   /**
@@ -515,7 +217,19 @@ export class Gateway {
    */
   drain(): Promise<void> {
     if (this.state === 'serving') this.state = 'draining';
-    this.draining ??= drain({ ...this.parts, close: (timeoutMs) => this.close(timeoutMs) });
+    const { config, logger, metrics, registry, websockets, follow, callbackBudget, tracing } = this.parts;
+    this.draining ??= drain({
+      settings: config.drain,
+      stopAckTimeoutMs: config.run.stopAckTimeoutMs,
+      logger,
+      metrics: metrics.process,
+      registry,
+      websockets,
+      follow,
+      callbackBudget,
+      tracing,
+      close: (timeoutMs) => this.close(timeoutMs),
+    });
     return this.draining;
   }
 
@@ -526,7 +240,7 @@ export class Gateway {
   close(timeoutMs: number = CLOSE_TIMEOUT_MS): Promise<'closed' | 'forced'> {
     this.closing ??= (async () => {
       this.state = 'closed';
-      return closeAll(this.closables, timeoutMs);
+      return this.closables.closeAll(timeoutMs);
     })();
     return this.closing;
   }

@@ -3,9 +3,11 @@
  * Entry point: config → (sandbox) → gateway → signals. SIGTERM/SIGINT drain (docs/spec.md §7);
  * a second signal exits at once. The sandbox (../sandbox/, the simulators) is loaded only
  * when it runs (config.ts decides: asked for, or no owner outside production): a start
- * with an owner loads none of it.
+ * with an owner loads none of it. With arguments it runs a command instead (cli/commands.ts:
+ * `longrun store mark`), loaded only then.
  */
-import { ConfigError, gatewayConfig, loadConfig, type Config, type EnvConfig } from './config';
+import { gatewayConfig, loadConfig, type Config, type EnvConfig } from './config';
+import { ConfigError } from './core/env';
 import { Gateway } from './gateway';
 import { createLogger, scrubLine } from './core/log';
 import type { Sandbox } from '../sandbox/sandbox';
@@ -14,6 +16,12 @@ import type { Sandbox } from '../sandbox/sandbox';
 const EXIT_GRACE_MS = 1_000;
 
 async function main(): Promise<void> {
+  const args = process.argv.slice(2);
+  if (args.length > 0) {
+    const { runCommand } = await import('./cli/commands');
+    process.exitCode = await runCommand(args, process.env, { out: process.stdout, err: process.stderr });
+    return;
+  }
   let env: EnvConfig;
   try {
     env = loadConfig();
@@ -55,7 +63,7 @@ async function main(): Promise<void> {
         logger.flush();
         process.exit(0);
       },
-      config.shutdownDelayMs + config.drainTimeoutMs + EXIT_GRACE_MS,
+      config.drain.shutdownDelayMs + config.drain.timeoutMs + EXIT_GRACE_MS,
     ).unref();
     void gateway
       .drain()

@@ -3,7 +3,8 @@
  * operators load it, watching one replica's memory — the soak that found a replica's heap
  * growing 33 MB an hour, at a smaller scale.
  *
- * Four gateways on one redis-server: a fleet of three that is faulted, and a control that
+ * Four gateways on a redis-server of the scenario's own (stack/'s startStack with `redis:
+ * 'own'`, so it can be restarted empty): a fleet of three that is faulted, and a control that
  * never is. CLIENTS LongrunSession clients each run turns of client-executed reads and
  * relayed writes, one after another (a new workflow each turn), drop their socket (no close
  * frame: the run parks) every DROP_MIN_MS–DROP_MAX_MS, and reconnect on a random gateway —
@@ -33,22 +34,19 @@
  * for the before figures); BENCH_SOAK_SNAPSHOTS=<dir> writes a heap snapshot of the control
  * at both idle points (--heapsnapshot-signal), to compare by retainers.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import Redis from 'ioredis';
 import { request } from 'undici';
 import WebSocket from 'ws';
 import { LongrunSession, type SessionAction } from '@longrun/client';
 import { WEBSOCKET_PREAUTH } from '../../sandbox/owner-sim';
 import { scenarioMetadata, type Step } from '../../sandbox/scenario';
-import { markNewStore } from '../../src/coordination/store-marker';
-import { GatewayProcess, gatewayMainJs, metricTotal, type HeapUsage } from '../processes/gateway-process';
-import { IpcChild } from '../processes/ipc';
-import { HOST, exitOf, freePort, withTimeout } from '../processes/procs';
-import type { SimQueries } from '../processes/sim-protocol';
-import { startSimulators, type SimChild } from '../processes/stack';
+import { startStack } from '../../stack';
+import type { GatewayChild, HeapUsage } from '../../stack/gateway-child';
+import { metricTotal } from '../../stack/metric-text';
+import type { RedisServer } from '../../stack/redis-server';
+import { benchStackOptions, gatewayMainJs } from '../bench-stack';
 import { round } from '../measure/stats';
 import type { Scenario, ScenarioOutcome } from '../scenario';
 
@@ -91,54 +89,6 @@ interface Sample {
   runs: number;
   /** What the control holds per session, link and run (its /debug/structures `held`), when the build tells. */
   structures?: Record<string, number>;
-}
-
-/** A redis-server of the soak's own, on a fixed port: restarted empty (a fault) where the bench's shared one cannot be. */
-class SoakRedis {
-  private child: ChildProcess | undefined;
-  readonly url: string;
-
-  private constructor(private readonly port: number) {
-    this.url = `redis://${HOST}:${port}`;
-  }
-
-  static async start(): Promise<SoakRedis> {
-    const redis = new SoakRedis(await freePort());
-    await redis.spawn();
-    // Just made: marked new, so the first locks need not wait out the store fence.
-    const client = new Redis(redis.url, { maxRetriesPerRequest: 1 });
-    try {
-      await markNewStore(client);
-    } finally {
-      client.disconnect();
-    }
-    return redis;
-  }
-
-  /** SIGKILL and a fresh, empty server on the same port (unmarked: the gateways' store fence sees a store that lost its data). */
-  async restart(): Promise<void> {
-    await this.stop();
-    await this.spawn();
-  }
-
-  async stop(): Promise<void> {
-    const child = this.child;
-    if (!child || child.exitCode !== null || child.signalCode !== null) return;
-    child.kill('SIGKILL');
-    await exitOf(child);
-  }
-
-  private async spawn(): Promise<void> {
-    const child = spawn('redis-server', ['--port', String(this.port), '--bind', HOST, '--save', '', '--appendonly', 'no', '--protected-mode', 'no'], { stdio: 'ignore' });
-    this.child = child;
-    const client = new Redis(this.url, { retryStrategy: () => 50, maxRetriesPerRequest: null, lazyConnect: false });
-    client.on('error', () => undefined);
-    try {
-      await withTimeout(client.ping(), 10_000, 'the soak redis-server to answer');
-    } finally {
-      client.disconnect();
-    }
-  }
 }
 
 function turnSteps(id: string): Step[] {
@@ -192,18 +142,7 @@ export const wsSoak: Scenario = {
     const clients = ctx.options.runs ?? CLIENTS;
     const snapshots = process.env['BENCH_SOAK_SNAPSHOTS'];
     if (snapshots) mkdirSync(snapshots, { recursive: true });
-    const redis = await SoakRedis.start();
-    let sims = await startSimulators(ctx.env);
-    let workflow: SimChild = sims.workflow;
-    const workflowPort = Number(workflow.address.slice(workflow.address.lastIndexOf(':') + 1));
-    const fleet: Array<GatewayProcess | undefined> = [];
-    const retired: GatewayProcess[] = [];
-    let control: GatewayProcess | undefined;
-    let generation = 0;
-    const counters: Counters = { turns: 0, turnsFailed: 0, drops: 0, connects: 0 };
-    const t0 = Date.now();
-    const gatewayEnv = (name: string): Record<string, string> => ({
-      LONGRUN_REPLICA_ID: name,
+    const gatewayEnv = {
       LONGRUN_LEASE_TTL_MS: String(LEASE_TTL_MS),
       LONGRUN_WS_RESUME_WINDOW_MS: String(RESUME_WINDOW_MS),
       LONGRUN_WS_PING_MS: '1000',
@@ -212,11 +151,19 @@ export const wsSoak: Scenario = {
       LONGRUN_STOP_ACK_TIMEOUT_MS: '1000',
       LONGRUN_DRAIN_TIMEOUT_MS: '6000',
       LONGRUN_REDIS_CONNECT_TIMEOUT_MS: '500',
-    });
-    const startGateway = (name: string, nodeArgs: string[] = []): Promise<GatewayProcess> =>
-      GatewayProcess.start({ ownerUrl: sims.owner.address, redisUrl: redis.url, secretFile: ctx.env.secretFile, env: gatewayEnv(name), nodeArgs });
-    const live = (): GatewayProcess[] => [...fleet.filter((g): g is GatewayProcess => g !== undefined), ...(control ? [control] : [])];
-    const wsUrl = (g: GatewayProcess): string => `${g.url.replace('http://', 'ws://')}/api/v4/ai/duo_workflows/ws`;
+    };
+    // Its own redis-server (marked new: the first locks need not wait out the store fence), restarted empty as a fault.
+    const stack = await startStack({ ...benchStackOptions(ctx.env), redis: 'own', replicas: 0, name: 'soak', env: gatewayEnv });
+    const redis = stack.redis as RedisServer;
+    const fleet: Array<GatewayChild | undefined> = [];
+    let control: GatewayChild | undefined;
+    let generation = 0;
+    const counters: Counters = { turns: 0, turnsFailed: 0, drops: 0, connects: 0 };
+    const t0 = Date.now();
+    // Each under a name of its own: a drained or killed replica comes back under a new one, as a pod's.
+    const startGateway = (name: string, nodeArgs: string[] = []): Promise<GatewayChild> => stack.startReplica({ name, nodeArgs });
+    const live = (): GatewayChild[] => [...fleet.filter((g): g is GatewayChild => g !== undefined), ...(control ? [control] : [])];
+    const wsUrl = (g: GatewayChild): string => `${g.url.replace('http://', 'ws://')}/api/v4/ai/duo_workflows/ws`;
     const pick = <T>(items: readonly T[]): T => items[Math.floor(Math.random() * items.length)] as T;
 
     /** One turn of one client, from its start to its session's end; resolves whether it finished (1000). */
@@ -294,7 +241,7 @@ export const wsSoak: Scenario = {
       clearTimeout(closeAll);
     };
 
-    const structures = async (g: GatewayProcess): Promise<Record<string, number> | undefined> => {
+    const structures = async (g: GatewayChild): Promise<Record<string, number> | undefined> => {
       const res = await request(`${g.opsUrl}/debug/structures`).catch(() => undefined);
       if (!res) return undefined;
       if (res.statusCode !== 200) {
@@ -303,7 +250,7 @@ export const wsSoak: Scenario = {
       }
       return ((await res.body.json()) as { held: Record<string, number> }).held;
     };
-    const sample = async (g: GatewayProcess): Promise<Sample> => {
+    const sample = async (g: GatewayChild): Promise<Sample> => {
       const heap = await g.gc();
       const compact = await g.gc(true);
       const held = await structures(g);
@@ -322,7 +269,7 @@ export const wsSoak: Scenario = {
 
     /** Once the sessions are closed: waits for the control to hold no run (and nothing else, when it says), then idles, then measures. */
     const idleMeasure = async (what: string): Promise<Sample> => {
-      const g = control as GatewayProcess;
+      const g = control as GatewayChild;
       const deadline = Date.now() + SETTLE_MS;
       for (;;) {
         const held = await structures(g);
@@ -351,28 +298,23 @@ export const wsSoak: Scenario = {
       const at = Math.round((Date.now() - t0) / 1_000);
       if (kind === 'holder drain' || kind === 'holder SIGKILL') {
         const i = Math.floor(Math.random() * FLEET);
-        const g = fleet[i] as GatewayProcess;
+        const g = fleet[i] as GatewayChild;
         fleet[i] = undefined;
-        retired.push(g);
+        // The stack closes it with the others (it stays among stack.replicas, exited).
         if (kind === 'holder drain') {
           g.terminate();
-          await withTimeout(g.exited, 30_000, 'a drained replica to exit').catch(() => g.kill());
+          await g.exited(30_000).catch(() => g.kill());
         } else await g.kill();
         fleet[i] = await startGateway(`soak-${String.fromCharCode(97 + i)}${++generation}`);
       } else if (kind === 'redis restart (empty)') await redis.restart();
-      else {
-        await workflow.stop();
-        workflow = await IpcChild.start<SimQueries>('workflow simulator', 'processes/sim-process.js', {
-          env: { BENCH_SIM_ROLE: 'workflow', BENCH_SECRET: ctx.env.secret.toString('base64'), BENCH_SIM_PORT: String(workflowPort) },
-        });
-        sims = { ...sims, workflow };
-      }
+      // On its port, with its options: the owner's Service.URI stays right.
+      else await stack.restartWorkflow();
       faults.push(`${at} s ${kind}`);
       ctx.log(`fault at ${at} s: ${kind}`);
     };
 
     try {
-      await sims.owner.query('configure', { workflowId: WEBSOCKET_PREAUTH, config: { lockConcurrentFlow: true, actorId: ACTOR } });
+      await stack.owner.query('configure', { workflowId: WEBSOCKET_PREAUTH, config: { lockConcurrentFlow: true, actorId: ACTOR } });
       const nodeArgs = snapshots ? [`--heapsnapshot-signal=SIGUSR2`, `--diagnostic-dir=${snapshots}`] : [];
       [control] = await Promise.all([
         startGateway('soak-control', nodeArgs),
@@ -382,7 +324,7 @@ export const wsSoak: Scenario = {
         return [c];
       });
       ctx.log(`${FLEET} faulted replicas and a control (${gatewayMainJs}); ${clients} clients dropping every ${DROP_MIN_MS / 1_000}–${DROP_MAX_MS / 1_000} s; ${minutes} min`);
-      const fresh = await sample(control as GatewayProcess);
+      const fresh = await sample(control as GatewayChild);
       ctx.log(`control before any load: ${describe(fresh)}`);
 
       /** `load` for `forMs`, a fault every `faultEveryMs` meanwhile, and the control sampled every SAMPLE_EVERY_MS into `samples` when given. */
@@ -399,7 +341,7 @@ export const wsSoak: Scenario = {
               nextFault += faultEveryMs;
             }
             if (!stop && samples && Date.now() >= nextSample) {
-              const s = await sample(control as GatewayProcess).catch(() => undefined);
+              const s = await sample(control as GatewayChild).catch(() => undefined);
               if (s) {
                 samples.push(s);
                 ctx.log(`under load: ${describe(s)}`);
@@ -436,7 +378,7 @@ export const wsSoak: Scenario = {
         hours,
         used.map((s) => s.heap_mb - s.code_mb),
       );
-      const reattached = async (how: string): Promise<number> => metricTotal(await (control as GatewayProcess).metrics(), 'longrun_websocket_reattached_total', { how }) ?? 0;
+      const reattached = async (how: string): Promise<number> => metricTotal(await (control as GatewayChild).metrics(), 'longrun_websocket_reattached_total', { how }) ?? 0;
       const figures = {
         minutes,
         clients,
@@ -477,15 +419,14 @@ export const wsSoak: Scenario = {
       };
     } finally {
       for (const close of closers) close();
-      await Promise.allSettled([...live(), ...retired].map((g) => g.kill()));
-      await Promise.allSettled([sims.owner.stop(), workflow.stop()]);
-      await redis.stop();
+      // Every replica it started, retired ones included, the simulators and the redis-server.
+      await stack.close();
     }
   },
 };
 
 /** Asks the control for a heap snapshot (SIGUSR2, --heapsnapshot-signal) and waits for the file to be written whole. */
-async function snapshot(g: GatewayProcess, dir: string): Promise<string> {
+async function snapshot(g: GatewayChild, dir: string): Promise<string> {
   const before = new Set(readdirSync(dir));
   process.kill(g.pid, 'SIGUSR2');
   const deadline = Date.now() + 120_000;

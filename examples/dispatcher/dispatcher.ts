@@ -6,16 +6,21 @@
  *                 the turn's, a watchdog is scheduled; 409 WORKFLOW_LOCKED → the run in
  *                 flight is the turn: adopted (getRun), not retried; 200 finished and
  *                 409 STOPPED end the turn; a retryable failure past the client's
- *                 deadline fails the job and BullMQ tries it again later.
+ *                 deadline fails the job and BullMQ tries it again later — never before
+ *                 the failure's Retry-After (the owner's rate limit: segmentBackoffMs).
  *   callback      the segment-end endpoint (segment-end-route.ts): a resumable reason
  *                 enqueues the next segment once per (workflow, run id) — the BullMQ job
  *                 id `resume-<workflow>-<run>` is the idempotency key — carrying the
  *                 run's `in_flight` in workflowMetadata.resume; a final reason ends it.
- *   watchdog job  at run limit + grace: a turn still waiting on a run whose record is
- *                 gone (the lock is free) twice, `lostConfirmMs` apart, lost its callback;
- *                 the run's end is recorded as `lost` and the next segment enqueued under
- *                 the same job id the callback would have used. While the run lives, it
- *                 looks again after `graceMs`.
+ *   watchdog job  every `watchPeriodMs` while a run is the turn's: a turn still waiting on
+ *                 a run whose record is gone (no run holds the workflow, or another one
+ *                 does) twice, `lostConfirmMs` apart, lost its callback; the run's end is
+ *                 recorded as `lost` and the next segment enqueued under the same job id
+ *                 the callback would have used. The period stays well under GitLab's
+ *                 stuck-workflow cleanup (a workflow `running` for 30 minutes without an
+ *                 update is failed): a callback lost early in a segment must not wait for
+ *                 the run limit to be noticed, nor for the next segment's re-dispatch,
+ *                 which a rate-limited owner can stretch over minutes, on top.
  *
  * Owner state lives in Redis (owner-state.ts); every step is idempotent, so the
  * callback, the worker and the watchdog may race on a run and each boundary still costs
@@ -32,11 +37,18 @@ export interface DispatcherOptions {
   redisUrl: string;
   /** Key prefix of the owner state and the queue (default longrun-example). */
   prefix?: string;
-  /** The gateway's LONGRUN_RUN_LIMIT_MS: no detached run lives longer. */
-  runLimitMs: number;
-  /** The watchdog looks this long after the run limit, then this often (default 30 000 ms). */
-  graceMs?: number;
-  /** A run whose record stays gone this long has lost its callback (default 10 000 ms: the callback's 3 attempts fit). */
+  /**
+   * How often the watchdog looks at a run believed in flight, from its acceptance (default
+   * 300 000 ms). With `lostConfirmMs`, under 30 minutes (the constructor throws otherwise):
+   * GitLab fails a workflow left `running` that long without an update.
+   */
+  watchPeriodMs?: number;
+  /**
+   * A run whose record stays gone this long has lost its callback (default 90 000 ms). Longer
+   * than the callback's 3 attempts (about 6.4 s), and than one lease TTL (60 s): after the
+   * gateways' Redis lost its data, a live run's record is missing until its next renewal
+   * writes it again, and a run found gone then is not gone.
+   */
   lostConfirmMs?: number;
   /** Jobs worked at once (default 16). */
   concurrency?: number;
@@ -83,6 +95,26 @@ interface WatchdogJob {
 }
 
 const open = (status: TurnStatus): boolean => status === 'dispatching' || status === 'running';
+/** GitLab's CleanStuckWorkflowsService: a workflow `created` or `running` this long without an update is failed. */
+export const STUCK_WORKFLOW_MS = 30 * 60_000;
+/** The watchdog's defaults: a lost callback is noticed within 6.5 minutes (DispatcherOptions). */
+export const DEFAULT_WATCH_PERIOD_MS = 300_000;
+export const DEFAULT_LOST_CONFIRM_MS = 90_000;
+
+/** The segment jobs' backoff, a strategy of the worker's own (BullMQ calls it with the job's error). */
+const SEGMENT_BACKOFF = 'segment';
+
+/**
+ * How long BullMQ waits before a failed segment job's next attempt: exponential from 1 s,
+ * and never less than the Retry-After the failure carried — the owner's 429 (Rails
+ * rate-limits the execute preauth: 50 a minute a user, Retry-After 60) is waited out,
+ * not retried into.
+ */
+export function segmentBackoffMs(attemptsMade: number, err: Error | undefined): number {
+  const exponential = 1_000 * 2 ** Math.max(0, attemptsMade - 1);
+  const retryAfterMs = err instanceof LongrunError && err.retryAfterS !== undefined ? err.retryAfterS * 1_000 : 0;
+  return Math.max(exponential, retryAfterMs);
+}
 /** BullMQ job ids may not contain ':'; request ids keep to ^[A-Za-z0-9_-]{1,64}$. */
 const safe = (id: string): string => id.replace(/[^A-Za-z0-9_-]/g, '_');
 
@@ -91,18 +123,26 @@ export class Dispatcher {
   private readonly queue: Queue;
   private readonly worker: Worker;
   private readonly connection: Redis;
-  private readonly graceMs: number;
+  private readonly watchPeriodMs: number;
   private readonly lostConfirmMs: number;
   private closing: Promise<void> | undefined;
 
+  /** Throws RangeError when the watchdog would look after GitLab's stuck-workflow cleanup (before connecting anything). */
   constructor(private readonly options: DispatcherOptions) {
+    this.watchPeriodMs = options.watchPeriodMs ?? DEFAULT_WATCH_PERIOD_MS;
+    this.lostConfirmMs = options.lostConfirmMs ?? DEFAULT_LOST_CONFIRM_MS;
+    // A lost callback is noticed within one period plus the confirmation: both must fit, with
+    // room for the next segment to start, before GitLab's cleanup fails the workflow.
+    if (!(this.watchPeriodMs > 0) || !(this.lostConfirmMs >= 0) || this.watchPeriodMs + this.lostConfirmMs >= STUCK_WORKFLOW_MS) {
+      throw new RangeError(
+        `watchPeriodMs (${this.watchPeriodMs}) + lostConfirmMs (${this.lostConfirmMs}) must be positive and under ${STUCK_WORKFLOW_MS} ms (GitLab's stuck-workflow cleanup)`,
+      );
+    }
     const prefix = options.prefix ?? 'longrun-example';
     // BullMQ's blocking connections need maxRetriesPerRequest null; it duplicates this one for them.
     this.connection = new Redis(options.redisUrl, { maxRetriesPerRequest: null });
     this.connection.on('error', () => undefined);
     this.state = new OwnerState(this.connection, prefix);
-    this.graceMs = options.graceMs ?? 30_000;
-    this.lostConfirmMs = options.lostConfirmMs ?? 10_000;
     const queueName = 'dispatch';
     this.queue = new Queue(queueName, {
       connection: this.connection,
@@ -110,7 +150,12 @@ export class Dispatcher {
       defaultJobOptions: { removeOnComplete: { age: 24 * 3600 }, removeOnFail: { age: 7 * 24 * 3600 } },
     });
     this.queue.on('error', () => undefined);
-    this.worker = new Worker(queueName, (job: Job) => this.work(job), { connection: this.connection, prefix, concurrency: options.concurrency ?? 16 });
+    this.worker = new Worker(queueName, (job: Job) => this.work(job), {
+      connection: this.connection,
+      prefix,
+      concurrency: options.concurrency ?? 16,
+      settings: { backoffStrategy: (attemptsMade, _type, err) => segmentBackoffMs(attemptsMade, err) },
+    });
     this.worker.on('error', () => undefined);
     this.worker.on('failed', (job, err) => void this.onJobFailed(job, err));
   }
@@ -162,7 +207,7 @@ export class Dispatcher {
   }
 
   private segmentJobOptions(jobId: string) {
-    return { jobId, attempts: this.options.jobAttempts ?? 8, backoff: { type: 'exponential', delay: 1_000 } };
+    return { jobId, attempts: this.options.jobAttempts ?? 8, backoff: { type: SEGMENT_BACKOFF } };
   }
 
   private work(job: Job): Promise<void> {
@@ -233,7 +278,7 @@ export class Dispatcher {
   private async adopt(workflowId: string, runId: string, segment: number, resumed: boolean, adopted: boolean, answer: { endpoint: string; attempts: number }): Promise<void> {
     if (await this.state.acceptRun(workflowId, runId, segment, resumed)) {
       this.emit({ type: 'segment_accepted', workflowId, runId, segment, resumed, adopted, endpoint: answer.endpoint, attempts: answer.attempts });
-      await this.scheduleWatchdog({ workflowId, runId, check: 0 }, this.options.runLimitMs + this.graceMs);
+      await this.scheduleWatchdog({ workflowId, runId, check: 0 }, this.watchPeriodMs);
     }
     // Its callback may have come before we knew the run was ours.
     await this.advance(workflowId, runId);
@@ -271,15 +316,16 @@ export class Dispatcher {
     if (!turn || !open(turn.status) || turn.runId !== runId || (await this.state.acted(runId))) return;
     let alive: boolean;
     try {
-      alive = (await this.options.client.getRun(workflowId, { retry: false })) !== null;
+      // Another run holding the workflow (a WebSocket session, say) means this one has ended too.
+      alive = (await this.options.client.getRun(workflowId, { retry: false }))?.run_id === runId;
     } catch {
       // The gateway or its lock store cannot tell now: look again later.
       this.emit({ type: 'watchdog', workflowId, runId, finding: 'unknown' });
-      return this.scheduleWatchdog({ workflowId, runId, check: job.check + 1 }, this.graceMs);
+      return this.scheduleWatchdog({ workflowId, runId, check: job.check + 1 }, this.watchPeriodMs);
     }
     if (alive) {
       this.emit({ type: 'watchdog', workflowId, runId, finding: 'alive' });
-      return this.scheduleWatchdog({ workflowId, runId, check: job.check + 1 }, this.graceMs);
+      return this.scheduleWatchdog({ workflowId, runId, check: job.check + 1 }, this.watchPeriodMs);
     }
     // Gone: its callback may still be on its way (the gateway releases the lock, then calls back).
     const absentSince = job.absentSince ?? Date.now();

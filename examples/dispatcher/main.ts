@@ -17,8 +17,8 @@ import { gatewayConfig, loadConfig } from '../../src/config';
 import { createLogger } from '../../src/core/log';
 import { startSandbox } from '../../sandbox/sandbox';
 import type { Step } from '../../sandbox/scenario';
+import { startRedis } from '../../stack/redis-server';
 import { Dispatcher, type DispatcherEvent } from './dispatcher';
-import { startLocalRedis, type LocalRedis } from './redis-server';
 import { segmentEndRoute } from './segment-end-route';
 
 const RUN_LIMIT_MS = 2_000;
@@ -53,9 +53,13 @@ function describe(event: DispatcherEvent): string {
 }
 
 async function main(): Promise<void> {
-  let redis: LocalRedis;
-  if (process.env['REDIS_URL']) redis = { url: process.env['REDIS_URL'], stop: async () => undefined };
-  else redis = await startLocalRedis();
+  // A throwaway redis-server (the tests' own, marked as a new store), unless REDIS_URL names one.
+  const given = process.env['REDIS_URL'];
+  const redis = given
+    ? { url: given, stop: async () => undefined }
+    : await startRedis().catch((err: unknown) => {
+        throw new Error(`${(err as Error).message}; or set REDIS_URL`);
+      });
   print(`redis at ${redis.url}`);
   const env = loadConfig({
     LONGRUN_LISTEN: '127.0.0.1:0',
@@ -70,17 +74,17 @@ async function main(): Promise<void> {
   const gateway = await Gateway.start(config, { logger: createLogger('error') });
   print(`gateway at ${gateway.mainUrl} (run limit ${RUN_LIMIT_MS} ms), owner at ${sandbox.owner.url}, workflow service at ${sandbox.workflow.address}`);
 
-  const client = new LongrunClient({ url: gateway.mainUrl, secret: config.secret });
+  const client = new LongrunClient({ url: gateway.mainUrl, secret: config.owner.secret });
   const dispatcher = new Dispatcher({
     client,
     redisUrl: redis.url,
     prefix: `longrun-example-${process.pid}`,
-    runLimitMs: RUN_LIMIT_MS,
-    graceMs: 1_500,
+    // Scaled down with the run limit; the defaults (5 min, 90 s) suit a 55-minute run limit.
+    watchPeriodMs: 1_000,
     lostConfirmMs: 1_000,
     onEvent: (event) => print(describe(event)),
   });
-  sandbox.owner.use(segmentEndRoute(dispatcher, config.secret));
+  sandbox.owner.use(segmentEndRoute(dispatcher, config.owner.secret));
   await dispatcher.ready();
 
   const turns: Record<string, Step[]> = {

@@ -7,6 +7,7 @@
  * as opposed to answering "taken" / "not owned".
  */
 import type { RunRecord } from '@longrun/client';
+import type { StoreFence } from '../core/vocabulary';
 
 export class CoordinationError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
@@ -16,15 +17,19 @@ export class CoordinationError extends Error {
 }
 
 /**
- * The store lost its data moments ago (a restart without persistence, a failover to a
- * replica that had not received the last writes): it grants no new lock for `retryAfterMs`,
+ * The store fence is up (store-fence.lua): the store grants no new lock for `retryAfterMs`,
  * until every lease that could still be alive has expired or been re-asserted by its
- * holder (store-fence.lua). Not a CoordinationError: the store answered, and a run that
- * goes on without the lock now could run beside a live one.
+ * holder. `why`: `new`, a Redis without longrun's marker not a lease TTL old yet; `lost`,
+ * the store lost its data moments ago (a restart, a failover to a replica that had not
+ * received the last writes, a flush). Not a CoordinationError: the store answered, and a
+ * run that goes on without the lock now could run beside a live one.
  */
 export class LockStoreFenced extends Error {
-  constructor(readonly retryAfterMs: number) {
-    super(`the lock store lost its data: no new lock for ${retryAfterMs} ms`);
+  constructor(
+    readonly retryAfterMs: number,
+    readonly why: StoreFence,
+  ) {
+    super(why === 'new' ? `the lock store is new: no new lock for ${retryAfterMs} ms` : `the lock store lost its data: no new lock for ${retryAfterMs} ms`);
     this.name = 'LockStoreFenced';
   }
 }
@@ -104,7 +109,7 @@ export interface CoordinationBackend {
   /**
    * SET NX PX: takes the lock for ttlMs when free, deleting a stale stop key with it (the
    * lock was free, so the key addressed no run in flight); false when another token holds
-   * it. Throws LockStoreFenced while the store grants no lock (it lost its data moments ago).
+   * it. Throws LockStoreFenced while the store grants no lock (it is new, or lost its data moments ago).
    */
   acquire(workflowId: string, token: string, ttlMs: number): Promise<boolean>;
   /**

@@ -105,7 +105,7 @@ export class LeaseKeeper implements LeaseOwner {
    * Redis is back after an outage: every lease not being renewed now is renewed at once. A
    * store that lost its data (a restart without persistence, a failover to a replica that
    * had not caught up) is fenced by the first lock or lease script that sees it, and a
-   * lease renewed under the fence re-creates its lost lock (renew-leases.lua): sent now,
+   * lease renewed under the fence re-creates its lost lock (renew-leases-1.lua): sent now,
    * the holders have their locks back within a round trip, not a renewal interval later.
    * A lease this process can no longer vouch for (it may have expired) is never sent: it
    * is lost here, so only a lock that cannot have expired is ever re-created.

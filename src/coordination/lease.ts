@@ -2,7 +2,7 @@
  * A held lock, kept alive while its run lives. The renewing is done by the process's one
  * LeaseKeeper (lease-keeper.ts), which renews every lease due in one batched call a tick;
  * each renewal is one atomic observation of "I still own it" and "I should stop"
- * (renew-leases.lua), and the lease tells its hooks (the run's coordination) what it saw:
+ * (renew-leases-1.lua), and the lease tells its hooks (the run's coordination) what it saw:
  *
  * - token gone or taken over → onLost('taken') (the run stops: lock_lost);
  * - the lock missing because the store lost its data (under the store fence) → re-created

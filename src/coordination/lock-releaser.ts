@@ -1,5 +1,5 @@
 /**
- * Lock releases, batched (shared/turn-batch.ts): every release asked for in one turn of the event loop goes to
+ * Lock releases, batched (core/turn-batch.ts): every release asked for in one turn of the event loop goes to
  * the store in one `releaseMany` (one script call per primary and per BATCH_LEASES locks),
  * and each caller still learns its own lock's outcome. Runs that end together — a drain
  * stopping thousands at once — cost Redis a handful of commands instead of one each.

@@ -1,13 +1,14 @@
 /**
  * The Redis coordination backend. Every multi-step operation is one Lua script (each in
- * its own file, KEYS/ARGV/return documented at its top), loaded with defineCommand.
+ * its own file beside this one, KEYS/ARGV/return documented at its top), defined by the
+ * one loader (src/redis/scripts.ts).
  * Commands fail fast when Redis is unreachable (no offline queue, a command timeout), so
  * an execute can answer 503 LOCK_UNAVAILABLE at once instead of hanging.
  *
  * Work that scales with runs is batched: lease renewals and lock releases of many runs
- * go in one script call per primary (renew-leases.lua, release-locks.lua; at most
+ * go in one script call per primary (renew-leases-1.lua, release-locks-1.lua; at most
  * BATCH_LEASES leases each), the stop poll in one MGET (or, on a Cluster, one
- * read-stops.lua per primary).
+ * read-stops-1.lua per primary).
  *
  * Stop notices arrive on a second connection subscribed to the stop channel (published by
  * the stop endpoint) and to keyspace notifications for stop keys set by the owner
@@ -15,19 +16,18 @@
  * every primary it connects to (after a Sentinel failover too: the setting is not
  * replicated) and sets it only when allowed (LONGRUN_REDIS_CONFIGURE_NOTIFICATIONS);
  * otherwise the stop poll finds such keys. Both connections follow a failover (see
- * redis-connection.ts); a notice published while the subscriber reconnects is missed,
- * and the poll and the next renewal see that stop instead.
+ * src/redis/connection.ts); a notice published while the subscriber reconnects is
+ * missed, and the poll and the next renewal see that stop instead.
  *
  * On a Redis Cluster (LONGRUN_REDIS_KEYS=cluster) keys are hash-tagged per workflow
- * (keys.ts), the stop channel is ordinary PUBLISH (delivered on every node), and keyspace
- * notifications — a per-node feature — are not used: stop keys the owner sets directly
- * are seen by the poll and the renewals.
+ * (src/redis/keys.ts), the stop channel is ordinary PUBLISH (delivered on every node), and
+ * keyspace notifications — a per-node feature — are not used: stop keys the owner sets
+ * directly are seen by the poll and the renewals.
  */
-import { readFileSync } from 'node:fs';
 import { Command, type Cluster, type Redis } from 'ioredis';
 import type { Logger } from '../core/log';
-import path from 'node:path';
-import type { RedisConnection, RedisEvent } from '../core/vocabulary';
+import { storeFences, type StoreFence } from '../core/vocabulary';
+import type { RedisConnection, RedisEvent } from '../redis/words';
 import {
   CoordinationError,
   LockStoreFenced,
@@ -41,16 +41,20 @@ import {
   type RenewResult,
   type StoredRunRecord,
 } from './backend';
-import { hashSlot } from './hash-slot';
-import { STOP_CHANNEL, clusterKeys, workhorseKeys, type RedisKeys } from './keys';
-import { closeRedis, createRedis, type RedisClient } from './redis-connection';
-import { describeRedisTarget, type RedisTarget } from './redis-url';
+import { closeRedis, connectedAddress, createRedis, whenReady, type RedisClient } from '../redis/connection';
+import { hashSlot } from '../redis/hash-slot';
+import { STOP_CHANNEL, clusterKeys, keyOfKeyspaceChannel, keyspacePattern, workhorseKeys, type RedisKeys } from '../redis/keys';
+import { defineCommands, luaCommand } from '../redis/scripts';
+import { describeRedisTarget, type RedisTarget } from '../redis/url';
+import { readPolicy, verdict, type PrimaryPolicy } from './eviction-check';
 import { StopReads } from './stop-reads';
+import { StoreFences, type StoreFenceView } from './store-fences';
 
 type Arg = string | number;
 
 interface Scripts {
-  acquireLock(lock: string, stop: string, token: string, ttlMs: number, marker: string): Promise<number>;
+  /** 1 or 0, or the store fence: [why, ms left] (acquire-lock-2.lua). */
+  acquireLock(lock: string, stop: string, token: string, ttlMs: number, marker: string): Promise<number | [string, number]>;
   renewLeases(routeKey: string, ...args: Arg[]): Promise<Array<number | string>>;
   releaseLocks(routeKey: string, ...args: Arg[]): Promise<number[]>;
   readStops(routeKey: string, ...keys: string[]): Promise<string[]>;
@@ -68,17 +72,8 @@ type ScriptedClient = RedisClient & Scripts;
  * second (500 renewals).
  */
 export const BATCH_LEASES = 250;
-/** Stop keys per read (MGET or read-stops.lua). */
+/** Stop keys per read (MGET or read-stops-1.lua). */
 const BATCH_STOP_KEYS = 1_000;
-
-// Beside this module in both layouts: the build copies the scripts into dist/ (scripts/copy-assets.mjs).
-const script = (name: string): string => readFileSync(path.join(__dirname, name), 'utf8');
-
-/**
- * On a Cluster the batch scripts reach keys of many slots (all served by the primary the
- * call is sent to); Redis 7 lets a script do that when it says so.
- */
-const CROSS_SLOT = '#!lua flags=allow-cross-slot-keys\n';
 
 export interface RedisBackendOptions {
   /** Per-command deadline; a lease renewal must fail well inside the lease TTL. */
@@ -151,8 +146,11 @@ export class RedisBackend implements CoordinationBackend {
   private closing: Promise<void> | undefined;
   /** Each Cluster primary's lowest slot, where its store marker lives. */
   private readonly lowestSlots = new Map<string, number>();
-  /** The end of the last store fence logged. */
-  private fenceLoggedUntil = 0;
+  /** Each primary's store fence, as the scripts last told it. */
+  private readonly fences: StoreFences;
+  /** The maxmemory-policy check, made once, on the first connection (eviction-check.ts). */
+  private policyCheck: Promise<void> | undefined;
+  private policies: readonly PrimaryPolicy[] = [];
 
   constructor(target: RedisTarget, options: RedisBackendOptions) {
     this.display = describeRedisTarget(target);
@@ -160,6 +158,7 @@ export class RedisBackend implements CoordinationBackend {
     this.logger = options.logger;
     const isCluster = target.mode === 'cluster';
     this.keys = isCluster ? clusterKeys : workhorseKeys;
+    this.fences = new StoreFences(!isCluster, (primary, remainingMs, why) => this.logFence(primary, remainingMs, why));
     const settings = { commandTimeoutMs: options.commandTimeoutMs, connectTimeoutMs: options.connectTimeoutMs };
     const redis = createRedis(target, 'commands', settings);
     watch(redis, 'commands', options);
@@ -167,18 +166,20 @@ export class RedisBackend implements CoordinationBackend {
     redis.on('error', (err: Error) => (this.lastError = err.message));
     redis.on('ready', () => this.onReady());
     redis.on('close', () => this.onClose());
-    const batch = (name: string): string => (isCluster ? CROSS_SLOT : '') + script(name);
+    // On a Cluster the batch scripts reach keys of many slots of the primary they are sent to.
+    const batch = { crossSlot: isCluster };
     // The lock and lease scripts read the store marker (store-fence.lua), on a Cluster a key
     // of another slot of the same primary.
-    const fenced = (name: string): string => (isCluster ? CROSS_SLOT : '') + script('store-fence.lua') + script(name);
-    redis.defineCommand('acquireLock', { numberOfKeys: 2, lua: fenced('acquire-lock.lua') });
-    redis.defineCommand('renewLeases', { numberOfKeys: 1, lua: fenced('renew-leases.lua') });
-    redis.defineCommand('releaseLocks', { numberOfKeys: 1, lua: batch('release-locks.lua') });
-    redis.defineCommand('readStops', { numberOfKeys: 1, lua: batch('read-stops.lua') });
-    redis.defineCommand('requestStop', { numberOfKeys: 2, lua: script('request-stop.lua') });
-    redis.defineCommand('actorSlot', { numberOfKeys: 1, lua: script('actor-slot.lua') });
-    redis.defineCommand('writeRunRecord', { numberOfKeys: 1, lua: script('write-run-record.lua') });
-    this.redis = redis as ScriptedClient;
+    const fenced = { crossSlot: isCluster, preludes: ['store-fence.lua'] };
+    this.redis = defineCommands<Scripts>(redis, [
+      luaCommand(__dirname, 'acquire-lock-2.lua', fenced),
+      luaCommand(__dirname, 'renew-leases-1.lua', fenced),
+      luaCommand(__dirname, 'release-locks-1.lua', batch),
+      luaCommand(__dirname, 'read-stops-1.lua', batch),
+      luaCommand(__dirname, 'request-stop-2.lua'),
+      luaCommand(__dirname, 'actor-slot-1.lua'),
+      luaCommand(__dirname, 'write-run-record-1.lua'),
+    ]);
     this.cluster = isCluster ? (redis as Cluster) : undefined;
 
     this.subscriber = createRedis(target, 'subscriber', settings);
@@ -187,13 +188,12 @@ export class RedisBackend implements CoordinationBackend {
     this.subscriber.subscribe(STOP_CHANNEL).catch(() => undefined);
     if (!isCluster) {
       this.subscriber.on('pmessage', (_pattern: string, channel: string) => {
-        // `__keyspace@<db>__:<key>`
-        const workflowId = this.keys.workflowOfStopKey(channel.slice(channel.indexOf('__:') + 3));
+        const workflowId = this.keys.workflowOfStopKey(keyOfKeyspaceChannel(channel));
         if (workflowId !== undefined) this.notify(workflowId);
       });
       // Notices of this database only; harmless (silent) where the server sends none.
       const db = target.mode === 'sentinel' ? target.db : Number((redis as { options: { db?: number } }).options.db ?? 0);
-      this.subscriber.psubscribe(`__keyspace@${db}__:${this.keys.stopKeyPattern}`).catch(() => undefined);
+      this.subscriber.psubscribe(keyspacePattern(db, this.keys.stopKeyPattern)).catch(() => undefined);
     }
   }
 
@@ -204,15 +204,41 @@ export class RedisBackend implements CoordinationBackend {
     this.lastError = undefined;
     const check = this.checkNotifications();
     this.notificationCheck = check;
+    this.policyCheck ??= this.checkPolicies();
     void check.then((notifications) => {
-      const where = this.cluster
-        ? { primaries: this.cluster.nodes('master').length }
-        : (() => {
-            const { remoteAddress, remotePort } = (this.redis as { stream?: { remoteAddress?: string; remotePort?: number } }).stream ?? {};
-            return { primary: remoteAddress ? `${remoteAddress}:${remotePort}` : undefined };
-          })();
+      const where = this.cluster ? { primaries: this.cluster.nodes('master').length } : { primary: this.connectedPrimary() };
       this.logger?.info({ redis: this.display, ...where, keyspace_notifications: notifications, reconnect }, reconnect ? 'redis reconnected' : 'redis connected');
     });
+  }
+
+  /** The address of the server the command connection is on (one server, or Sentinel's primary). */
+  private connectedPrimary(): string | undefined {
+    return connectedAddress(this.redis as Redis);
+  }
+
+  /**
+   * Each primary's maxmemory-policy, read once (eviction-check.ts), and a warning for each that
+   * may evict a lock key or could not be read. Never fails: what it cannot read is `unknown`.
+   */
+  private async checkPolicies(): Promise<void> {
+    const primaries = this.cluster
+      ? this.cluster.nodes('master').map((node) => ({ primary: `${node.options.host}:${node.options.port}`, client: node }))
+      : [{ primary: this.connectedPrimary() ?? 'unknown', client: this.redis as Redis }];
+    this.policies = await Promise.all(primaries.map(({ primary, client }) => readPolicy(primary, client)));
+    for (const result of this.policies) {
+      const said = verdict(result);
+      if (said) this.logger?.warn({ redis: this.display, primary: result.primary, maxmemory_policy: result.named ?? result.policy }, said.message);
+    }
+  }
+
+  /** Each primary's maxmemory-policy as the start-up check read it (none before the first connection). */
+  maxmemoryPolicies(): readonly PrimaryPolicy[] {
+    return this.policies;
+  }
+
+  /** Each primary's store fence as now (its time left, 0 once over), as lock and lease scripts last told it. */
+  storeFences(): StoreFenceView[] {
+    return this.fences.view(this.cluster ? this.cluster.nodes('master').map((node) => `${node.options.host}:${node.options.port}`) : undefined);
   }
 
   private onClose(): void {
@@ -255,19 +281,8 @@ export class RedisBackend implements CoordinationBackend {
    * after timeoutMs (false).
    */
   async waitReady(timeoutMs: number): Promise<boolean> {
-    const ready =
-      this.redis.status === 'ready' ||
-      (await new Promise<boolean>((resolve) => {
-        const done = (ok: boolean): void => {
-          clearTimeout(timer);
-          this.redis.off('ready', onReady);
-          resolve(ok);
-        };
-        const onReady = (): void => done(true);
-        const timer = setTimeout(() => done(false), timeoutMs);
-        this.redis.on('ready', onReady);
-      }));
-    if (ready) await this.notificationCheck;
+    const ready = await whenReady(this.redis, timeoutMs);
+    if (ready) await Promise.all([this.notificationCheck, this.policyCheck]);
     return ready;
   }
 
@@ -303,15 +318,27 @@ export class RedisBackend implements CoordinationBackend {
     return this.keys.storeMarker(slot);
   }
 
-  /** A fence seen (LockStoreFenced, or a lease re-asserted): logged once per fence. */
-  private fenceSeen(remainingMs: number): void {
-    const until = Date.now() + remainingMs;
-    if (until <= this.fenceLoggedUntil) return;
-    this.fenceLoggedUntil = until;
-    this.logger?.warn(
-      { redis: this.display, fence_ms: remainingMs },
-      'the lock store lost its data (a restart or a failover): no new lock until every lease that may still be alive is re-asserted or expired',
-    );
+  /** The primary serving `key`, as a label: its address, or `unknown` while it cannot be told. */
+  private primaryOf(key: string): string {
+    return (this.cluster ? this.nodeOf(key) : this.connectedPrimary()) || 'unknown';
+  }
+
+  /** A script's answer about the fence of the primary serving `key`: [ms left, why] ('' when none). */
+  private fenceHeard(key: string, remainingMs: number, why: string): void {
+    this.fences.heard(this.primaryOf(key), remainingMs, (storeFences as readonly string[]).includes(why) ? (why as StoreFence) : undefined);
+  }
+
+  /** A fence heard for the first time (StoreFences): logged once, saying what it is. */
+  private logFence(primary: string, remainingMs: number, why: StoreFence): void {
+    const fields = { redis: this.display, primary, fence: why, fence_ms: remainingMs };
+    if (why === 'new') {
+      this.logger?.warn(
+        fields,
+        'the lock store is new (no longrun marker, and Redis is not one lease TTL old yet): no new lock until it is; `longrun store mark` marks a new store (docs/deploying.md)',
+      );
+    } else {
+      this.logger?.warn(fields, 'the lock store lost its data (a restart, a failover or a flush): no new lock until every lease that may still be alive is re-asserted or expired');
+    }
   }
 
   /**
@@ -367,10 +394,12 @@ export class RedisBackend implements CoordinationBackend {
   async acquire(workflowId: string, token: string, ttlMs: number): Promise<boolean> {
     const lock = this.keys.lock(workflowId);
     const answer = await this.call('acquire', () => this.redis.acquireLock(lock, this.keys.stop(workflowId), token, ttlMs, this.markerFor(lock)));
-    if (answer < 0) {
-      this.fenceSeen(-answer);
-      throw new LockStoreFenced(-answer);
+    if (Array.isArray(answer)) {
+      const [why, remainingMs] = answer;
+      this.fenceHeard(lock, remainingMs, why);
+      throw new LockStoreFenced(remainingMs, why === 'new' ? 'new' : 'lost');
     }
+    if (answer === 1) this.fenceHeard(lock, 0, '');
     return answer === 1;
   }
 
@@ -405,7 +434,8 @@ export class RedisBackend implements CoordinationBackend {
           const stop = answer[2 * position + 1];
           outcomes[i] = { owned: owned === 1 || owned === 2, ...(owned === 2 ? { reasserted: true } : {}), stop: stop === '' || stop === undefined ? null : String(stop) };
         });
-        if (call.items.some((_, position) => answer[2 * position] === 2)) this.fenceSeen(ttlMs);
+        const tail = 2 * call.items.length;
+        this.fenceHeard(call.routeKey, Number(answer[tail] ?? 0), String(answer[tail + 1] ?? ''));
       } catch (err) {
         const error = failure('renew', err);
         for (const i of call.items) outcomes[i] = error;
@@ -486,7 +516,7 @@ export class RedisBackend implements CoordinationBackend {
     return this.call('read stops', async () => {
       const keys = workflowIds.map((id) => this.keys.stop(id));
       const values: Array<string | null> = new Array(keys.length).fill(null);
-      // MGET refuses keys of different slots on a Cluster: one read-stops.lua per primary there.
+      // MGET refuses keys of different slots on a Cluster: one read-stops-1.lua per primary there.
       const groups = new Map<string, number[]>();
       keys.forEach((key, i) => push(groups, this.nodeOf(key), i));
       const reads: Array<Promise<void>> = [];

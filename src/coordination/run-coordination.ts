@@ -14,11 +14,10 @@
  * What renewals write to the run record comes from the run's snapshot (run-snapshot.ts),
  * which the run keeps up to date; nothing here reads the run itself.
  */
-import type { Metrics } from '../observability/metrics';
-import type { StopReason } from '../core/vocabulary';
 import type { CoordinationBackend, LeaseRefresh } from './backend';
 import type { HeldLock, Lease, LeaseHooks } from './lease';
 import type { LeaseKeeper } from './lease-keeper';
+import type { CoordinationMetrics } from './metrics';
 import type { RunSnapshot } from './run-snapshot';
 import type { StopListener, StopWatcher } from './stop-watcher';
 
@@ -27,13 +26,16 @@ export interface CoordinationDeps {
   /** The process's lease keeper renews the lock and releases it (batched with other runs'). */
   leases: LeaseKeeper;
   stopWatcher: StopWatcher;
-  metrics: Metrics;
+  metrics: CoordinationMetrics;
   leaseTtlMs: number;
 }
 
+/** The stops the coordination makes (part of the run's StopReason, run/stop-reasons.ts). */
+export type CoordinationStop = { readonly kind: 'lock_lost'; readonly why: 'taken' | 'expired' } | { readonly kind: 'stop_requested'; readonly value: string };
+
 /** The run the coordination stops. */
 export interface StoppableRun {
-  stop(reason: StopReason): unknown;
+  stop(reason: CoordinationStop): unknown;
 }
 
 /** The process's detached-run slots (the run registry), given back at release. */

@@ -1,5 +1,5 @@
 /**
- * Stop-key reads before actions (docs/spec.md §5), batched (shared/turn-batch.ts): the reads asked for in one turn of the
+ * Stop-key reads before actions (docs/spec.md §5), batched (core/turn-batch.ts): the reads asked for in one turn of the
  * event loop — the workflow service's actions for many runs — go to the store as one read
  * of many keys (one MGET), and while that read is out, the next reads gather for the one
  * after it. Every read is still made after it was asked for and answered before its

@@ -7,7 +7,11 @@
 
 import type { GatewayErrorCode } from '@longrun/client';
 import type { Within } from './type-proof';
-import type { ConnectionErrorType } from './vocabulary';
+import type { StoreFence } from './vocabulary';
+
+/** Why an execute was refused before a run started; each error code maps to one (errorCatalog). */
+export const connectionErrorTypes = ['preauth', 'bad_request', 'lock', 'capacity', 'stream_open', 'rejected', 'client_gone', 'internal'] as const;
+export type ConnectionErrorType = (typeof connectionErrorTypes)[number];
 
 export interface ErrorSpec {
   retryable: boolean;
@@ -57,6 +61,8 @@ export interface GatewayErrorOptions {
   retryAfterS?: number;
   /** The run this error ended, when one had been opened (for the request's log line). */
   runId?: string;
+  /** LOCK_UNAVAILABLE from the store fence: why it is up (the body's `fence`, docs/spec.md §5). */
+  fence?: StoreFence;
 }
 
 export class GatewayError extends Error {
@@ -64,6 +70,7 @@ export class GatewayError extends Error {
   readonly retryAfterS: number | undefined;
   readonly errorType: ConnectionErrorType;
   readonly runId: string | undefined;
+  readonly fence: StoreFence | undefined;
 
   constructor(
     readonly code: ErrorCode,
@@ -77,10 +84,11 @@ export class GatewayError extends Error {
     this.retryAfterS = options.retryAfterS ?? spec.retryAfterS;
     this.errorType = spec.errorType;
     this.runId = options.runId;
+    this.fence = options.fence;
   }
 
-  toBody(): { error: { code: ErrorCode; message: string; retryable: boolean } } {
-    return { error: { code: this.code, message: this.message, retryable: this.retryable } };
+  toBody(): { error: { code: ErrorCode; message: string; retryable: boolean; fence?: StoreFence } } {
+    return { error: { code: this.code, message: this.message, retryable: this.retryable, ...(this.fence ? { fence: this.fence } : {}) } };
   }
 }
 

@@ -39,7 +39,7 @@ const LETTER_U = 0x75;
  * unpaired surrogate escape. Text that is not JSON may be misread here; JSON.parse then
  * refuses it anyway.
  */
-export function scanJson(bytes: Uint8Array, maxDepth: number): 'too_deep' | 'unpaired_surrogate' | undefined {
+function scanJson(bytes: Uint8Array, maxDepth: number): 'too_deep' | 'unpaired_surrogate' | undefined {
   let depth = 0;
   let inString = false;
   for (let i = 0; i < bytes.length; i++) {

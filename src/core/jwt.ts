@@ -8,7 +8,7 @@ import { SignJWT, jwtVerify } from 'jose';
 export const WORKHORSE_ISSUER = 'gitlab-workhorse';
 export const OWNER_ISSUER = 'gitlab';
 /** The longest life (exp − iat) of an owner token the internal routes accept. */
-export const OWNER_TOKEN_MAX_LIFETIME_S = 300;
+const OWNER_TOKEN_MAX_LIFETIME_S = 300;
 /** Clock skew tolerated between the owner and longrun when checking exp and iat. */
 const CLOCK_TOLERANCE_S = 60;
 

@@ -17,7 +17,7 @@ import pino from 'pino';
 
 export type Logger = pino.Logger;
 
-export const REDACTED = '[redacted]';
+const REDACTED = '[redacted]';
 
 /** Header names whose values are credentials (lower case, as Node gives them). */
 const secretHeaders = [
@@ -36,7 +36,7 @@ const secretHeaders = [
 // Headers appear under these keys in our log lines.
 const headerContainers = ['headers', 'req.headers', 'res.headers', 'request.headers', 'response.headers', 'metadata'];
 
-export const redactPaths = headerContainers.flatMap((container) => secretHeaders.map((h) => `${container}["${h}"]`));
+const redactPaths = headerContainers.flatMap((container) => secretHeaders.map((h) => `${container}["${h}"]`));
 
 /**
  * A key whose value is a credential wherever it appears: the secret headers above,
@@ -91,7 +91,7 @@ function isPlainObject(value: object): value is Record<string, unknown> {
  * changed (logging a clean object costs one walk, no allocation). Errors, class
  * instances and buffers are left as they are: pino serialises them, layer 3 scans them.
  */
-export function scrubObject(value: unknown, depth: number): unknown {
+function scrubObject(value: unknown, depth: number): unknown {
   if (!value || typeof value !== 'object' || depth > MAX_DEPTH) return value;
   if (Array.isArray(value)) {
     let out: unknown[] | undefined;
@@ -123,7 +123,7 @@ const secretValues: Array<[RegExp, string]> = [
 ];
 
 /** What a masked credential reads as in a URL (`redis://:***@host:6379`). */
-export const MASK = '***';
+const MASK = '***';
 
 /** A query parameter whose value is a credential (`?sentinel_password=`, `?private_token=`). */
 const secretParamName = /pass|secret|token|auth|credential|api[-_]?key/i;

@@ -15,7 +15,7 @@ function findPackageRoot(start: string): string {
   }
 }
 
-export const packageRoot = findPackageRoot(__dirname);
+const packageRoot = findPackageRoot(__dirname);
 
 export function fromRoot(...segments: string[]): string {
   return path.join(packageRoot, ...segments);

@@ -14,10 +14,10 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { callerOf } from '../core/caller';
 import { GatewayError } from '../core/errors';
 import { correlation, type Logger } from '../core/log';
-import type { Metrics } from '../observability/metrics';
 import type { TraceSpan, Tracing } from '../observability/tracing';
 import type { OwnerClient, PreauthDenial } from '../owner/owner-client';
 import type { AuthorizedStart, Launcher } from '../run/launcher';
+import type { RunMetrics } from '../run/metrics';
 import { decodeStartRequest } from '../run/start-request';
 import { transportLabels, type Transport } from '../core/vocabulary';
 import { streamEndToError } from '../workflow/grpc-errors';
@@ -31,7 +31,8 @@ import { requestIdFrom } from './request-id';
 export interface ExecuteRouteDeps {
   launcher: Launcher;
   owner: OwnerClient;
-  metrics: Metrics;
+  /** Starts refused before a run started are counted with the run's. */
+  metrics: RunMetrics;
   logger: Logger;
   /** Blocking: an empty ndjson line this often. */
   keepaliveMs: number;

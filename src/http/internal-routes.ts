@@ -2,7 +2,7 @@
  * Owner → longrun routes (docs/spec.md §1, §5, §6), each requiring
  * `Authorization: Bearer <HS256 JWT>` signed with the shared secret, iss "gitlab", whose
  * `workflow_id` claim is the path's workflow and whose life (exp − iat) is at most five
- * minutes (owner/jwt.ts verifyOwnerJwt); anything else is a 401 without detail, so a
+ * minutes (core/jwt.ts verifyOwnerJwt); anything else is a 401 without detail, so a
  * token for one workflow can never act on another.
  *
  *   POST /internal/workflows/:id/stop  202 when a run holds the workflow (on any replica),
@@ -15,7 +15,7 @@ import { GatewayError } from '../core/errors';
 import { correlation, type Logger } from '../core/log';
 import type { CoordinationBackend, StoredRunRecord } from '../coordination/backend';
 import { verifyOwnerJwt } from '../core/jwt';
-import { STOP_REASON_TOKEN, USER_STOP } from '../core/vocabulary';
+import { STOP_REASON_TOKEN, USER_STOP } from '../run/stop-reasons';
 import { sendError } from './error-response';
 import { readBody } from './read-body';
 import { requestIdFrom } from './request-id';

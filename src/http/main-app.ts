@@ -23,8 +23,8 @@ import type { RequestRoute, Tracing } from '../observability/tracing';
 
 export interface MainAppDeps extends ExecuteRouteDeps {
   /**
-   * The other transports' plain-HTTP routes, mounted after the request log: the watch's
-   * events (src/watch/route.ts) and the WebSocket route's answer to a GET without an
+   * The other transports' plain-HTTP routes, mounted after the request log: the follow's
+   * events (src/follow/route.ts) and the WebSocket route's answer to a GET without an
    * upgrade (src/websocket/route.ts). The gateway hands them in, so that http/ — the floor
    * those transports stand on — imports neither.
    */

@@ -1,13 +1,12 @@
 /**
  * The ops listener (docs/spec.md §1): /metrics, /-/liveness, /-/readiness (503 while draining),
- * /runs (this process's runs in flight, each with its workflow's watchers). Like the main listener, every response carries
+ * /runs (this process's runs in flight, each with its workflow's followers). Like the main listener, every response carries
  * X-Request-Id and anything unmatched is a JSON 404.
  */
 import express from 'express';
 import { GatewayError } from '../core/errors';
 import { collectAndMeasure, compactAndMeasure } from '../core/memory-snapshot';
 import type { Metrics } from '../observability/metrics';
-import type { Structures } from '../observability/structures';
 import type { RunInfo, RunRegistry } from '../run/registry';
 import { requestIdMiddleware } from './request-id';
 
@@ -15,15 +14,25 @@ export interface OpsContext {
   metrics: Metrics;
   registry: RunRegistry;
   isDraining(): boolean;
-  /** Watchers of a workflow on every replica (docs/spec.md §14); none when absent. */
-  watchersOf?(workflowId: string): number;
+  /** Followers of a workflow on every replica (docs/spec.md §14); none when absent. */
+  followersOf?(workflowId: string): number;
   /** What the process holds per session, link and run (/debug/structures, with --expose-gc only). */
   structures?(): Structures;
 }
 
-/** What /runs lists: this process's runs in flight, each with its workflow's watchers. */
-export function listRuns(ctx: Pick<OpsContext, 'registry' | 'watchersOf'>): Array<RunInfo & { watchers: number }> {
-  return ctx.registry.list().map((run) => ({ ...run, watchers: ctx.watchersOf?.(run.workflow_id) ?? 0 }));
+/**
+ * What GET /debug/structures answers (src/gateway-structures.ts): `held`, the entries of each
+ * per-session, per-link and per-run structure, each 0 once the process is idle; `pooled`,
+ * what is kept across runs on purpose, bounded by its own rules.
+ */
+export interface Structures {
+  held: Record<string, number>;
+  pooled: Record<string, number>;
+}
+
+/** What /runs lists: this process's runs in flight, each with its workflow's followers. */
+export function listRuns(ctx: Pick<OpsContext, 'registry' | 'followersOf'>): Array<RunInfo & { followers: number }> {
+  return ctx.registry.list().map((run) => ({ ...run, followers: ctx.followersOf?.(run.workflow_id) ?? 0 }));
 }
 
 export function createOpsApp(ctx: OpsContext): express.Express {

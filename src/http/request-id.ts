@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 
 /** The id format we keep; anything else (too long, spaces, '/', a list) is replaced. */
-export const REQUEST_ID_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
+const REQUEST_ID_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
 
 /** Where a response keeps its request's id (a symbol: no name a library could also use). */
 const REQUEST_ID = Symbol('longrun.requestId');

@@ -5,13 +5,13 @@
  * and, at a run's start, connects to every server the owner configured and lists its
  * tools, all servers at once, within one discovery deadline. A server that cannot be
  * reached, refuses, or is not done by the deadline is logged and counted; its tools are
- * left out and the turn starts without them (Workhorse's behaviour).
+ * left out and the run starts without them (Workhorse's behaviour).
  */
 import { Agent } from 'undici';
 import { correlation, type Logger } from '../core/log';
-import type { Metrics } from '../observability/metrics';
+import type { McpMetrics } from './metrics';
 import { TraceSpan, type Tracing } from '../observability/tracing';
-import type { McpDiscoveryFailure, McpServerKind } from '../core/vocabulary';
+import type { McpDiscoveryFailure, McpServerKind } from './words';
 import { gitlabWorkhorseHeader, userAgent } from '../core/version';
 import { deadline, type Deadline } from '../core/deadline';
 import { JwtSigner } from '../core/jwt';
@@ -38,7 +38,7 @@ export interface McpConnectorOptions {
   callTimeoutMs: number;
   /** Allow external servers on loopback, link-local and private addresses. */
   allowPrivate: boolean;
-  metrics: Metrics;
+  metrics: McpMetrics;
   logger: Logger;
   /** Tool calls are spans (toolbox.ts). */
   tracing?: Tracing;
@@ -124,7 +124,7 @@ export class McpConnector {
 
   private discoveryFailed(log: Logger, server: string, kind: McpServerKind, reason: McpDiscoveryFailure, why: string): void {
     this.options.metrics.mcpDiscoveryFailure(kind, reason);
-    log.warn({ mcp_server: server, server_kind: kind, reason, err: why }, 'mcp server left out of the turn');
+    log.warn({ mcp_server: server, server_kind: kind, reason, err: why }, 'mcp server left out of the run');
   }
 
   private session(endpoint: McpEndpoint, access: McpAccess, log: Logger): McpSession {

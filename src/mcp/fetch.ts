@@ -46,7 +46,7 @@ const META_TRACEPARENT = '"_meta":{"traceparent":"';
 const TRACEPARENT = /^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/;
 
 /** The traceparent a JSON-RPC request body carries in its `params._meta`, if any. */
-export function messageTraceparent(body: string): string | undefined {
+function messageTraceparent(body: string): string | undefined {
   const at = body.lastIndexOf(META_TRACEPARENT);
   if (at < 0) return undefined;
   const value = body.slice(at + META_TRACEPARENT.length, at + META_TRACEPARENT.length + 55);
@@ -70,7 +70,7 @@ export interface SessionFetchOptions {
   traced?: boolean;
 }
 
-export class ResponseTooLargeError extends Error {
+class ResponseTooLargeError extends Error {
   constructor(limit: number) {
     super(`response body exceeded size limit (${limit} bytes)`);
     this.name = 'ResponseTooLargeError';

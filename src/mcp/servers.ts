@@ -6,7 +6,7 @@
  * an http(s) `URL`, and a literal non-public address is refused here (a name is checked
  * when it is resolved, see address-guard.ts).
  */
-import type { McpServerKind } from '../core/vocabulary';
+import type { McpServerKind } from './words';
 import type { McpServer } from '../owner/preauth';
 import { isNonPublicAddress } from './address-guard';
 

@@ -18,8 +18,8 @@ export interface ToolAnswer {
 }
 
 /** Workhorse's words for a result without usable text (the service may match them). */
-export const EMPTY_RESPONSE = 'MCP tool response is empty';
-export const UNSUPPORTED_CONTENT = 'MCP tool response content type not supported';
+const EMPTY_RESPONSE = 'MCP tool response is empty';
+const UNSUPPORTED_CONTENT = 'MCP tool response content type not supported';
 
 /** An answer must fit, with its envelope, in one 4 MiB gRPC message (as a relayed body). */
 export const TOOL_ANSWER_LIMIT = 4 * 1024 * 1024 - 4 * 1024;

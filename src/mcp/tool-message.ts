@@ -1,6 +1,6 @@
 /**
  * A discovered MCP tool as the workflow service is told about it: `McpTool` of the
- * contract (CONTRACT.md: name=1, description=2, inputSchema=3 as a JSON string,
+ * contract (proto/contract.proto: name=1, description=2, inputSchema=3 as a JSON string,
  * icons=4 Icons{items: Icon{url, mime_type, sizes, theme}}, annotations=5
  * ToolAnnotations{title, read_only_hint, destructive_hint, idempotent_hint,
  * open_world_hint}, trusted=6), named `<server>_<tool>` as Workhorse names it.
@@ -26,7 +26,7 @@ export interface McpToolAnnotations {
   open_world_hint?: boolean;
 }
 
-/** McpTool with the fields CONTRACT.md adds (icons=4, annotations=5). */
+/** McpTool with the fields the contract adds (icons=4, annotations=5). */
 export interface OfferedTool extends McpTool {
   name: string;
   icons?: { items: McpToolIcon[] };
@@ -34,7 +34,7 @@ export interface OfferedTool extends McpTool {
 }
 
 /** The name the workflow service knows a tool by: `<server>_<tool>` (Workhorse). */
-export function prefixedToolName(server: string, tool: string): string {
+function prefixedToolName(server: string, tool: string): string {
   return `${server}_${tool}`;
 }
 

@@ -6,10 +6,10 @@
  * ends; no MCP connection outlives its run.
  */
 import type { Logger } from '../core/log';
-import type { Metrics } from '../observability/metrics';
+import type { McpMetrics } from './metrics';
 import { TraceSpan, Tracing } from '../observability/tracing';
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
-import type { McpCallResult } from '../core/vocabulary';
+import type { McpCallResult } from './words';
 import { deadline } from '../core/deadline';
 import type { Catalog } from './catalog';
 import type { McpSession } from './session';
@@ -23,7 +23,7 @@ import type { OfferedTool } from './tool-message';
 export const SESSION_CLOSE_TIMEOUT_MS = 1_000;
 
 export interface ToolboxDeps {
-  metrics: Metrics;
+  metrics: McpMetrics;
   logger: Logger;
   /** Deadline of one tool call. */
   callTimeoutMs: number;

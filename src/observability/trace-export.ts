@@ -33,12 +33,12 @@ import { Tracing, type TracePipeline } from './tracing';
 import type { SamplerName, TracingConfig } from './tracing-config';
 
 /** What the pipeline reports: each batch the exporter gave up on (counted), and when exports work again. */
-export interface ExportHooks {
+interface ExportHooks {
   failed(error: Error | undefined): void;
   succeeded(): void;
 }
 
-export function sampler(name: SamplerName, ratio: number): Sampler {
+function sampler(name: SamplerName, ratio: number): Sampler {
   switch (name) {
     case 'always_on':
       return new AlwaysOnSampler();
@@ -91,7 +91,7 @@ async function bounded(work: Promise<unknown>, ms: number): Promise<void> {
  * Builds the pipeline for `config` (tracing on). `instanceId` is service.instance.id (the
  * replica id). `exporter` replaces the OTLP exporter (tests: the SDK's in-memory one).
  */
-export function createTracePipeline(config: Extract<TracingConfig, { enabled: true }>, instanceId: string, hooks: ExportHooks, exporter?: SpanExporter): TracePipeline {
+function createTracePipeline(config: Extract<TracingConfig, { enabled: true }>, instanceId: string, hooks: ExportHooks, exporter?: SpanExporter): TracePipeline {
   // The exporter's connections are this agent's, so closing ends them (the OTLP exporters'
   // own shutdown leaves their agent's sockets and any request in flight to their timeouts).
   const agent = config.url.startsWith('https:') ? new https.Agent({ keepAlive: true, maxSockets: 2 }) : new http.Agent({ keepAlive: true, maxSockets: 2 });

@@ -43,7 +43,7 @@ export type TracingConfig =
       readonly samplerRatio: number;
     };
 
-export const TRACING_OFF: TracingConfig = Object.freeze({ enabled: false });
+const TRACING_OFF: TracingConfig = Object.freeze({ enabled: false });
 
 /** Throws for an invalid variable (config.ts makes it a ConfigError naming the variable). */
 export type Invalid = (variable: string, expected: string, received: string | undefined, problem?: string) => never;

@@ -15,8 +15,8 @@
  *       ├── stop handshake                 INTERNAL the word sent, the outcome
  *       └── owner segment_end              CLIENT   the callback, all its attempts
  *
- * A blocking execute has no run span: its run's spans sit under the request's. A WebSocket
- * session is the SERVER span of one connection; its run span outlives it, a `websocket
+ * A blocking execute has no run span: its run's spans sit under the request's. Each
+ * connection of a WebSocket session is a SERVER span; the run's span outlives it, a `websocket
  * parked` span covers each wait for the client, and the connection that re-attaches (on
  * this replica or, through the bridge, another) links to the run and the run to it. A
  * drain is one span, each run it stopped an event.
@@ -40,7 +40,8 @@ import {
   type Tracer,
 } from '@opentelemetry/api';
 import { W3CTraceContextPropagator, parseTraceParent } from '@opentelemetry/core';
-import { transportLabels, type EndReason, type StopOutcome, type Transport } from '../core/vocabulary';
+import { transportLabels, type EndReason, type Transport } from '../core/vocabulary';
+import type { StopOutcome } from '../workflow/workflow-stream';
 
 const propagator = new W3CTraceContextPropagator();
 
@@ -110,19 +111,19 @@ export type RequestRoute = keyof typeof routeNames;
 /** The calls to the owner service, each a CLIENT span. */
 export type OwnerCallKind = 'preauth' | 'relay' | 'segment_end';
 
-/** What is known of a request's or session's run, said as it becomes known. */
+/** What is known of a request's or WebSocket connection's run, said as it becomes known. */
 export interface RunFacts {
   workflowId?: string | undefined;
   runId?: string | undefined;
   transport?: Transport | undefined;
 }
 
-/** How a request or session was answered. */
+/** How a request or WebSocket connection was answered. */
 export interface RequestEnd extends RunFacts {
   status: number;
   /** The error code (errors.ts) or the owner's refusal (PREAUTH_DENIED). */
   errorCode?: string | undefined;
-  /** A WebSocket session: the close code the gateway sent, if it sent one. */
+  /** A WebSocket connection: the close code the gateway sent, if it sent one. */
   closeCode?: number | undefined;
 }
 
@@ -176,7 +177,7 @@ export class Tracing {
   }
 
   /**
-   * A request or session (SERVER), child of the caller's `traceparent`/`tracestate` when
+   * A request or WebSocket connection (SERVER), child of the caller's `traceparent`/`tracestate` when
    * they are valid; an invalid or absent one starts a new trace, never an error.
    */
   request(route: RequestRoute, headers: IncomingHttpHeaders, correlationId: string, workflowId?: string): TraceSpan {
@@ -326,10 +327,10 @@ export class Tracing {
     park.span.end();
   }
 
-  /** A session span that took a run over (a re-attach): linked to the run's span, wherever that lives. */
-  linkToRun(session: TraceSpan, run: TraceLink | undefined): void {
+  /** A connection's span that took a run over (a re-attach): linked to the run's span, wherever that lives. */
+  linkToRun(connection: TraceSpan, run: TraceLink | undefined): void {
     const link = linkOf(run, { 'longrun.link': 'reattached_to' });
-    if (session.span && link) session.span.addLink(link);
+    if (connection.span && link) connection.span.addLink(link);
   }
 
   /** A drain (SIGTERM): one span, a root; each run it stopped an event. */

@@ -14,7 +14,7 @@ const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
  * it: the first letter and every letter after a hyphen upper case, the rest lower case.
  * A name that is not a token is returned unchanged (as Go does).
  */
-export function canonicalHeaderKey(name: string): string {
+function canonicalHeaderKey(name: string): string {
   const known = canonicalNames.get(name);
   if (known !== undefined) return known;
   if (!TOKEN.test(name)) return name;

@@ -1,25 +1,29 @@
 /**
  * Every call longrun makes to the owner service (docs/spec.md §2, §6), over one undici Pool per
- * owner origin: the pre-authorization, the runHTTPRequest relay and the segment-end
- * callback. Each has a deadline; failures are translated to GatewayErrors here. Each is a
+ * origin: the pre-authorization and the segment-end callback to the owner URL, the
+ * runHTTPRequest relay to the relay URL (relay-target.ts; a pool of its own when it names
+ * another origin). Each has a deadline; failures are translated to GatewayErrors here. Each is a
  * CLIENT span (tracing.ts) under the span that makes it, and carries X-Request-Id (the
- * correlation id, docs/spec.md §13) and, with tracing on, the span's `traceparent`.
+ * correlation id, docs/spec.md §13) and, with tracing on, the span's `traceparent`. Relays
+ * and callbacks are counted here (metrics.ts).
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { SegmentEnd } from '@longrun/client';
 import { Pool, util, type Dispatcher } from 'undici';
 import { GatewayError } from '../core/errors';
-import type { CallbackResult } from '../core/vocabulary';
+import type { CallbackResult } from './words';
 import { gitlabWorkhorseHeader, userAgent } from '../core/version';
 import { JwtSigner } from '../core/jwt';
 import { passedOnDenialHeaders } from './http-headers';
-import { DENIAL_BODY_LIMIT, PREAUTH_CONTENT_TYPE, forwardedHeaders, preauthSchema, watchPreauthSchema, websocketPreauthSchema, type PreauthAnswer } from './preauth';
+import { DENIAL_BODY_LIMIT, PREAUTH_CONTENT_TYPE, forwardedHeaders, preauthSchema, followPreauthSchema, websocketPreauthSchema, type PreauthAnswer } from './preauth';
 import { OwnerCall, type CallEnd, type OwnerCallOptions } from './owner-call';
 import { relayResult, type RelayResult } from './relay-call';
 import { checkRelayPath } from './relay-path';
+import { RELAY_USER_AGENT, relativeRootOf, withRelativeRoot } from './relay-target';
 import { Semaphore } from '../core/semaphore';
 import { TraceSpan, Tracing, type TraceHeaders } from '../observability/tracing';
+import type { OwnerMetrics } from './metrics';
 
 /** The largest preauth answer read (a 200's body); a larger one is PREAUTH_INVALID. */
 const PREAUTH_ANSWER_LIMIT = 4 * 1024 * 1024;
@@ -28,24 +32,26 @@ const PREAUTH_ANSWER_LIMIT = 4 * 1024 * 1024;
 const SEGMENT_END_ANSWER_LIMIT = 128 * 1024;
 
 /** 4 MiB − 4 KiB: a relayed body must fit, with its envelope, in one 4 MiB gRPC message. */
-export const RELAY_BODY_LIMIT = 4 * 1024 * 1024 - 4 * 1024;
+const RELAY_BODY_LIMIT = 4 * 1024 * 1024 - 4 * 1024;
 
 /**
  * The methods a runHTTPRequest may use (docs/spec.md §6). Anything else (CONNECT, TRACE, OPTIONS,
  * made-up methods) is answered with an error and never sent: the workflow service has no
  * use for them, and CONNECT or TRACE through an authenticated relay is an attack surface.
  */
-export const RELAY_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
+const RELAY_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
 const relayMethods: ReadonlySet<string> = new Set(RELAY_METHODS);
 
 export type { RelayAnswer, RelayResult } from './relay-call';
 
 export interface OwnerClientOptions {
   ownerUrl: URL;
+  /** Where runHTTPRequests go (default `ownerUrl`); its path is the relative URL root. */
+  relayUrl?: URL;
   secret: Uint8Array;
   preauthTimeoutMs: number;
   relayTimeoutMs: number;
-  /** Connections in the pool (undici's default is unlimited). */
+  /** Connections in each pool (undici's default is unlimited). */
   connections: number;
   /** Tries of one segment-end callback, and the deadline of each. */
   callbackAttempts: number;
@@ -56,6 +62,8 @@ export interface OwnerClientOptions {
   jwtRefreshMs: number;
   /** Each call's span (default: tracing off). */
   tracing?: Tracing;
+  /** Where relays and callbacks are counted (default: nowhere). */
+  metrics?: OwnerMetrics;
 }
 
 /** The owner's refusal of a preauth, to pass on to the caller. */
@@ -115,6 +123,11 @@ interface Tried {
 export class OwnerClient {
   private readonly pool: Pool;
   private readonly basePath: string;
+  /** The relay URL's pool: `pool` itself when it names the owner's origin. */
+  private readonly relayPool: Pool;
+  private readonly relayRoot: string;
+  /** host:port of the relay URL, as a network failure's text names it. */
+  private readonly relayHost: string;
   private readonly jwt: JwtSigner;
   /** Bounds the segment-end callbacks in flight: a drain ends thousands of runs at once. */
   private readonly callbackSlots: Semaphore;
@@ -131,7 +144,11 @@ export class OwnerClient {
       connections: options.connections,
       keepAliveTimeout: 30_000,
     });
-    this.basePath = options.ownerUrl.pathname.replace(/\/+$/, '');
+    this.basePath = relativeRootOf(options.ownerUrl);
+    const relayUrl = options.relayUrl ?? options.ownerUrl;
+    this.relayPool = relayUrl.origin === options.ownerUrl.origin ? this.pool : new Pool(relayUrl.origin, { connections: options.connections, keepAliveTimeout: 30_000 });
+    this.relayRoot = relativeRootOf(relayUrl);
+    this.relayHost = relayUrl.host;
     this.jwt = new JwtSigner(options.secret, undefined, options.jwtRefreshMs);
     this.callbackSlots = new Semaphore(options.callbackConcurrency ?? 64);
     this.tracing = options.tracing ?? Tracing.OFF;
@@ -172,11 +189,11 @@ export class OwnerClient {
 
   /**
    * Asks the owner whether the caller may follow `workflowId` (docs/spec.md §14): a GET of the
-   * watch route's path and query, as preauthorize asks. Authorized when the owner answers a
-   * preauth (watchPreauthSchema); its refusal is passed on. Throws as preauthorize does, and
+   * follow route's path and query, as preauthorize asks. Authorized when the owner answers a
+   * preauth (followPreauthSchema); its refusal is passed on. Throws as preauthorize does, and
    * PREAUTH_INVALID when the answer names another workflow.
    */
-  async authorizeWatch(
+  async authorizeFollow(
     originalUrl: string,
     headers: IncomingHttpHeaders,
     requestId: string,
@@ -186,11 +203,11 @@ export class OwnerClient {
   ): Promise<PreauthDenial | undefined> {
     const asked = await this.askOwner('GET', originalUrl, headers, requestId, signal, parent);
     if (asked.kind === 'denied') return asked;
-    const parsed = watchPreauthSchema.safeParse(asked.json);
+    const parsed = followPreauthSchema.safeParse(asked.json);
     if (!parsed.success) throw malformed(parsed.error.issues[0]);
     const named = parsed.data.DuoWorkflow?.WorkflowID;
     if (named !== undefined && named !== null && named !== workflowId)
-      throw new GatewayError('PREAUTH_INVALID', 'owner preauth answer names another workflow than the one watched');
+      throw new GatewayError('PREAUTH_INVALID', 'owner preauth answer names another workflow than the one followed');
     return undefined;
   }
 
@@ -247,12 +264,23 @@ export class OwnerClient {
   }
 
   /**
-   * Performs a runHTTPRequest against the owner API. Never throws: failures are answered
-   * to the workflow service as an httpResponse error (docs/spec.md §6 wording). The request
-   * carries what Workhorse's relay sends, so Rails' require_gitlab_workhorse!-style
+   * Performs a runHTTPRequest against the owner API, at the relay URL. Never throws: failures
+   * are answered to the workflow service as an httpResponse error (docs/spec.md §6 wording).
+   * The request carries what Workhorse's relay sends, so Rails' require_gitlab_workhorse!-style
    * guards pass (Gitlab-Workhorse and the Gitlab-Workhorse-Api-Request JWT).
    */
   relay(req: RelayRequest): Promise<RelayResult> {
+    const { metrics } = this.options;
+    if (!metrics) return this.relayed(req);
+    const started = performance.now();
+    return this.relayed(req).then((result) => {
+      if (!result.ok) metrics.relayError(result.type);
+      else metrics.relay(req.method, result.statusCode, (performance.now() - started) / 1000);
+      return result;
+    });
+  }
+
+  private relayed(req: RelayRequest): Promise<RelayResult> {
     const method = (req.method || 'GET').toUpperCase();
     if (!relayMethods.has(method)) {
       return Promise.resolve({ ok: false, type: 'refused_method', error: `invalid method: ${JSON.stringify(req.method.slice(0, 32))} (allowed: ${RELAY_METHODS.join(', ')})` });
@@ -263,10 +291,12 @@ export class OwnerClient {
     const trace = span.headers;
     return this.traced(
       span,
-      this.call({ signal: req.signal, timeoutMs: req.timeout ? this.options.relayTimeoutMs : undefined, bodyLimit: () => RELAY_BODY_LIMIT }, (jwt) =>
-        this.relayRequest(req, method, checked.path, jwt, trace),
+      this.call(
+        { signal: req.signal, timeoutMs: req.timeout ? this.options.relayTimeoutMs : undefined, bodyLimit: () => RELAY_BODY_LIMIT },
+        (jwt) => this.relayRequest(req, method, checked.path, jwt, trace),
+        this.relayPool,
       ),
-    ).then((end) => relayResult(end, RELAY_BODY_LIMIT, this.options.ownerUrl.host));
+    ).then((end) => relayResult(end, RELAY_BODY_LIMIT, this.relayHost));
   }
 
   private relayRequest(req: RelayRequest, method: string, path: string, jwt: string, trace: TraceHeaders | undefined): Dispatcher.DispatchOptions {
@@ -285,38 +315,39 @@ export class OwnerClient {
       req.requestId,
     ];
     if (req.forwardedFor) headers.push('x-forwarded-for', req.forwardedFor);
-    headers.push('user-agent', userAgent);
+    headers.push('user-agent', RELAY_USER_AGENT);
     if (trace) {
       headers.push('traceparent', trace.traceparent);
       if (trace.tracestate) headers.push('tracestate', trace.tracestate);
     }
     return {
       method: method as Dispatcher.HttpMethod,
-      path: this.basePath + path,
+      path: withRelativeRoot(this.relayRoot, path),
       headers,
       body: req.body === undefined || req.body === '' ? undefined : req.body,
     };
   }
 
   /**
-   * One call to the owner: the request `build` makes with the signed JWT, dispatched with
-   * an OwnerCall. Never rejects: a JWT that cannot be signed is a network failure (nothing
-   * was sent), a signal already aborted an abort. The signed token is cached (JwtSigner):
-   * waited for only while it is being (re)signed.
+   * One call to the owner (on `pool`, the owner's by default): the request `build` makes with
+   * the signed JWT, dispatched with an OwnerCall. Never rejects: a JWT that cannot be signed
+   * is a network failure (nothing was sent), a signal already aborted an abort. The signed
+   * token is cached (JwtSigner): waited for only while it is being (re)signed. Each attempt
+   * of a retried call comes through here, so each carries the token current when it is sent.
    */
-  private call(options: OwnerCallOptions, build: (jwt: string) => Dispatcher.DispatchOptions): Promise<CallEnd> {
+  private call(options: OwnerCallOptions, build: (jwt: string) => Dispatcher.DispatchOptions, pool: Pool = this.pool): Promise<CallEnd> {
     const jwt = this.jwt.current();
-    if (jwt !== undefined) return this.dispatch(options, build(jwt));
+    if (jwt !== undefined) return this.dispatch(options, build(jwt), pool);
     return this.jwt.get().then(
-      (signed) => this.dispatch(options, build(signed)),
+      (signed) => this.dispatch(options, build(signed), pool),
       (err: unknown): CallEnd => ({ kind: 'network', error: err instanceof Error ? err : new Error(String(err)), answered: false }),
     );
   }
 
-  private dispatch(options: OwnerCallOptions, request: Dispatcher.DispatchOptions): Promise<CallEnd> {
+  private dispatch(options: OwnerCallOptions, request: Dispatcher.DispatchOptions, pool: Pool): Promise<CallEnd> {
     if (options.signal?.aborted) return Promise.resolve({ kind: 'aborted', answered: false });
     const call = new OwnerCall(options);
-    this.pool.dispatch(request, call);
+    pool.dispatch(request, call);
     return call.ended;
   }
 
@@ -329,6 +360,12 @@ export class OwnerClient {
    * the run's) covers the wait and every attempt.
    */
   async segmentEnd(body: SegmentEnd, requestId: string, signal: AbortSignal, parent: TraceSpan = TraceSpan.NONE): Promise<CallbackResult> {
+    const result = await this.calledBack(body, requestId, signal, parent);
+    this.options.metrics?.callback(result);
+    return result;
+  }
+
+  private async calledBack(body: SegmentEnd, requestId: string, signal: AbortSignal, parent: TraceSpan): Promise<CallbackResult> {
     const span = this.tracing.ownerCall(parent, 'segment_end', 'POST');
     const tried: Tried = { attempts: 0, last: undefined };
     let result: CallbackResult = 'failed';
@@ -387,14 +424,19 @@ export class OwnerClient {
     return 'failed';
   }
 
-  /** Closes the pool once its requests in flight are done. Idempotent. */
+  /** The pools: the owner's, and the relay URL's when it is another. */
+  private pools(): Pool[] {
+    return this.relayPool === this.pool ? [this.pool] : [this.pool, this.relayPool];
+  }
+
+  /** Closes the pools once their requests in flight are done. Idempotent. */
   close(): Promise<void> {
-    this.closing ??= this.pool.close().catch(() => this.pool.destroy());
+    this.closing ??= Promise.all(this.pools().map((pool) => pool.close().catch(() => pool.destroy()))).then(() => undefined);
     return this.closing;
   }
 
   /** Ends every connection now, requests in flight included (their callers see an error). */
   destroy(): void {
-    this.pool.destroy().catch(() => undefined);
+    for (const pool of this.pools()) pool.destroy().catch(() => undefined);
   }
 }

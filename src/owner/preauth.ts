@@ -49,12 +49,12 @@ export const websocketPreauthSchema = preauthSchema.extend({
 });
 
 /**
- * The watch route's answer (docs/spec.md §14): the owner decides who may follow a workflow;
+ * The follow route's answer (docs/spec.md §14): the owner decides who may follow a workflow;
  * nothing of the answer is used but its verdict. A 200 of the preauth content type whose
  * JSON is an object; `DuoWorkflow.WorkflowID`, when the owner names one, must be the
- * workflow watched (an execute's preauth answer is one).
+ * workflow followed (an execute's preauth answer is one).
  */
-export const watchPreauthSchema = z.looseObject({ DuoWorkflow: z.looseObject({ WorkflowID: idString.nullish() }).nullish() });
+export const followPreauthSchema = z.looseObject({ DuoWorkflow: z.looseObject({ WorkflowID: idString.nullish() }).nullish() });
 
 export type PreauthAnswer = z.infer<typeof preauthSchema>;
 export type DuoWorkflowAuth = PreauthAnswer['DuoWorkflow'];

@@ -6,9 +6,9 @@
  *
  * The wait listens through a listener the run drops once acceptance is decided, rather
  * than racing promises that live as long as the run: a `.then` on a run-long promise
- * would keep the race's closures (and its timer) for the whole turn.
+ * would keep the race's closures (and its timer) for the whole run.
  */
-import type { AcceptedOn } from '../core/vocabulary';
+import type { AcceptedOn } from './words';
 import type { StreamEnd } from '../workflow/workflow-stream';
 
 export type Acceptance = { kind: 'accepted'; on: AcceptedOn } | { kind: 'ended'; end: StreamEnd } | { kind: 'stopped' };

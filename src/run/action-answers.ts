@@ -6,12 +6,12 @@
  * "action cannot be executed by this client" error. Every answer the service waits for
  * is produced here, exactly once.
  */
-import type { Metrics } from '../observability/metrics';
 import type { TraceSpan } from '../observability/tracing';
 import type { BillingStream } from '../workflow/billing-stream';
 import type { McpToolbox } from '../mcp/toolbox';
 import type { OwnerClient } from '../owner/owner-client';
 import type { Action, ActionResponse, RunHTTPRequest } from '../workflow/contract';
+import type { RunMetrics } from './metrics';
 
 /** Why every scheduleNotification is declined (the service shows or logs it). */
 export const SCHEDULE_NOTIFICATION_DECLINED = 'notifications cannot be scheduled by this client: longrun schedules nothing';
@@ -28,8 +28,9 @@ export function errorAnswer(action: Action, error: string): ActionResponse {
 }
 
 export interface ActionContext {
+  /** Relays are counted by the owner client; every action here. */
   owner: OwnerClient;
-  metrics: Metrics;
+  metrics: RunMetrics;
   workflowId: string;
   requestId: string;
   /** The user's API token (Service.Headers["x-gitlab-oauth-token"]). */
@@ -88,10 +89,8 @@ function trackLlmCall(requestID: string, action: Action, billing: BillingStream)
 }
 
 function relayAction(requestID: string, http: RunHTTPRequest, ctx: ActionContext): Promise<ActionResponse> {
-  const method = http.method ?? 'GET';
-  const started = performance.now();
   const relayed = ctx.owner.relay({
-    method,
+    method: http.method ?? 'GET',
     path: http.path ?? '',
     body: http.body,
     token: ctx.token,
@@ -104,12 +103,10 @@ function relayAction(requestID: string, http: RunHTTPRequest, ctx: ActionContext
   });
   return relayed.then((result): ActionResponse => {
     if (!result.ok) {
-      ctx.metrics.relayError(result.type);
       // A body over the cap still carries its status, headers and the body up to the cap.
       const { statusCode, headers, body, error } = result;
       return { requestID, httpResponse: { statusCode, headers, body, error } };
     }
-    ctx.metrics.relay(method, result.statusCode, (performance.now() - started) / 1000);
     return { requestID, httpResponse: { statusCode: result.statusCode, headers: result.headers, body: result.body } };
   });
 }

@@ -19,14 +19,14 @@
  * GatewayErrors with a code, which each transport's adapter answers in its own terms.
  */
 import { forwardedForOf, type Caller } from '../core/caller';
-import type { Config } from '../config';
-import type { RunCoordination } from '../coordination/run-coordination';
+import type { CoordinationDeps, RunCoordination } from '../coordination/run-coordination';
 import { GatewayError } from '../core/errors';
 import type { McpConnector } from '../mcp/connector';
 import type { McpToolbox } from '../mcp/toolbox';
 import { TraceSpan, type TraceLink, type Tracing } from '../observability/tracing';
 import type { DuoWorkflowAuth } from '../owner/preauth';
-import { STOPS, type AcceptedOn, type StopReason } from '../core/vocabulary';
+import { STOPS, type StopReason } from './stop-reasons';
+import type { AcceptedOn } from './words';
 import type { ChannelPool } from '../workflow/channel-pool';
 import type { ClientEvent, StartWorkflowRequest } from '../workflow/contract';
 import { BillingStream } from '../workflow/billing-stream';
@@ -34,6 +34,7 @@ import { streamEndToError } from '../workflow/grpc-errors';
 import { awaitAcceptance } from './acceptance';
 import { reserve, type AdmissionDeps } from './admission';
 import { Run, type ActionSink, type RunDeps, type RunResult } from './run';
+import type { RunSettings } from './settings';
 import { authorizeStartRequest, callMetadata, withMcpTools } from './start-request';
 
 /** What an entry point brings to start a run, whatever the transport. */
@@ -100,12 +101,15 @@ export interface Session {
 
 export type LaunchOutcome = DetachedOutcome | Streaming | Session;
 
-/** What the launcher, admission and every run share: built once per process. */
-export interface LauncherDeps extends RunDeps, Omit<AdmissionDeps, 'maxRunsPerActor'> {
-  config: Config;
+/** The process's parts the launcher, admission and every run share (their settings are RunSettings): built once per process. */
+export interface LauncherDeps extends Omit<RunDeps, 'stopAckTimeoutMs' | 'callerStallMs'> {
+  /** What admission makes each run's coordination with (lock, lease, stop watch). */
+  coordination: CoordinationDeps;
+  replicaId: string;
   channels: ChannelPool;
-  /** Opens each run's MCP sessions and discovers their tools. */
+  /** Opens each run's MCP sessions and discovers their tools, within mcpDiscoveryTimeoutMs (McpSettings.discoveryTimeoutMs). */
   mcp: McpConnector;
+  mcpDiscoveryTimeoutMs: number;
   isDraining(): boolean;
   tracing: Tracing;
 }
@@ -114,15 +118,21 @@ function clientGone(runId?: string): GatewayError {
   return new GatewayError('CLIENT_GONE', 'the caller hung up before the run started', { runId });
 }
 
-export function drainingError(runId?: string): GatewayError {
+function drainingError(runId?: string): GatewayError {
   return new GatewayError('DRAINING', 'this instance is shutting down; retry on another', { runId });
 }
 
 export class Launcher {
   private readonly admission: AdmissionDeps;
+  private readonly runDeps: RunDeps;
 
-  constructor(private readonly deps: LauncherDeps) {
-    this.admission = { ...deps, maxRunsPerActor: deps.config.maxRunsPerActor };
+  constructor(
+    private readonly settings: RunSettings,
+    private readonly deps: LauncherDeps,
+  ) {
+    const { coordination, registry, metrics, logger, replicaId } = deps;
+    this.admission = { coordination, registry, metrics, logger, replicaId, maxRunsPerActor: settings.maxRunsPerActor };
+    this.runDeps = { ...deps, stopAckTimeoutMs: settings.stopAckTimeoutMs, callerStallMs: settings.callerStallMs };
   }
 
   /** Throws DRAINING once the process drains (checked before preauth and again after admission). */
@@ -178,7 +188,7 @@ export class Launcher {
     if (start.transport === 'blocking') return { kind: 'streaming', runId: run.id, done: run.done };
     if (start.transport === 'websocket') return { kind: 'session', run };
     // The caller waited through discovery already: it counts against the accept wait.
-    return this.accept(run, Math.max(0, this.deps.config.acceptWaitMs - (performance.now() - discoveryStarted)));
+    return this.accept(run, Math.max(0, this.settings.acceptWaitMs - (performance.now() - discoveryStarted)));
   }
 
   /**
@@ -207,7 +217,8 @@ export class Launcher {
    * without MCP servers.
    */
   private discoveryTimeoutMs(transport: LaunchRequest['transport']): number {
-    const { mcpDiscoveryTimeoutMs, acceptWaitMs } = this.deps.config;
+    const { mcpDiscoveryTimeoutMs } = this.deps;
+    const { acceptWaitMs } = this.settings;
     return transport === 'detached' ? Math.min(mcpDiscoveryTimeoutMs, acceptWaitMs) : mcpDiscoveryTimeoutMs;
   }
 
@@ -221,7 +232,7 @@ export class Launcher {
    */
   private async send(run: Run, request: StartWorkflowRequest, signal: AbortSignal | undefined, span: TraceSpan): Promise<void> {
     let timer: NodeJS.Timeout | undefined;
-    const timedOut = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), this.deps.config.streamOpenTimeoutMs)));
+    const timedOut = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), this.settings.streamOpenTimeoutMs)));
     const sent = await Promise.race([run.start(request), timedOut]);
     clearTimeout(timer);
     this.deps.tracing.streamOpened(span, sent);
@@ -280,7 +291,7 @@ export class Launcher {
         },
         ...(start.transport === 'detached' ? { limited: true } : { sink: start.sink }),
       },
-      this.deps,
+      this.runDeps,
     );
   }
 
@@ -293,7 +304,7 @@ export class Launcher {
     const sentAt = performance.now();
     const acceptance = await awaitAcceptance(run, acceptWaitMs);
     if (acceptance.kind === 'accepted' && (await run.markRunning())) {
-      this.deps.metrics.acceptDuration.observe({ accepted_on: acceptance.on }, (performance.now() - sentAt) / 1000);
+      this.deps.metrics.accepted(acceptance.on, (performance.now() - sentAt) / 1000);
       return { kind: 'accepted', runId: run.id, acceptedOn: acceptance.on };
     }
     const result = await run.done;

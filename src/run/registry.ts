@@ -2,8 +2,9 @@
  * The runs in flight in this process: what /runs lists, what the detached cap counts
  * (pending admissions included) and what a drain stops.
  */
-import { STOPS, type EndReason, type StopReason, type Transport, type TransportLabel } from '../core/vocabulary';
-import type { WatchableRun } from './run-events';
+import type { EndReason, Transport, TransportLabel } from '../core/vocabulary';
+import { STOPS, type StopReason } from './stop-reasons';
+import type { FollowableRun } from './run-events';
 
 export interface RunInfo {
   workflow_id: string;
@@ -19,8 +20,8 @@ export interface RunInfo {
   socket_replica?: string;
 }
 
-/** What the registry needs of a run (and a watch of its workflow, docs/spec.md §14). */
-export interface RegisteredRun extends WatchableRun {
+/** What the registry needs of a run (and a follow of its workflow, docs/spec.md §14). */
+export interface RegisteredRun extends FollowableRun {
   readonly id: string;
   readonly workflowId: string;
   readonly transport: Transport;
@@ -84,7 +85,7 @@ export class RunRegistry {
 
   /**
    * The runs of `workflowId` in flight here (one, unless the owner lets runs of a workflow
-   * overlap). A scan: asked only when a watch of the workflow begins (docs/spec.md §14),
+   * overlap). A scan: asked only when a follow of the workflow begins (docs/spec.md §14),
    * so that no run pays for an index.
    */
   runsOf(workflowId: string): RegisteredRun[] {

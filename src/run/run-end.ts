@@ -5,11 +5,12 @@
  */
 import type { InFlightEntry } from '@longrun/client';
 import type { Logger } from '../core/log';
-import type { Metrics } from '../observability/metrics';
 import type { TraceSpan } from '../observability/tracing';
 import type { OwnerClient } from '../owner/owner-client';
-import { segmentEndReason, type EndReason, type StopOutcome, type Transport } from '../core/vocabulary';
+import { segmentEndReason, type EndReason, type Transport } from '../core/vocabulary';
+import type { StopOutcome } from '../workflow/workflow-stream';
 import type { StreamEnd } from '../workflow/workflow-stream';
+import type { RunMetrics } from './metrics';
 import type { RunRegistry } from './registry';
 
 export interface RunEnd {
@@ -33,8 +34,9 @@ export interface RunEnd {
 }
 
 export interface RunEndContext {
-  metrics: Metrics;
+  metrics: RunMetrics;
   registry: RunRegistry;
+  /** Counts the callbacks it sends (owner/metrics.ts). */
   owner: OwnerClient;
   /** Bounds the callback's attempts (aborted when a drain's budget runs out). */
   callbackSignal: AbortSignal;
@@ -49,7 +51,7 @@ export interface RunEndContext {
 export async function recordRunEnd(ctx: RunEndContext, log: () => Logger, run: RunEnd): Promise<void> {
   const { metrics } = ctx;
   metrics.runClosed(run.transport, ctx.registry.count(run.transport));
-  metrics.sessionEnded(run.end.code, run.transport, run.durationMs / 1000);
+  metrics.workflowCallEnded(run.end.code, run.transport, run.durationMs / 1000);
   metrics.teardown(run.transport, run.reason, run.endedWhileStopping);
   if (ctx.logger.isLevelEnabled('info')) {
     log().info(
@@ -80,6 +82,5 @@ export async function recordRunEnd(ctx: RunEndContext, log: () => Logger, run: R
     ctx.callbackSignal,
     run.span,
   );
-  metrics.callback(result);
   if (result === 'failed') log().warn({ reason: run.reason }, 'segment-end callback lost');
 }

@@ -1,8 +1,8 @@
 /**
  * What a run tells those who follow its workflow (docs/spec.md §14), through one narrow
- * interface. A run holds a RunEvents only while its workflow is watched — the watch
- * (src/watch/) gives it one when a watcher appears, at the run's start or later, and takes
- * it back when the last one has gone — so a run nobody watches pays one undefined check
+ * interface. A run holds a RunEvents only while its workflow is followed — the follow
+ * (src/follow/) gives it one when a follower appears, at the run's start or later, and takes
+ * it back when the last one has gone — so a run nobody follows pays one undefined check
  * per action, and nothing else: no allocation, no I/O.
  */
 import type { InFlightEntry } from '@longrun/client';
@@ -26,15 +26,15 @@ export interface RunEvents {
   /** A client re-attached to the parked run, through a bridge from `socketReplica` when it is not this replica. */
   attached(socketReplica: string | undefined): void;
   /**
-   * The segment ended. Resolves once the end is recorded where every replica's watchers
+   * The segment ended. Resolves once the end is recorded where every replica's followers
    * read it, or could not be (bounded, never rejects): the run gives its lock back only
    * then, so a next run of the workflow is always reported after this end.
    */
   ended(end: RunEnded): Promise<void>;
 }
 
-/** A run as a watch sees it: what its `run` event says, and where its reporter plugs in. */
-export interface WatchableRun {
+/** A run as a follow sees it: what its `run` event says, and where its reporter plugs in. */
+export interface FollowableRun {
   readonly id: string;
   readonly workflowId: string;
   readonly transport: Transport;
@@ -43,10 +43,10 @@ export interface WatchableRun {
   /** starting, running, parked, stopping or ended, as /runs says it. */
   readonly state: string;
   /** Reports to `events` from now on; undefined: to nobody. */
-  watchWith(events: RunEvents | undefined): void;
+  reportTo(events: RunEvents | undefined): void;
 }
 
-/** What gives a run its reporter as it starts: undefined when nobody watches its workflow. */
-export interface RunWatchSource {
-  eventsFor(run: WatchableRun): RunEvents | undefined;
+/** What gives a run its reporter as it starts: undefined when nobody follows its workflow. */
+export interface RunFollowSource {
+  eventsFor(run: FollowableRun): RunEvents | undefined;
 }

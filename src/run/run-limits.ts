@@ -9,7 +9,7 @@
  * within the last run limit (issue [26]: a dispatcher of short runs grew it for 55 minutes).
  */
 
-import { STOPS, type StopReason } from '../core/vocabulary';
+import { STOPS, type StopReason } from './stop-reasons';
 
 /** What the limiter needs of a run: its stop, called with `run_limit` at the limit. */
 export interface LimitedRun {

@@ -1,5 +1,5 @@
 /**
- * A Run is one turn in flight: its workflow stream, its state, its timers and its
+ * A Run is one run in flight (docs/glossary.md): its call's stream, its state, its timers and its
  * teardown; what it holds in Redis (lock, lease, stop watch, record) is its coordination
  * (coordination/run-coordination.ts). Its life is one state field with guarded transitions:
  *
@@ -7,7 +7,7 @@
  *   starting | running ──stop(reason)──► stopping
  *   any ──the call ends──► ended                 (teardown, once; the end reason decided there)
  *
- * Every stop enters through `stop(reason)` (the StopReason union, vocabulary.ts), whoever
+ * Every stop enters through `stop(reason)` (the StopReason union, stop-reasons.ts), whoever
  * decides it: the run limits, the drain, the coordination (lock lost; the owner's stop
  * key seen by a renewal, the stop watcher or the check before an action), the caller's
  * adapter (gone or stalled), the launcher (the service never took the stream). A stop of
@@ -22,12 +22,14 @@
  * callback).
  */
 import { correlation, type Logger } from '../core/log';
-import type { Metrics } from '../observability/metrics';
+import type { RunMetrics } from './metrics';
 import type { TraceLink, TraceSpan, Tracing } from '../observability/tracing';
 import type { OwnerClient } from '../owner/owner-client';
 import type { RunCoordination } from '../coordination/run-coordination';
 import type { McpToolbox } from '../mcp/toolbox';
-import { STOPS, segmentEndReason, transportLabels, type EndReason, type StopOutcome, type StopReason, type Transport } from '../core/vocabulary';
+import { segmentEndReason, transportLabels, type EndReason, type Transport } from '../core/vocabulary';
+import type { StopOutcome } from '../workflow/workflow-stream';
+import { STOPS, type StopReason } from './stop-reasons';
 import type { Action, ClientEvent, StartWorkflowRequest } from '../workflow/contract';
 import type { BillingStream } from '../workflow/billing-stream';
 import { WorkflowStream, type CallHandle, type StreamEnd } from '../workflow/workflow-stream';
@@ -37,7 +39,7 @@ import { decideEnd, type Ending } from './end-decision';
 import type { RegisteredRun, RunInfo, RunRegistry } from './registry';
 import { RunActions } from './run-actions';
 import { recordRunEnd } from './run-end';
-import type { RunEvents, RunWatchSource } from './run-events';
+import type { RunEvents, RunFollowSource } from './run-events';
 import { withMcpTools } from './start-request';
 import type { LimitedRun, RunLimitEntry, RunLimits } from './run-limits';
 import type { StopCause, StopReasons } from './stop-reasons';
@@ -86,7 +88,7 @@ export interface ActionSink {
 /** What every run of this process shares: one object, built once by the launcher. */
 export interface RunDeps {
   owner: OwnerClient;
-  metrics: Metrics;
+  metrics: RunMetrics;
   logger: Logger;
   registry: RunRegistry;
   stopAckTimeoutMs: number;
@@ -98,8 +100,8 @@ export interface RunDeps {
   stopReasons: StopReasons;
   /** Bounds segment-end callbacks (aborted when a drain's budget runs out). */
   callbackSignal: AbortSignal;
-  /** Gives a run whose workflow is watched its reporter (docs/spec.md §14). */
-  watch?: RunWatchSource;
+  /** Gives a run whose workflow is followed its reporter (docs/spec.md §14). */
+  follow?: RunFollowSource;
   /** Where the run's spans are made (tracing.ts). */
   tracing: Tracing;
 }
@@ -188,7 +190,7 @@ export class Run implements RegisteredRun, LimitedRun {
     deps.registry.add(this);
     deps.metrics.runOpened(this.transport, deps.registry.count(this.transport));
     this.done = this.stream.ended.then((end) => this.teardown(end));
-    this.events = deps.watch?.eventsFor(this);
+    this.events = deps.follow?.eventsFor(this);
   }
 
   /** The correlation id of the request or session that started the run (docs/spec.md §13). */
@@ -205,8 +207,8 @@ export class Run implements RegisteredRun, LimitedRun {
     return this.parkedAt !== undefined && this.phase.state === 'running' ? 'parked' : this.phase.state;
   }
 
-  /** WatchableRun: report to `events` from now on (a watch began), or to nobody (the last watcher went). */
-  watchWith(events: RunEvents | undefined): void {
+  /** FollowableRun: report to `events` from now on (a follow began), or to nobody (the last follower went). */
+  reportTo(events: RunEvents | undefined): void {
     this.events = this.phase.state === 'ended' ? undefined : events;
   }
 

@@ -38,9 +38,11 @@ export function decodeStartRequest(body: Buffer): StartWorkflowRequest {
 /**
  * The client capabilities a WebSocket client may announce, and the owner's server
  * capabilities passed on (on every transport), as Workhorse's newest websocket.go lists
- * them; the start carries them in these lists' order, the client's first.
+ * them (gitlabhq 04e80ac: ten client, six server); the start carries them in these lists'
+ * order, the client's first. An execute announces no client capability: its caller
+ * executes nothing, and Workhorse's BuildHTTP clears the body's list (http_handler.go).
  */
-export const CLIENT_CAPABILITIES = [
+const CLIENT_CAPABILITIES = [
   'incremental_streaming',
   'shell_command',
   'read_file_chunked',
@@ -48,8 +50,11 @@ export const CLIENT_CAPABILITIES = [
   'web_search',
   'tool_call_streaming',
   'schedule_notification',
+  'grep_fixed_strings',
+  'read_file_image',
+  'auto_mode',
 ] as const;
-export const SERVER_CAPABILITIES = [
+const SERVER_CAPABILITIES = [
   'advanced_search',
   'tool_call_approval',
   'tool_call_pattern_approval',

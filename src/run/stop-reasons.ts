@@ -15,19 +15,72 @@
  * other stop, allowlisted or not: that status is the stop's acknowledgement.
  */
 import * as grpc from '@grpc/grpc-js';
-import {
-  LOCK_LOST,
-  RUN_LIMIT,
-  SERVER_SHUTDOWN,
-  STOP_REASON_TOKEN,
-  USER_STOP,
-  WEBSOCKET_CLOSE_PREFIX,
-  WEBSOCKET_PING_FAILED,
-  WEBSOCKET_PONG_TIMEOUT,
-  workhorseStopWords,
-  type EndReason,
-  type InfraStop,
-} from '../core/vocabulary';
+import type { EndReason } from '../core/vocabulary';
+import type { CoordinationStop } from '../coordination/run-coordination';
+
+/**
+ * StopWorkflowRequest.reason values longrun sends for its own stops (docs/spec.md §4).
+ * WORKHORSE_SERVER_SHUTDOWN is on every workflow service's infrastructure allowlist and is
+ * the one word the service acknowledges with UNAVAILABLE ("retry on another pod");
+ * WORKHORSE_RUN_LIMIT and WORKHORSE_LOCK_LOST are sent only to a service that allowlists
+ * them (LONGRUN_WORKFLOW_INFRA_STOP_REASONS), else a run limit or a lost lease would mark
+ * the workflow stopped.
+ */
+export const SERVER_SHUTDOWN = 'WORKHORSE_SERVER_SHUTDOWN';
+const RUN_LIMIT = 'WORKHORSE_RUN_LIMIT';
+const LOCK_LOST = 'WORKHORSE_LOCK_LOST';
+/** The user reason when the owner's stop names none (or an unusable one). */
+export const USER_STOP = 'USER_STOP';
+/**
+ * What Workhorse sends when a WebSocket client goes away. The public service allowlists
+ * PING_FAILED only: a PONG_TIMEOUT is a user stop there, for Workhorse as for longrun.
+ */
+const WEBSOCKET_PONG_TIMEOUT = 'WORKHORSE_WEBSOCKET_PONG_TIMEOUT';
+const WEBSOCKET_PING_FAILED = 'WORKHORSE_WEBSOCKET_PING_FAILED';
+/** A client's close frame: WORKHORSE_WEBSOCKET_CLOSE_<code>. */
+const WEBSOCKET_CLOSE_PREFIX = 'WORKHORSE_WEBSOCKET_CLOSE_';
+/**
+ * The public workflow service's infrastructure allowlist (ai-gateway
+ * `duo_workflow_service/workflows/type_definitions.py` INFRA_STOP_REASONS): a stop with
+ * one of these leaves the workflow `running`; any other word marks it stopped. The
+ * default of LONGRUN_WORKFLOW_INFRA_STOP_REASONS.
+ */
+export const publicInfraStopReasons = [SERVER_SHUTDOWN, WEBSOCKET_PING_FAILED] as const;
+/** Every word Workhorse or longrun stops with for an infrastructure cause: never the owner's reason. */
+const workhorseStopWords = [SERVER_SHUTDOWN, RUN_LIMIT, LOCK_LOST, WEBSOCKET_PONG_TIMEOUT, WEBSOCKET_PING_FAILED] as const;
+/** The stops longrun makes itself, each sent with the most specific word the service allowlists. */
+type InfraStop = Extract<EndReason, 'drain' | 'run_limit' | 'lock_lost'>;
+
+/** What a stop reason token may look like (the stop key's value, the stop endpoint's body). */
+export const STOP_REASON_TOKEN = /^[A-Z][A-Z0-9_]{0,63}$/;
+
+/**
+ * Every way a run is stopped, the one argument of `Run.stop` (src/run/run.ts): the
+ * handshake stops (run limit, drain, lost lease, the owner's stop key) and the cancels
+ * without one (the caller gone, the service never took the stream). Whoever decides a
+ * run must end — the run limits, the drain, the lease keeper through the run's
+ * coordination, the stop watcher, the stop check before an action, the caller's
+ * adapter — says so with one of these. The coordination's two (a lost lease, the owner's
+ * stop key) are written where it makes them (CoordinationStop).
+ */
+export type StopReason =
+  | { readonly kind: 'run_limit' }
+  | { readonly kind: 'drain'; readonly ackTimeoutMs?: number }
+  | CoordinationStop
+  | { readonly kind: 'client_closed'; readonly code: number }
+  | { readonly kind: 'pong_timeout' }
+  | { readonly kind: 'ping_failed' }
+  | { readonly kind: 'client_gone' }
+  | { readonly kind: 'workflow_unavailable' };
+
+/** The stops that carry nothing but their kind, made once (one object each, no allocation per stop). */
+export const STOPS = Object.freeze({
+  run_limit: Object.freeze({ kind: 'run_limit' }),
+  client_gone: Object.freeze({ kind: 'client_gone' }),
+  workflow_unavailable: Object.freeze({ kind: 'workflow_unavailable' }),
+  pong_timeout: Object.freeze({ kind: 'pong_timeout' }),
+  ping_failed: Object.freeze({ kind: 'ping_failed' }),
+} satisfies Record<string, StopReason>);
 
 /** A stop: what it is (its end reason), the word sent to the service, and the status that acknowledges it. */
 export interface StopCause {

@@ -13,14 +13,15 @@
  * budget), or whose workflow another start takes over is stopped with WORKHORSE_WEBSOCKET_PING_FAILED: an infrastructure
  * reason the public service allows, so the workflow stays resumable.
  */
-import type { Metrics } from '../observability/metrics';
 import type { TraceLink } from '../observability/tracing';
 import type { SessionRun } from '../run/launcher';
 import type { ActionSink } from '../run/run';
-import { STOPS, type ParkEndReason, type StopReason } from '../core/vocabulary';
+import { STOPS, type StopReason } from '../run/stop-reasons';
+import type { ParkEndReason } from './words';
 import type { BacklogBudget } from './backlog-budget';
 import { LateSink } from './bridge/late-answers';
 import { closeForRunEnd, type Close } from './close-codes';
+import type { WebSocketMetrics } from './metrics';
 import { workhorseActionJson } from '../workflow/action-line';
 import type { Action, ClientEvent } from '../workflow/contract';
 
@@ -86,7 +87,7 @@ export class ClientRun implements ActionSink {
     connection: Connection,
     private readonly parked: ParkedRuns,
     private readonly settings: ClientRunSettings,
-    private readonly metrics: Metrics,
+    private readonly metrics: WebSocketMetrics,
   ) {
     this.connection = connection;
   }

@@ -21,8 +21,12 @@ export const SERVER_SHUTDOWN: Close = Object.freeze({ code: 1001, reason: 'serve
 export const SERVICE_UNAVAILABLE: Close = Object.freeze({ code: 1001, reason: 'duo workflow service unavailable' });
 export const QUOTA_EXCEEDED: Close = Object.freeze({ code: 1008, reason: 'Insufficient credits: quota exceeded' });
 export const LOCK_HELD: Close = Object.freeze({ code: 1013, reason: 'Failed to acquire lock on workflow' });
-/** The lock store lost its data moments ago and grants no lock yet (its runs are taking theirs back): try again later. */
-export const LOCK_STORE_UNAVAILABLE: Close = Object.freeze({ code: 1013, reason: 'the workflow lock store is recovering: retry shortly' });
+/**
+ * The store fence refuses the start (the lock store is new, or lost its data moments ago):
+ * try again later. The reason is the refusal's own message, which says which and when
+ * (admission.ts; @longrun/client reads it).
+ */
+const LOCK_STORE_FENCED_CODE = 1013;
 /**
  * longrun's own 1012s (docs/spec.md §12), both telling the client to reconnect: this replica
  * drains and held only the socket (its run is parked again on its holder: no resume); the
@@ -84,7 +88,7 @@ export function closeForRefusal(code: ErrorCode, message: string): Close {
     case 'WORKFLOW_LOCKED':
       return LOCK_HELD;
     case 'LOCK_UNAVAILABLE':
-      return LOCK_STORE_UNAVAILABLE;
+      return { code: LOCK_STORE_FENCED_CODE, reason: closeReason(message) };
     case 'DRAINING':
       return SERVER_SHUTDOWN;
     case 'WORKFLOW_SERVICE_UNAVAILABLE':

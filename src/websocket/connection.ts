@@ -34,18 +34,18 @@ import type { Bridges } from './bridge/bridges';
 import { SocketLink } from './bridge/socket-link';
 import { GatewayError } from '../core/errors';
 import { correlation, type Logger } from '../core/log';
-import type { Metrics } from '../observability/metrics';
 import { TraceSpan, type Tracing } from '../observability/tracing';
 import type { AuthorizedStart, Launcher, SessionRun } from '../run/launcher';
 import { ClientRun, type ClientRunSettings, type Connection, type ParkedRuns } from './client-run';
 import { parseJsonBody } from '../core/json-body';
 import { authorizeStartRequest } from '../run/start-request';
-import { STOPS, type StopReason } from '../core/vocabulary';
+import { STOPS, type StopReason } from '../run/stop-reasons';
 import { messageTypes, type ClientEvent, type DecodedClientEvent, type StartWorkflowRequest } from '../workflow/contract';
 import { MAX_JSON_DEPTH, decodeProtoJson } from '../workflow/protojson';
 import { EARLY_FLOOD, HEARTBEAT_FLOOD, NORMAL, NO_START, RUN_UNREACHABLE, SERVICE_RESTART, closeForRefusal, invalidRequest, type Close } from './close-codes';
 import { CloseHandshake } from './close-handshake';
 import { Backpressure } from './flow-control';
+import type { WebSocketMetrics } from './metrics';
 
 export interface SessionSettings {
   pingMs: number;
@@ -58,7 +58,7 @@ export interface SessionSettings {
 
 export interface SessionDeps {
   launcher: Launcher;
-  metrics: Metrics;
+  metrics: WebSocketMetrics;
   logger: Logger;
   tracing: Tracing;
   settings: SessionSettings & ClientRunSettings;

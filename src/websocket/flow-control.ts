@@ -6,7 +6,7 @@
  */
 
 /** Bytes queued to a client before it counts as not reading (the run pauses the service). */
-export const HIGH_WATER_BYTES = 1024 * 1024;
+const HIGH_WATER_BYTES = 1024 * 1024;
 
 /** The bytes on their way to one client, and who waits for them to drain. */
 export class Backpressure {

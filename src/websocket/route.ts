@@ -16,7 +16,6 @@ import type { Bridges } from './bridge/bridges';
 import { callerOf } from '../core/caller';
 import { GatewayError, toGatewayError } from '../core/errors';
 import { correlation, type Logger } from '../core/log';
-import type { Metrics } from '../observability/metrics';
 import type { Tracing } from '../observability/tracing';
 import type { OwnerClient } from '../owner/owner-client';
 import type { Launcher } from '../run/launcher';
@@ -25,10 +24,11 @@ import { errorStatus, retryAfterOf } from '../http/error-status';
 import { requestIdOf } from '../http/request-id';
 import type { ClientRunSettings, ParkedRuns } from './client-run';
 import { WebSocketConnection, type SessionSettings } from './connection';
+import type { WebSocketMetrics } from './metrics';
 
 export const WEBSOCKET_PATH = '/api/v4/ai/duo_workflows/ws';
 /** The largest frame a client may send (a startRequest is at most what an execute body is). */
-export const MAX_FRAME_BYTES = 4 * 1024 * 1024;
+const MAX_FRAME_BYTES = 4 * 1024 * 1024;
 
 /**
  * The route's plain-HTTP side, for the main listener (src/http/main-app.ts `routes`): it
@@ -43,7 +43,7 @@ export function websocketHttpRoutes(logger: Logger): express.Router {
 export interface WebSocketRouteDeps {
   launcher: Launcher;
   owner: OwnerClient;
-  metrics: Metrics;
+  metrics: WebSocketMetrics;
   logger: Logger;
   tracing: Tracing;
   settings: SessionSettings & ClientRunSettings;
@@ -80,9 +80,17 @@ export class WebSocketRoute {
     return this.sessions.size + this.pending + this.parked.size;
   }
 
-  /** What the route holds, entry by entry (/debug/structures). */
-  get held(): { sessions: number; authorizing: number; parked: number; liveness_timer: number } {
-    return { sessions: this.sessions.size, authorizing: this.pending, parked: this.parked.size, liveness_timer: this.liveness ? 1 : 0 };
+  /** What the WebSocket part holds, entry by entry (/debug/structures): the route's, the parked backlogs' bytes, the bridges'. */
+  get held(): Record<string, number> {
+    const bridges = this.deps.bridges?.held ?? {};
+    return {
+      sessions: this.sessions.size,
+      authorizing: this.pending,
+      parked: this.parked.size,
+      liveness_timer: this.liveness ? 1 : 0,
+      backlog_bytes: this.deps.settings.backlogBudget.usedBytes,
+      ...Object.fromEntries(Object.entries(bridges).map(([name, count]) => [`bridge_${name}`, count])),
+    };
   }
 
   /** Whether `url` (the request target) is this route. */

@@ -1,16 +1,22 @@
 /**
- * The DuoWorkflow gRPC contract (docs/spec.md §4, ../shared/CONTRACT.md): the service definition
- * loaded from proto/contract.proto, the protobufjs reflection used for protojson, and the
- * TypeScript shapes of the messages as @grpc/proto-loader decodes them (proto field
- * names, int64 as string, enums by name, the chosen oneof member named by its oneof, and
- * a `_<field>` key naming each set proto3 `optional` field).
+ * The DuoWorkflow gRPC contract (docs/spec.md §4, proto/contract.proto): the service
+ * definition, the protobufjs reflection used for protojson, and the messages as
+ * @grpc/proto-loader decodes them (proto field names, int64 as string, enums by name, the
+ * chosen oneof member named by its oneof, and a `_<field>` key naming each set proto3
+ * `optional` field).
+ *
+ * The message shapes are @longrun/client's (packages/client/src/contract.ts, protojson),
+ * imported as types: proto-loader's plain objects are the same but for what is written
+ * here — a google.protobuf.Struct as `{fields}`, and the name of a oneof's chosen member.
  */
 import * as protoLoader from '@grpc/proto-loader';
 import type * as grpc from '@grpc/grpc-js';
+import type * as wire from '@longrun/client';
 import protobuf from 'protobufjs';
 import { fromRoot } from '../core/paths';
+import type { Within } from '../core/type-proof';
 
-export const protoPath = fromRoot('proto', 'contract.proto');
+const protoPath = fromRoot('proto', 'contract.proto');
 export const executeWorkflowPath = '/DuoWorkflow/ExecuteWorkflow';
 
 /** How proto-loader maps messages to plain objects; also the toObject options of its deserializers. */
@@ -62,131 +68,32 @@ export const duoWorkflowClientService: grpc.ServiceDefinition = (() => {
   return { ...duoWorkflowService, ExecuteWorkflow: { ...method, requestSerialize } };
 })();
 
-// The shapes below are what @grpc/proto-loader decodes (and accepts to encode) with the
-// options above. Only the fields longrun or its tests read are spelled out for the action
-// payloads; every other field is still carried through by reflection.
+// The messages as proto-loader carries them with the options above.
 
-export interface Icon {
-  url?: string;
-  mime_type?: string;
-  sizes?: string[];
-  theme?: string;
-}
+export type {
+  AdditionalContext,
+  Approval,
+  HttpResponse,
+  Icon,
+  McpTool,
+  NewCheckpoint,
+  RunHTTPRequest,
+  ScheduleNotification,
+  ScheduleNotificationResponse,
+  TokenBreakdown,
+  ToolAnnotations,
+  TrackLlmCallForSelfHosted,
+} from '@longrun/client';
 
-export interface ToolAnnotations {
-  title?: string;
-  read_only_hint?: boolean;
-  destructive_hint?: boolean;
-  idempotent_hint?: boolean;
-  open_world_hint?: boolean;
-}
-
-export interface McpTool {
-  name?: string;
-  description?: string;
-  inputSchema?: string;
-  icons?: { items?: Icon[] };
-  annotations?: ToolAnnotations;
-  trusted?: boolean;
-}
-
-export interface AdditionalContext {
-  category?: string;
-  id?: string;
-  content?: string;
-  metadata?: string;
-}
-
-/** google.protobuf.Struct as proto-loader carries it: `{fields: {name: Value}}`. */
+/** google.protobuf.Struct as proto-loader carries it: `{fields: {name: Value}}` (protojson: a plain JSON object). */
 export interface StructValue {
   fields?: Record<string, unknown>;
 }
 
-/** Approval.ApprovalSource: how a tool call was approved (the service logs it). */
-export const approvalSources = [
-  'APPROVAL_SOURCE_UNSPECIFIED',
-  'APPROVAL_SOURCE_USER_EXPLICIT',
-  'APPROVAL_SOURCE_PRETOOLUSE_HOOK',
-  'APPROVAL_SOURCE_AUTO_MODE',
-  'APPROVAL_SOURCE_PREAPPROVED_CONFIG',
-] as const;
-/** An enum value by name, or its number when this contract does not know it (proto3 enums are open). */
-export type ApprovalSource = (typeof approvalSources)[number] | number;
+/** StartWorkflowRequest, its flowConfig a Struct. */
+export type StartWorkflowRequest = Omit<wire.StartWorkflowRequest, 'flowConfig'> & { flowConfig?: StructValue };
 
-export interface PolicyRef {
-  origin?: string;
-  file?: string;
-  hash?: string;
-  version?: string;
-}
-
-export interface Approved {
-  remember_approval?: boolean;
-  tool_name?: string;
-  tool_args_json?: string;
-  approval_source?: ApprovalSource;
-  policy_ref?: PolicyRef;
-}
-
-export interface Approval {
-  approval?: Approved;
-  rejection?: { message?: string };
-  user_decision?: 'approval' | 'rejection';
-}
-
-export interface StartWorkflowRequest {
-  clientVersion?: string;
-  workflowID?: string;
-  workflowDefinition?: string;
-  goal?: string;
-  workflowMetadata?: string;
-  clientCapabilities?: string[];
-  mcpTools?: McpTool[];
-  additional_context?: AdditionalContext[];
-  approval?: Approval;
-  flowConfig?: StructValue;
-  flowConfigSchemaVersion?: string;
-  preapproved_tools?: string[];
-  flowConfigId?: string;
-  flowVersion?: string;
-  streaming?: boolean;
-  resume_checkpoint_ts?: string;
-}
-
-export interface RunHTTPRequest {
-  method?: string;
-  path?: string;
-  body?: string;
-}
-
-/** Tokens one agent has used of its context window. */
-export interface TokenBreakdown {
-  total_tokens?: number;
-  max_tokens?: number;
-}
-
-export interface NewCheckpoint {
-  status?: string;
-  checkpoint?: string;
-  goal?: string;
-  errors?: string[];
-  /** Token usage per agent, by agent name (shown to users). */
-  agent_context_usage?: Record<string, TokenBreakdown>;
-}
-
-export interface ScheduleNotification {
-  task_id?: string;
-  condition?: string;
-  message?: string;
-}
-
-export interface TrackLlmCallForSelfHosted {
-  workflowID?: string;
-  featureQualifiedName?: string;
-  featureAiCatalogItem?: boolean;
-}
-
-/** Every member of Action's `action` oneof, in field-number order. */
+/** Every member of Action's `action` oneof, in field-number order (metric labels, simulators). */
 export const actionKinds = [
   'runCommand',
   'runHTTPRequest',
@@ -204,49 +111,28 @@ export const actionKinds = [
   'runShellCommand',
   'trackLlmCallForSelfHosted',
   'scheduleNotification',
-] as const;
+] as const satisfies readonly wire.ActionKind[];
 export type ActionKind = (typeof actionKinds)[number];
 
-export interface Action {
-  requestID?: string;
+/** An Action; proto-loader names the member set in `action`. */
+export interface Action extends wire.Action {
   action?: ActionKind;
-  runHTTPRequest?: RunHTTPRequest;
-  newCheckpoint?: NewCheckpoint;
-  runMCPTool?: { name?: string; args?: string };
-  scheduleNotification?: ScheduleNotification;
-  trackLlmCallForSelfHosted?: TrackLlmCallForSelfHosted;
-  [other: string]: unknown;
 }
 
-export interface HttpResponse {
-  headers?: Record<string, string>;
-  statusCode?: number;
-  body?: string;
-  error?: string;
-}
+/** An ActionResponse; proto-loader names the member set in `response_type` when it decodes one (the service's side). */
+export type ActionResponse = wire.ActionResponse & { response_type?: keyof wire.ActionResponseMember };
 
-export interface ScheduleNotificationResponse {
-  accepted?: boolean;
-  reason?: string;
-  fires_at?: string;
-}
-
-export interface ActionResponse {
-  requestID: string;
-  plainTextResponse?: { response?: string; error?: string };
-  httpResponse?: HttpResponse;
-  scheduleNotificationResponse?: ScheduleNotificationResponse;
-  /** Set by proto-loader on decode: which member of `response_type` is present. */
-  response_type?: 'plainTextResponse' | 'httpResponse' | 'scheduleNotificationResponse';
-}
-
-export type ClientEvent = { startRequest: StartWorkflowRequest } | { actionResponse: ActionResponse } | { heartbeat: { timestamp: string } } | { stopWorkflow: { reason: string } };
+/** What longrun writes on the stream: the client's ClientEvent, its start as above. */
+export type ClientEvent = Exclude<wire.ClientEvent, { startRequest: unknown }> | { startRequest: StartWorkflowRequest };
 
 /** A ClientEvent as decoded on the service side: the oneof member is named in `response`. */
 export interface DecodedClientEvent {
   response?: 'startRequest' | 'actionResponse' | 'heartbeat' | 'stopWorkflow';
   startRequest?: StartWorkflowRequest;
   actionResponse?: ActionResponse;
-  heartbeat?: { timestamp?: string };
-  stopWorkflow?: { reason?: string };
+  heartbeat?: wire.HeartbeatRequest;
+  stopWorkflow?: wire.StopWorkflowRequest;
 }
+
+/** actionKinds names every member of the client's Action, and only those (type-proof.ts). */
+export type ActionKindsProof = [Within<ActionKind, wire.ActionKind>, Within<wire.ActionKind, ActionKind>];

@@ -10,15 +10,23 @@
  * over only once that buffer has been read ('end'): no checkpoint is dropped.
  */
 import * as grpc from '@grpc/grpc-js';
-import type { StopOutcome } from '../core/vocabulary';
 import type { Action, ActionResponse, ClientEvent, StartWorkflowRequest } from './contract';
+
+/**
+ * How a stop handshake ended (docs/spec.md §4): `ack`, the call ended with the status the
+ * service acknowledges that word with (UNAVAILABLE for WORKHORSE_SERVER_SHUTDOWN, OK for
+ * every other); `error`, any other status; `timeout`, cancelled after the ack timeout;
+ * `already_ended`, the call had ended before the stop could be written.
+ */
+export const stopOutcomes = ['ack', 'already_ended', 'timeout', 'error'] as const;
+export type StopOutcome = (typeof stopOutcomes)[number];
 
 export interface StreamEnd {
   code: grpc.status;
   details: string;
 }
 
-export type StreamState = 'open' | 'stopping' | 'ended';
+type StreamState = 'open' | 'stopping' | 'ended';
 
 /**
  * What a WorkflowStream needs of its gRPC call: a grpc-js ClientDuplexStream has it

@@ -1,5 +1,5 @@
 /**
- * A Server-Sent Events client for tests of the watch route (docs/spec.md §14), written from
+ * A Server-Sent Events client for tests of the follow route (docs/spec.md §14), written from
  * the format (WHATWG HTML §9.2), apart from the code under test: it records every event and
  * comment as it arrives, and whether the server ended the stream.
  */
@@ -137,9 +137,9 @@ export async function openSse(url: string, headers: Record<string, string> = {},
   };
 }
 
-/** The path of a workflow's watch route. */
-export function eventsPath(workflowId: string, query = ''): string {
-  return `/api/v4/ai/duo_workflows/workflows/${workflowId}/events${query}`;
+/** The path of a workflow's follow route. */
+export function followPath(workflowId: string, query = ''): string {
+  return `/api/v4/ai/duo_workflows/workflows/${workflowId}/follow${query}`;
 }
 
 /** Asserts ids strictly increase by one (a gap-free stream of one log); returns the first offending pair. */

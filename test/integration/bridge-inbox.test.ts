@@ -1,5 +1,5 @@
 /**
- * The bridge's inbox (src/websocket/bridge/inbox.ts, bridge-send.lua, bridge-trim.lua) on a real
+ * The bridge's inbox (src/websocket/bridge/inbox.ts, bridge-send-1.lua, bridge-trim-1.lua) on a real
  * redis-server: what is appended after the reader emptied its inbox — even within the same
  * millisecond — sorts after everything it read, so the reader sees it, and an emptied inbox
  * does not stay. Before, an emptied inbox was deleted at once, a stream made anew numbered
@@ -7,18 +7,22 @@
  * never delivered (the session hung), or an answer never received (the bridge broke on the
  * gap) — about one bridged session in six in the ws_resume benchmark.
  */
-import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import Redis from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { inboxKey, RedisInbox } from '../../src/websocket/bridge/inbox';
+import { RedisInbox } from '../../src/websocket/bridge/inbox';
+import { inboxKey } from '../../src/redis/keys';
 import type { BridgeMessage } from '../../src/websocket/bridge/protocol';
-import { parseRedisUrl } from '../../src/coordination/redis-url';
-import { startRedis, type RedisServer } from '../helpers/redis';
+import { luaCommand } from '../../src/redis/scripts';
+import { parseRedisUrl } from '../../src/redis/url';
+import { startRedis, type RedisServer } from '../../stack/redis-server';
 
 let server: RedisServer;
 let redis: Redis;
-const lua = (name: string): string => readFileSync(path.join(__dirname, '..', '..', 'src', 'websocket', 'bridge', name), 'utf8');
+// The inbox's own scripts, as the one loader reads them, sent inside MULTI to force one millisecond.
+const bridgeDir = path.join(__dirname, '..', '..', 'src', 'websocket', 'bridge');
+const bridgeSend = luaCommand(bridgeDir, 'bridge-send-1.lua');
+const bridgeTrim = luaCommand(bridgeDir, 'bridge-trim-1.lua');
 
 beforeAll(async () => {
   server = await startRedis();
@@ -40,23 +44,23 @@ function after(a: string, b: string): boolean {
 describe('the inbox', () => {
   it('an inbox emptied, then appended to in the same transaction (the same millisecond): the new entry sorts after the last one read; emptied, it expires', async () => {
     const key = inboxKey('inbox-test');
-    const send = (tx: ReturnType<Redis['multi']>, n: number): unknown => tx.eval(lua('bridge-send.lua'), 1, key, 60_000, 1_000, 'n', String(n));
+    const send = (tx: ReturnType<Redis['multi']>, n: number): unknown => tx.eval(bridgeSend.lua, bridgeSend.numberOfKeys, key, 60_000, 1_000, 'n', String(n));
     for (let round = 0; round < 20; round++) {
       const tx = redis.multi();
       for (let n = 0; n < 5; n++) send(tx, n);
       const replies = (await tx.exec()) ?? [];
       const lastRead = String(replies[replies.length - 1]?.[1]);
-      // The reader trims what it read (bridge-trim.lua): the inbox is empty, so deleted; then a sender appends.
+      // The reader trims what it read (bridge-trim-1.lua): the inbox is empty, so deleted; then a sender appends.
       const next = redis.multi();
-      next.eval(lua('bridge-trim.lua'), 1, key, `${lastRead.split('-')[0]}-${Number(lastRead.split('-')[1]) + 1}`, 1_000);
+      next.eval(bridgeTrim.lua, bridgeTrim.numberOfKeys, key, `${lastRead.split('-')[0]}-${Number(lastRead.split('-')[1]) + 1}`, 1_000);
       send(next, 5);
       const [[, left] = [], [, added] = []] = (await next.exec()) ?? [];
       expect(left).toBe(0);
       expect(after(String(added), lastRead), `round ${round}: ${String(added)} after ${lastRead}`).toBe(true);
       await redis.del(key);
     }
-    const last = String(await redis.eval(lua('bridge-send.lua'), 1, key, 60_000, 1_000, 'n', 'last'));
-    expect(await redis.eval(lua('bridge-trim.lua'), 1, key, `${last.split('-')[0]}-${Number(last.split('-')[1]) + 1}`, 200)).toBe(0);
+    const last = String(await redis.eval(bridgeSend.lua, bridgeSend.numberOfKeys, key, 60_000, 1_000, 'n', 'last'));
+    expect(await redis.eval(bridgeTrim.lua, bridgeTrim.numberOfKeys, key, `${last.split('-')[0]}-${Number(last.split('-')[1]) + 1}`, 200)).toBe(0);
     expect(await redis.exists(key)).toBe(1);
     await expect.poll(() => redis.exists(key), { timeout: 2_000 }).toBe(0);
   });

@@ -9,9 +9,9 @@ import { afterAll, beforeAll, describe, expect } from 'vitest';
 import type { CoordinationBackend } from '../../src/coordination/backend';
 import { MemoryBackend } from '../../src/coordination/memory-backend';
 import { RedisBackend } from '../../src/coordination/redis-backend';
-import { parseRedisUrl } from '../../src/coordination/redis-url';
+import { parseRedisUrl } from '../../src/redis/url';
 import { coordinationContract } from '../helpers/coordination-contract';
-import { startRedis, type RedisServer } from '../helpers/redis';
+import { startRedis, type RedisServer } from '../../stack/redis-server';
 
 let redis: RedisServer | undefined;
 

@@ -18,7 +18,9 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig, type EnvConfig } from '../../src/config';
+import { loadConfig, type EnvConfig } from '../../src/config';
+import { ConfigError } from '../../src/core/env';
+import { GatewayMetrics } from '../../src/gateway-metrics';
 import { createOpsApp } from '../../src/http/ops-app';
 import { Metrics } from '../../src/observability/metrics';
 import { fromRoot } from '../../src/core/paths';
@@ -52,7 +54,7 @@ import {
   type Kustomization,
   type Resource,
 } from '../helpers/deploy';
-import { removeSecretFile, writeSecretFile } from '../helpers/secret';
+import { removeSecretFile, writeSecretFile } from '../../stack/secret';
 
 /** A model class of kubernetes-models: constructed from an object, validate() throws. */
 type Model = new (data: never) => { apiVersion: string; kind: string; validate(): void };
@@ -113,14 +115,14 @@ function checkSizing(d: Deployment): { neededBytes: number; limit: number } {
   expect(perRunKiB).toBeGreaterThan(0);
   expect(perSessionKiB).toBeGreaterThan(0);
   expect(benchRuns).toBeGreaterThan(0);
-  const runsBytes = sized.maxDetachedRuns * perRunKiB * 1024;
-  const sessionsBytes = sized.maxWsSessions * perSessionKiB * 1024;
-  expect(sized.maxDetachedRuns).toBeGreaterThan(0);
-  expect(sized.maxWsSessions, 'LONGRUN_MAX_WS_SESSIONS is set, not left to its default').toBe(Number(containerEnv(c.env)['LONGRUN_MAX_WS_SESSIONS']));
-  expect(sized.wsBacklogBudgetBytes, 'LONGRUN_WS_BACKLOG_BUDGET_BYTES is set').toBe(Number(containerEnv(c.env)['LONGRUN_WS_BACKLOG_BUDGET_BYTES']));
+  const runsBytes = sized.run.maxDetachedRuns * perRunKiB * 1024;
+  const sessionsBytes = sized.websocket.maxSessions * perSessionKiB * 1024;
+  expect(sized.run.maxDetachedRuns).toBeGreaterThan(0);
+  expect(sized.websocket.maxSessions, 'LONGRUN_MAX_WS_SESSIONS is set, not left to its default').toBe(Number(containerEnv(c.env)['LONGRUN_MAX_WS_SESSIONS']));
+  expect(sized.websocket.backlogBudgetBytes, 'LONGRUN_WS_BACKLOG_BUDGET_BYTES is set').toBe(Number(containerEnv(c.env)['LONGRUN_WS_BACKLOG_BUDGET_BYTES']));
   // One parked run's backlog fits the budget: the per-run bound is not the one that bites first everywhere.
-  expect(sized.wsBacklogBudgetBytes).toBeGreaterThanOrEqual(sized.wsBacklogBytes);
-  const neededBytes = MEMORY_HEADROOM * (IDLE_RSS_MIB * MIB + runsBytes + sessionsBytes + sized.wsBacklogBudgetBytes);
+  expect(sized.websocket.backlogBudgetBytes).toBeGreaterThanOrEqual(sized.websocket.backlogBytes);
+  const neededBytes = MEMORY_HEADROOM * (IDLE_RSS_MIB * MIB + runsBytes + sessionsBytes + sized.websocket.backlogBudgetBytes);
   const limit = memoryBytes(c.resources?.limits?.['memory'] as string);
   expect(limit, 'memory limit ≥ 2 × (idle + runs + sessions + backlog budget)').toBeGreaterThanOrEqual(neededBytes);
   expect(limit, 'more than twice the need wastes nodes').toBeLessThan(2 * neededBytes);
@@ -130,9 +132,9 @@ function checkSizing(d: Deployment): { neededBytes: number; limit: number } {
   // with the backlogs (Buffers, outside the heap) and an idle gateway still under the limit.
   const oldSpaceBytes = Number(/--max-old-space-size=(\d+)/.exec(containerEnv(c.env)['NODE_OPTIONS'] ?? '')?.[1]) * MIB;
   expect(oldSpaceBytes).toBeGreaterThan(runsBytes + sessionsBytes);
-  expect(oldSpaceBytes + sized.wsBacklogBudgetBytes + IDLE_RSS_MIB * MIB).toBeLessThan(limit);
+  expect(oldSpaceBytes + sized.websocket.backlogBudgetBytes + IDLE_RSS_MIB * MIB).toBeLessThan(limit);
   // The benchmark's drain, scaled to a full pod, fits the drain budget.
-  expect((benchDrainMs * sized.maxDetachedRuns) / benchRuns).toBeLessThan(sized.drainTimeoutMs);
+  expect((benchDrainMs * sized.run.maxDetachedRuns) / benchRuns).toBeLessThan(sized.drain.timeoutMs);
   return { neededBytes, limit };
 }
 /** Seconds the grace period must leave after the drain budget for close and exit. */
@@ -230,18 +232,18 @@ describe('the Deployment against src/config.ts', () => {
   });
 
   it('its values parse into what a pod needs: all-interfaces listeners, an owner, a Redis, the pod as replica id', () => {
-    expect(config.listen.host).toMatch(/^(0\.0\.0\.0|::)$/);
-    expect(config.opsListen.host).toMatch(/^(0\.0\.0\.0|::)$/);
+    expect(config.http.listen.host).toMatch(/^(0\.0\.0\.0|::)$/);
+    expect(config.http.opsListen.host).toMatch(/^(0\.0\.0\.0|::)$/);
     // Users' tokens go to the owner on every relayed call: over TLS.
-    expect(config.ownerUrl?.protocol).toBe('https:');
+    expect(config.owner.url?.protocol).toBe('https:');
     expect(config.sandbox).toBe(false);
-    expect(config.secret).toHaveLength(32);
+    expect(config.owner.secret).toHaveLength(32);
     expect(config.replicaId).toBe(SAMPLE_POD_NAME);
     expect(config.logLevel).toBe('info');
     // The HPA keeps several replicas: they must share a lock store.
     const hpa = findResource(resources, 'HorizontalPodAutoscaler');
     expect((hpa.spec as { minReplicas: number }).minReplicas).toBeGreaterThan(1);
-    expect(config.redis?.mode).toBe('standalone');
+    expect(config.redis.target?.mode).toBe('standalone');
     expect(env['LONGRUN_REDIS_URL']).toMatch(/^rediss?:\/\//);
     expect(deployment.spec.replicas, 'the HPA owns the replica count').toBeUndefined();
   });
@@ -256,16 +258,16 @@ describe('the Deployment against src/config.ts', () => {
   });
 
   it('the Services target the container ports the listeners bind; the ops Service stays inside the cluster', () => {
-    expect(namedPort(container, 'http')).toBe(config.listen.port);
-    expect(namedPort(container, 'ops')).toBe(config.opsListen.port);
+    expect(namedPort(container, 'http')).toBe(config.http.listen.port);
+    expect(namedPort(container, 'ops')).toBe(config.http.opsListen.port);
     const main = findResource(resources, 'Service', 'longrun').spec as { type: string; selector: Record<string, string>; ports: Array<{ targetPort: string }> };
     const ops = findResource(resources, 'Service', 'longrun-ops').spec as Record<string, unknown> & {
       type: string;
       selector: Record<string, string>;
       ports: Array<{ targetPort: string; nodePort?: number }>;
     };
-    expect(main.ports.map((p) => namedPort(container, p.targetPort))).toEqual([config.listen.port]);
-    expect(ops.ports.map((p) => namedPort(container, p.targetPort))).toEqual([config.opsListen.port]);
+    expect(main.ports.map((p) => namedPort(container, p.targetPort))).toEqual([config.http.listen.port]);
+    expect(ops.ports.map((p) => namedPort(container, p.targetPort))).toEqual([config.http.opsListen.port]);
     expect(selects(main.selector, podLabels)).toBe(true);
     expect(selects(ops.selector, podLabels)).toBe(true);
     expect(ops.type).toBe('ClusterIP');
@@ -276,10 +278,10 @@ describe('the Deployment against src/config.ts', () => {
   it('probes are on the ops listener, at routes of the ops app: readiness 503 while draining, liveness 200', async () => {
     for (const probe of [container.readinessProbe, container.livenessProbe]) {
       expect(probe?.httpGet).toBeDefined();
-      expect(namedPort(container, probe?.httpGet?.port as string)).toBe(config.opsListen.port);
+      expect(namedPort(container, probe?.httpGet?.port as string)).toBe(config.http.opsListen.port);
     }
     let draining = false;
-    const app = createOpsApp({ metrics: new Metrics({ defaultMetrics: false }), registry: new RunRegistry(config.maxDetachedRuns), isDraining: () => draining });
+    const app = createOpsApp({ metrics: new Metrics({ defaultMetrics: false }), registry: new RunRegistry(config.run.maxDetachedRuns), isDraining: () => draining });
     const server = await new Promise<http.Server>((resolve) => {
       const s = app.listen(0, '127.0.0.1', () => resolve(s));
     });
@@ -307,10 +309,10 @@ describe('the Deployment against src/config.ts', () => {
     const sleepCommand = preStop?.exec?.command;
     const preStopS = preStop?.sleep?.seconds ?? (sleepCommand?.[0] === 'sleep' ? Number(sleepCommand[1]) : 0);
     expect(preStop === undefined || preStopS > 0, 'a preStop hook of unknown length').toBe(true);
-    const neededS = preStopS + (config.shutdownDelayMs + config.drainTimeoutMs) / 1_000 + MIN_EXIT_MARGIN_S;
+    const neededS = preStopS + (config.drain.shutdownDelayMs + config.drain.timeoutMs) / 1_000 + MIN_EXIT_MARGIN_S;
     expect(podSpec.terminationGracePeriodSeconds).toBeGreaterThanOrEqual(neededS);
     // Draining takes the shutdown delay first: probes must see it early enough.
-    expect(config.shutdownDelayMs).toBeGreaterThan(0);
+    expect(config.drain.shutdownDelayMs).toBeGreaterThan(0);
   });
 
   it('memory and the caps are sized together from BENCHMARKS.md (runs, WebSocket sessions, the backlog budget), and a full pod drains within the budget', () => {
@@ -324,11 +326,11 @@ describe('the Deployment against src/config.ts', () => {
     const thousands = (n: number): string => n.toLocaleString('en-US').replaceAll(',', ' ');
     const hpa = findResource(resources, 'HorizontalPodAutoscaler').spec as { metrics: Array<{ pods?: { target: { averageValue: string } } }> };
     expect(docs).toContain(
-      `\`terminationGracePeriodSeconds\` is ${podSpec.terminationGracePeriodSeconds} = ${config.shutdownDelayMs / 1_000} (shutdown delay) + ${config.drainTimeoutMs / 1_000} (drain)`,
+      `\`terminationGracePeriodSeconds\` is ${podSpec.terminationGracePeriodSeconds} = ${config.drain.shutdownDelayMs / 1_000} (shutdown delay) + ${config.drain.timeoutMs / 1_000} (drain)`,
     );
-    expect(docs).toContain(`**${thousands(config.maxDetachedRuns)} detached runs per pod**`);
-    expect(docs).toContain(`**${thousands(config.maxWsSessions)} WebSocket sessions per pod**`);
-    expect(docs).toContain(`${config.wsBacklogBudgetBytes / MIB} MiB of parked backlogs`);
+    expect(docs).toContain(`**${thousands(config.run.maxDetachedRuns)} detached runs per pod**`);
+    expect(docs).toContain(`**${thousands(config.websocket.maxSessions)} WebSocket sessions per pod**`);
+    expect(docs).toContain(`${config.websocket.backlogBudgetBytes / MIB} MiB of parked backlogs`);
     expect(docs).toContain(`→ ${container.resources?.limits?.['memory']}`);
     const { neededBytes } = checkSizing(deployment);
     expect(docs).toContain(`= ${Math.round(neededBytes / MIB)} MiB`);
@@ -355,7 +357,7 @@ describe('the Deployment against src/config.ts', () => {
 });
 
 describe('scaling, disruptions, scraping and network access', () => {
-  const exported = new Metrics({ defaultMetrics: false }).registry;
+  const exported = new GatewayMetrics({ defaultMetrics: false }).registry;
 
   it('the HPA scales the Deployment on a metric the gateway exports, through the documented adapter rule, before the cap', () => {
     const hpa = findResource(resources, 'HorizontalPodAutoscaler').spec as {
@@ -367,7 +369,7 @@ describe('scaling, disruptions, scraping and network access', () => {
     expect(hpa.metrics).toHaveLength(1);
     const pods = hpa.metrics[0]?.pods;
     expect(exported.getSingleMetric(pods?.metric.name as string), `${pods?.metric.name} is exported`).toBeDefined();
-    expect(Number(pods?.target.averageValue)).toBeLessThan(0.8 * config.maxDetachedRuns);
+    expect(Number(pods?.target.averageValue)).toBeLessThan(0.8 * config.run.maxDetachedRuns);
     const adapter = readYaml<{ rules: { custom: Array<{ seriesQuery: string; name: { as: string } }> } }>(fromRoot('deploy/prometheus/prometheus-adapter.yml'));
     const rule = adapter.rules.custom.find((r) => r.name.as === pods?.metric.name);
     expect(rule, 'prometheus-adapter rule for the HPA metric').toBeDefined();
@@ -411,9 +413,9 @@ describe('scaling, disruptions, scraping and network access', () => {
     expect(selects(policy.podSelector.matchLabels, podLabels)).toBe(true);
     expect(policy.policyTypes).toContain('Ingress');
     const byPort = Object.fromEntries(policy.ingress.map((rule) => [rule.ports?.map((p) => namedPort(container, p.port)).join(','), rule.from]));
-    expect(Object.keys(byPort).sort()).toEqual([String(config.listen.port), String(config.opsListen.port)].sort());
-    const owner = byPort[String(config.listen.port)];
-    const prometheus = byPort[String(config.opsListen.port)];
+    expect(Object.keys(byPort).sort()).toEqual([String(config.http.listen.port), String(config.http.opsListen.port)].sort());
+    const owner = byPort[String(config.http.listen.port)];
+    const prometheus = byPort[String(config.http.opsListen.port)];
     // Each rule names its peers by namespace and pod: an empty or missing `from` admits everyone.
     for (const peers of [owner, prometheus]) {
       expect(peers?.length).toBe(1);
@@ -439,7 +441,7 @@ describe('scaling, disruptions, scraping and network access', () => {
     const admits = (port: number, protocol = 'TCP'): Peer[] =>
       policy.egress.filter((r) => r.ports?.some((p) => p.port === port && p.protocol === protocol)).flatMap((r) => r.to ?? []);
     expect(admits(53, 'UDP').some((p) => p.podSelector?.matchLabels?.['k8s-app'] === 'kube-dns')).toBe(true);
-    const ownerPort = Number(config.ownerUrl?.port || 443);
+    const ownerPort = Number(config.owner.url?.port || 443);
     expect(admits(ownerPort).some((p) => p.namespaceSelector !== undefined && p.podSelector?.matchLabels?.['app.kubernetes.io/name'] === 'owner')).toBe(true);
     const sentinelPorts = merged['LONGRUN_REDIS_URL']?.match(/:(\d+)/g)?.map((m) => Number(m.slice(1))) ?? [];
     for (const port of [Number(new URL(env['LONGRUN_REDIS_URL'] as string).port || 6379), ...sentinelPorts]) {
@@ -469,9 +471,9 @@ describe('the Sentinel overlay', () => {
     const sentinel = loadConfig({ ...merged, LONGRUN_SECRET_FILE: secretFile });
     // redis+sentinel://[:password@]host:port[,host:port...]/<master-name>[?db=N]
     expect(merged['LONGRUN_REDIS_URL']).toMatch(/^redis\+sentinel:\/\/(?::[^@/]+@)?[\w.-]+:\d+(?:,[\w.-]+:\d+)*\/[\w.-]+(?:\?db=\d+)?$/);
-    expect(sentinel.redis?.mode).toBe('sentinel');
-    expect(sentinel.redis?.mode === 'sentinel' ? sentinel.redis.sentinels : [], 'three Sentinels').toHaveLength(3);
-    expect({ ...sentinel, redis: undefined }).toEqual({ ...config, redis: undefined });
+    expect(sentinel.redis.target?.mode).toBe('sentinel');
+    expect(sentinel.redis.target?.mode === 'sentinel' ? sentinel.redis.target.sentinels : [], 'three Sentinels').toHaveLength(3);
+    expect({ ...sentinel, redis: { ...sentinel.redis, target: undefined } }).toEqual({ ...config, redis: { ...config.redis, target: undefined } });
   });
 });
 

@@ -2,8 +2,9 @@
  * The reference dispatcher (examples/dispatcher) on a real BullMQ queue and a real Redis,
  * against a real gateway and the simulators: turns resume once per boundary, a callback
  * delivered twice resumes once, a lost callback is recovered by the watchdog, a 409
- * WORKFLOW_LOCKED adopts the run in flight, and a write cut by the run limit is handed
- * to the next segment as `in_flight`.
+ * WORKFLOW_LOCKED adopts the run in flight, a write cut by the run limit is handed
+ * to the next segment as `in_flight`, and the owner's rate limit (429, Retry-After) is waited
+ * out before the segment is tried again.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Queue } from 'bullmq';
@@ -13,12 +14,12 @@ import { request } from 'undici';
 import { LongrunClient } from '@longrun/client';
 import type { Step } from '../../sandbox/scenario';
 import type { CallRecord, WorkflowSimulatorOptions } from '../../sandbox/workflow-sim';
-import { Dispatcher, type DispatcherEvent } from '../../examples/dispatcher/dispatcher';
+import { Dispatcher, STUCK_WORKFLOW_MS, type DispatcherEvent, type DispatcherOptions } from '../../examples/dispatcher/dispatcher';
 import type { Turn } from '../../examples/dispatcher/owner-state';
 import { segmentEndRoute } from '../../examples/dispatcher/segment-end-route';
-import { startRedis, type RedisServer } from '../helpers/redis';
-import { testSecret } from '../helpers/secret';
-import { startStack, type Stack } from '../helpers/stack';
+import { startRedis, type RedisServer } from '../../stack/redis-server';
+import { testSecret } from '../../stack/secret';
+import { startStack, type Stack } from '../../stack';
 
 const RUN_LIMIT_MS = 1_000;
 const PREFIX = 'dispatcher-test';
@@ -28,7 +29,8 @@ let redisClient: Redis;
 let stack: Stack;
 let client: LongrunClient;
 let dispatcher: Dispatcher;
-const events: DispatcherEvent[] = [];
+/** What the dispatchers did, each with when (`at`, ms since the epoch). */
+const events: Array<DispatcherEvent & { at?: number }> = [];
 /** Workflows whose next callback the owner "loses" (answered 204, never acted on). */
 const loseNextCallback = new Set<string>();
 /** Every segment-end callback as it arrived (headers and body), by workflow. */
@@ -39,10 +41,13 @@ const newWorkflow = (): string => String(nextWorkflow++);
 const finishedOnService = new Set<string>();
 
 /** A gateway on the shared Redis with the reference dispatcher in front of it, its owner's callback routes recording as above. */
-async function startFleet(prefix: string, options: { env?: Record<string, string>; workflow?: WorkflowSimulatorOptions } = {}) {
+async function startFleet(
+  prefix: string,
+  options: { env?: Record<string, string>; workflow?: WorkflowSimulatorOptions; dispatcher?: Pick<DispatcherOptions, 'watchPeriodMs' | 'lostConfirmMs'> } = {},
+) {
   const stack = await startStack({
     preauth: { detached: true },
-    redisUrl: redis.url,
+    redis: { url: redis.url },
     env: { LONGRUN_RUN_LIMIT_MS: String(RUN_LIMIT_MS), LONGRUN_LEASE_TTL_MS: '1500', ...options.env },
     ...(options.workflow ? { workflow: options.workflow } : {}),
   });
@@ -51,10 +56,10 @@ async function startFleet(prefix: string, options: { env?: Record<string, string
     client,
     redisUrl: redis.url,
     prefix,
-    runLimitMs: RUN_LIMIT_MS,
-    graceMs: 500,
+    watchPeriodMs: 500,
     lostConfirmMs: 500,
-    onEvent: (e) => events.push(e),
+    ...options.dispatcher,
+    onEvent: (e) => events.push({ ...e, at: Date.now() }),
     workflowFinished: async (id) => finishedOnService.has(id),
   });
   const lossy = express.Router();
@@ -181,6 +186,67 @@ describe('the reference dispatcher', () => {
     expect(turn.segments).toBe(calls.length);
     expect(metadataOf(calls[1]).resume?.reason).toBe('lost');
     expectNoOverlap(calls);
+  });
+
+  it('the owner’s 429 (Rails’ rate limit on the execute preauth): the job is tried again no sooner than its Retry-After', async () => {
+    // A client whose deadline the Retry-After passes: it gives up at once, and the job's backoff must wait instead.
+    const impatient = new LongrunClient({ url: stack.url, secret: testSecret, retry: { deadlineMs: 200 } });
+    const mine: DispatcherEvent[] = [];
+    const other = new Dispatcher({ client: impatient, redisUrl: redis.url, prefix: `${PREFIX}-rate`, onEvent: (e) => mine.push(e) });
+    stack.owner.executeRateLimit = { threshold: 1, intervalMs: 2_000 };
+    try {
+      await other.ready();
+      // The user's one execute of the window.
+      expect((await stack.execute(newWorkflow(), { steps: [{ op: 'end' }] })).statusCode).toBe(200);
+      const id = newWorkflow();
+      await other.startTurn(id, { metadata: { scenario: [{ op: 'checkpoint', text: 'one' }, { op: 'end' }] } });
+      await expect.poll(() => mine.some((e) => e.type === 'segment_accepted' && e.workflowId === id), { timeout: 15_000, interval: 100 }).toBe(true);
+      expect(mine).toContainEqual({ type: 'dispatch_error', workflowId: id, code: 'PREAUTH_DENIED', message: 'the owner refused the request (429)', willRetry: true });
+      // One refused preauth, then one accepted after the Retry-After (2 s) — not BullMQ's first backoff (1 s), which the limit would refuse again.
+      const asked = stack.owner.preauths.filter((p) => p.path.includes(`/workflows/${id}/`));
+      expect(asked).toHaveLength(2);
+      expect((asked[1]?.at ?? 0) - (asked[0]?.at ?? 0)).toBeGreaterThanOrEqual(2_000);
+    } finally {
+      stack.owner.executeRateLimit = undefined;
+      await other.close();
+      await impatient.close();
+    }
+  });
+
+  it('a segment cut early whose callback is lost: the watchdog resumes it within its period, long before the run limit', async () => {
+    // A 60 s run limit: looking at run limit + grace, the watchdog would first look a minute on.
+    const watchPeriodMs = 400;
+    const lostConfirmMs = 600;
+    const slow = await startFleet(`${PREFIX}-watch`, { env: { LONGRUN_RUN_LIMIT_MS: '60000' }, dispatcher: { watchPeriodMs, lostConfirmMs } });
+    try {
+      const id = newWorkflow();
+      loseNextCallback.add(id);
+      await slow.dispatcher.startTurn(id, { metadata: { scenario: [{ op: 'turn', checkpoints: 8, intervalMs: 250 }, { op: 'end' }] } });
+      await expect.poll(() => slow.stack.workflow.callsFor(id)[0]?.actionsSent ?? 0, { timeout: 10_000 }).toBeGreaterThanOrEqual(2);
+      // Another holder takes the lock (for a second): the run's next renewal finds it, the run ends `lock_lost`.
+      await redisClient.set(`workhorse:duoworkflow:lock:${id}`, 'someone-else', 'PX', 1_000);
+      const turn = await ended(id, 20_000, slow.dispatcher);
+      expect(turn).toMatchObject({ status: 'finished', recovered: 1, finals: 1 });
+      const calls = slow.stack.workflow.callsFor(id);
+      expect(calls.length).toBe(turn.segments);
+      expect(JSON.parse(callbacks.get(id)?.[0]?.body ?? '{}')).toMatchObject({ reason: 'lock_lost' });
+      expect(metadataOf(calls[1]).resume?.reason).toBe('lost');
+      // From the first run's end to the watchdog's finding: one period and the confirmation, give or take a tick.
+      const firstEnd = calls[0]?.ended?.at as number;
+      const lost = events.find((e) => e.type === 'watchdog' && e.workflowId === id && e.finding === 'lost');
+      expect((lost?.at as number) - firstEnd).toBeLessThan(watchPeriodMs + lostConfirmMs + 2_000);
+      expectNoOverlap(calls);
+      expect(calls.at(-1)?.turn?.to).toBe(8);
+    } finally {
+      await slow.close();
+    }
+  });
+
+  it('a watchdog that would look after GitLab’s stuck-workflow cleanup is refused at construction', () => {
+    expect(STUCK_WORKFLOW_MS).toBe(30 * 60_000);
+    const options = { client, redisUrl: redis.url, prefix: `${PREFIX}-refused` };
+    expect(() => new Dispatcher({ ...options, watchPeriodMs: 29 * 60_000, lostConfirmMs: 90_000 })).toThrow(RangeError);
+    expect(() => new Dispatcher({ ...options, watchPeriodMs: 0 })).toThrow(RangeError);
   });
 
   it('409 WORKFLOW_LOCKED: the run already in flight is adopted as the turn’s segment, not retried', async () => {

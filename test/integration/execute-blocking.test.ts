@@ -5,19 +5,19 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { lockKey } from '../../src/coordination/keys';
+import { lockKey } from '../../src/redis/keys';
 import type { MemoryBackend } from '../../src/coordination/memory-backend';
 import { OWNER_OAUTH_TOKEN } from '../../sandbox/owner-sim';
 import { scenarioMetadata, type Step } from '../../sandbox/scenario';
 import { verifyJwt, WORKHORSE_ISSUER } from '../../src/core/jwt';
-import { testSecret } from '../helpers/secret';
-import { metricValue, ndjsonLines, startStack, type Stack } from '../helpers/stack';
+import { testSecret } from '../../stack/secret';
+import { metricValue, ndjsonLines, startStack, type Stack } from '../../stack';
 
 let stack: Stack | undefined;
 const cleanups: Array<() => Promise<void> | void> = [];
 
 afterEach(async () => {
-  // A stack started with `redis: true` also closes its client and stops its redis-server.
+  // A stack started with `redis: 'own'` also closes its client and stops its redis-server.
   await stack?.close();
   stack = undefined;
   for (const cleanup of cleanups.splice(0)) await cleanup();
@@ -86,7 +86,7 @@ describe('a full blocking turn', () => {
     expect(echo?.statusCode).toBe(200);
     expect(JSON.parse(echo?.body ?? '{}')).toMatchObject({ method: 'POST', path: '/api/v4/echo?x=1', body: '{"hello":"world"}' });
     expect(answers[1]?.response.httpResponse?.statusCode).toBe(200);
-    expect(JSON.parse(answers[1]?.response.httpResponse?.body ?? '{}')).toEqual({ id: '7', name: 'sandbox-project' });
+    expect(JSON.parse(answers[1]?.response.httpResponse?.body ?? '{}')).toMatchObject({ id: 7, name: 'sandbox-project' });
     expect(answers[2]?.response.plainTextResponse?.error).toBe('action cannot be executed by this client: runReadFile');
     expect(answers[3]?.response.plainTextResponse?.error).toBe('action cannot be executed by this client: runShellCommand');
 
@@ -96,7 +96,9 @@ describe('a full blocking turn', () => {
     expect(relayed?.headers['content-type']).toBe('application/json');
     expect(relayed?.headers['x-gitlab-duo-workflow-id']).toBe('11');
     expect(relayed?.headers['x-request-id']).toBe('req-blocking-1');
-    expect(relayed?.headers['user-agent']).toMatch(/^longrun\//);
+    // Workhorse's relay User-Agent; longrun's version travels in Gitlab-Workhorse.
+    expect(relayed?.headers['user-agent']).toBe('Agent-Flow-via-GitLab-Workhorse');
+    expect(relayed?.headers['gitlab-workhorse']).toMatch(/^longrun-/);
     expect(await verifyJwt(testSecret, String(relayed?.headers['gitlab-workhorse-api-request']), WORKHORSE_ISSUER)).toBe(true);
 
     // The preauth: same path and query, no body, the caller's headers, Gitlab-Workhorse and the JWT.
@@ -289,7 +291,7 @@ describe('the status table, each row from its real cause', () => {
 
 describe('the lock (LockConcurrentFlow)', () => {
   it('two concurrent executes for one workflow: exactly one 200 stream and one 409', async () => {
-    stack = await startStack({ redis: true, preauth: blocking });
+    stack = await startStack({ redis: 'own', preauth: blocking });
     const steps: Step[] = [{ op: 'checkpoint', text: 'a' }, { op: 'wait', ms: 500 }, { op: 'end' }];
     const results = await Promise.all([stack.executeText('40', { steps }), stack.executeText('40', { steps })]);
     const statuses = results.map((r) => r.status).sort();
@@ -301,7 +303,7 @@ describe('the lock (LockConcurrentFlow)', () => {
   });
 
   it('the caller hanging up cancels the stream and releases the lock', async () => {
-    stack = await startStack({ redis: true, preauth: blocking });
+    stack = await startStack({ redis: 'own', preauth: blocking });
     const abort = new AbortController();
     const res = await stack.execute('41', { steps: [{ op: 'checkpoint', text: 'a' }, { op: 'hang' }], signal: abort.signal });
     expect(res.statusCode).toBe(200);
@@ -315,7 +317,7 @@ describe('the lock (LockConcurrentFlow)', () => {
   });
 
   it('Redis stopped: a blocking execute still runs without the lock, logged and counted', async () => {
-    stack = await startStack({ redis: true, preauth: blocking });
+    stack = await startStack({ redis: 'own', preauth: blocking });
     await stack.redis!.stop();
     const res = await stack.executeText('42');
     expect(res.status).toBe(200);

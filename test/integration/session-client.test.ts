@@ -13,7 +13,7 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import { LongrunSession, type LongrunSessionOptions, type SessionAction, type SessionClose, type SessionEvent } from '@longrun/client';
 import { WEBSOCKET_PREAUTH } from '../../sandbox/owner-sim';
 import { scenarioMetadata, type Step } from '../../sandbox/scenario';
-import { startStack, type Stack } from '../helpers/stack';
+import { startStack, type Stack } from '../../stack';
 
 let stack: Stack | undefined;
 const sessions: LongrunSession[] = [];
@@ -31,7 +31,7 @@ afterEach(async () => {
 
 async function sessionStack(): Promise<Stack> {
   stack = await startStack({
-    redis: true,
+    redis: 'own',
     env: {
       LONGRUN_WS_PING_MS: '100',
       LONGRUN_WS_PONG_TIMEOUT_MS: '400',
@@ -274,6 +274,28 @@ describe('LongrunSession: which closes it reconnects on', () => {
     await h.session.start(firstStart);
     expect(await h.closed).toEqual({ code: 1008, reason: 'no', how: 'closed', attempts: 2 });
     expect(starts).toEqual([firstStart, resumeStart, resumeStart]);
+  });
+
+  it('a first start the store fence refuses (1013 "… retry in N s") is sent again, the same start, once N s have passed', async () => {
+    const fence = 'the workflow lock store is new (no longrun marker): fenced until it is 60 s old, retry in 1 s';
+    const { url, starts } = await scripted([(ws) => ws.close(1013, fence), (ws) => ws.close(1000)]);
+    const h = scriptedSession(url);
+    const startedAt = Date.now();
+    await h.session.start(firstStart);
+    expect(await h.closed).toEqual({ code: 1000, reason: '', how: 'closed', attempts: 0 });
+    expect(Date.now() - startedAt).toBeGreaterThanOrEqual(1_000);
+    expect(starts).toEqual([firstStart, firstStart]);
+    expect(h.events.filter((e) => e.kind === 'fenced')).toEqual([{ kind: 'fenced', fence: 'new', delayMs: expect.any(Number) }]);
+  });
+
+  it('a resume start the store fence refuses is retried with the reconnect backoff, not after the fence: its run may be parked elsewhere', async () => {
+    const fence = 'the workflow lock store lost its data (a restart, a failover or a flush): fenced, retry in 30 s';
+    const { url, starts } = await scripted([(ws) => ws.terminate(), (ws) => ws.close(1013, fence), (ws) => ws.close(1000)]);
+    const h = scriptedSession(url);
+    await h.session.start(firstStart);
+    expect(await h.closed).toEqual({ code: 1000, reason: '', how: 'closed', attempts: 2 });
+    expect(starts).toEqual([firstStart, resumeStart, resumeStart]);
+    expect(h.events.filter((e) => e.kind === 'fenced')).toEqual([]);
   });
 
   it('a connection that hears nothing (no frame, no ping) for idleTimeoutMs counts as lost', async () => {

@@ -10,7 +10,7 @@ import { readdirSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { scenarioMetadata } from '../../sandbox/scenario';
-import { metricValue, startStack, type Stack } from '../helpers/stack';
+import { metricValue, startStack, type Stack } from '../../stack';
 
 const SESSIONS = 1_000;
 const CONCURRENCY = 25;
@@ -22,7 +22,7 @@ const RESUME_WINDOW_MS = 300;
 
 beforeAll(async () => {
   stack = await startStack({
-    redis: true,
+    redis: 'own',
     preauth: { lockConcurrentFlow: true },
     env: { LONGRUN_STOP_ACK_TIMEOUT_MS: '2000', LONGRUN_LOG_LEVEL: 'warn', LONGRUN_WS_RESUME_WINDOW_MS: String(RESUME_WINDOW_MS) },
   });
@@ -75,7 +75,7 @@ function held(): { fds: number; timers: number; sockets: number } {
 
 async function settled(): Promise<void> {
   await expect.poll(() => stack.gateway.registry.size, { timeout: 15_000 }).toBe(0);
-  await expect.poll(async () => (await stack.gateway.metrics.websocketSessionsOpen.get()).values[0]?.value, { timeout: 15_000 }).toBe(0);
+  await expect.poll(async () => (await stack.gateway.metrics.websocket.websocketSessionsOpen.get()).values[0]?.value, { timeout: 15_000 }).toBe(0);
   await expect.poll(() => stack.workflow.openCalls, { timeout: 15_000 }).toBe(0);
   // What closed sockets and ended calls leave to the event loop's next turns.
   await new Promise((r) => setTimeout(r, 1_500));

@@ -26,7 +26,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type WebSocket from 'ws';
 import { WEBSOCKET_PREAUTH } from '../../sandbox/owner-sim';
 import type { Step } from '../../sandbox/scenario';
-import { metricValue, startStack, type Stack } from '../helpers/stack';
+import { metricValue, startStack, type Stack } from '../../stack';
 import { kindOf, openSession, resume, runsState, start, type Client } from '../helpers/ws-session';
 
 // A full collection on demand, in this process (vitest's worker is not started with --expose-gc).
@@ -74,10 +74,10 @@ const answer = (client: Client, read: Record<string, unknown>): void =>
 
 describe('what a WebSocket run lets go', () => {
   it('a bridge given up on its holder keeps no ended run: the run a bridged client left is collected once it ends', async () => {
-    stack = await startStack({ redis: true, env: { ...ENV, LONGRUN_REPLICA_ID: 'replica-a' } });
+    stack = await startStack({ redis: 'own', env: { ...ENV, LONGRUN_REPLICA_ID: 'replica-a' } });
     stack.owner.configure(WEBSOCKET_PREAUTH, { lockConcurrentFlow: true, actorId: 'user-7' });
     const s = stack;
-    const b = await s.peer({ ...ENV, LONGRUN_REPLICA_ID: 'replica-b' });
+    const b = await s.startReplica({ env: { LONGRUN_REPLICA_ID: 'replica-b' } });
     const id = '8001';
     const first = await open(s);
     first.send(start(id, reads(2)));
@@ -103,7 +103,7 @@ describe('what a WebSocket run lets go', () => {
   });
 
   it('a connection a run was served on is let go once lost, while the run goes on', async () => {
-    stack = await startStack({ redis: true, env: ENV });
+    stack = await startStack({ redis: 'own', env: ENV });
     stack.owner.configure(WEBSOCKET_PREAUTH, { lockConcurrentFlow: true, actorId: 'user-7' });
     const s = stack;
     const port = Number(new URL(s.url).port);
@@ -148,7 +148,7 @@ describe('what a WebSocket run lets go', () => {
     // The service's first stream opens slower than the gateway waits for it (its connection is made through a slow
     // front): that start fails, the service unavailable. The next one goes on the connection made meanwhile.
     stack = await startStack({
-      redis: true,
+      redis: 'own',
       env: { ...ENV, LONGRUN_STREAM_OPEN_TIMEOUT_MS: '1000', LONGRUN_MAX_WS_SESSIONS: '1' },
       workflow: { front: { latencyMs: 1_500 } },
     });
@@ -171,7 +171,7 @@ describe('what a WebSocket run lets go', () => {
   });
 
   it('a connection that re-attached to a run still being opened is closed as its start is when that start fails, not left waiting', async () => {
-    stack = await startStack({ redis: true, env: { ...ENV, LONGRUN_STREAM_OPEN_TIMEOUT_MS: '1500' }, workflow: { front: { latencyMs: 2_000 } } });
+    stack = await startStack({ redis: 'own', env: { ...ENV, LONGRUN_STREAM_OPEN_TIMEOUT_MS: '1500' }, workflow: { front: { latencyMs: 2_000 } } });
     stack.owner.configure(WEBSOCKET_PREAUTH, { lockConcurrentFlow: true, actorId: 'user-7' });
     const s = stack;
     const id = '8005';
@@ -189,7 +189,7 @@ describe('what a WebSocket run lets go', () => {
 
   it('a client that floods while its run is being started is closed 1008, the start cancelled, nothing kept', async () => {
     // The service's stream takes a while to open: the start is under way for seconds.
-    stack = await startStack({ redis: true, env: { ...ENV, LONGRUN_STREAM_OPEN_TIMEOUT_MS: '5000' }, workflow: { front: { latencyMs: 1_000 } } });
+    stack = await startStack({ redis: 'own', env: { ...ENV, LONGRUN_STREAM_OPEN_TIMEOUT_MS: '5000' }, workflow: { front: { latencyMs: 1_000 } } });
     stack.owner.configure(WEBSOCKET_PREAUTH, { lockConcurrentFlow: true, actorId: 'user-7' });
     const s = stack;
     const id = '8004';

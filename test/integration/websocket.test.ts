@@ -10,12 +10,12 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { request } from 'undici';
-import { lockKey } from '../../src/coordination/keys';
+import { lockKey } from '../../src/redis/keys';
 import { WEBSOCKET_PREAUTH } from '../../sandbox/owner-sim';
 import { scenarioMetadata, type Step } from '../../sandbox/scenario';
 import type { CallRecord } from '../../sandbox/workflow-sim';
 import { McpServerSimulator } from '../../sandbox/mcp-sim';
-import { metricValue, startStack, type Stack, type StackOptions } from '../helpers/stack';
+import { metricValue, startStack, type Stack, type StackOptions } from '../../stack';
 
 let stack: Stack | undefined;
 const clients: WebSocket[] = [];
@@ -40,7 +40,7 @@ const FAST = {
 };
 
 async function wsStack(options: StackOptions = {}): Promise<Stack> {
-  stack = await startStack({ redis: true, preauth: { lockConcurrentFlow: true }, ...options, env: { ...FAST, ...options.env } });
+  stack = await startStack({ redis: 'own', preauth: { lockConcurrentFlow: true }, ...options, env: { ...FAST, ...options.env } });
   return stack;
 }
 
@@ -260,7 +260,7 @@ describe('a session', () => {
 
   it('Redis down: a session with LockConcurrentFlow runs without the lock (Workhorse parity)', async () => {
     stack = await startStack({
-      redisUrl: 'redis://127.0.0.1:1',
+      redis: { url: 'redis://127.0.0.1:1' },
       preauth: { lockConcurrentFlow: true },
       env: { ...FAST, LONGRUN_REDIS_CONNECT_TIMEOUT_MS: '200', LONGRUN_REDIS_COMMAND_TIMEOUT_MS: '200' },
     });
@@ -486,7 +486,7 @@ describe('a session', () => {
       expect(call).toMatchObject({ stopReasons: [], ended: { how: 'cancelled' } });
       expect(call.heartbeats).toBeLessThanOrEqual(20);
       await nothingLeft(s, '5032');
-      await expect.poll(() => s.gateway.metrics.websocketSessionsOpen.get().then((m) => m.values[0]?.value), { timeout: 5_000 }).toBe(0);
+      await expect.poll(() => s.gateway.metrics.websocket.websocketSessionsOpen.get().then((m) => m.values[0]?.value), { timeout: 5_000 }).toBe(0);
     });
 
     it('a client that stops reading is bounded like a blocking caller: the service is paused, then the call cancelled after LONGRUN_WS_WRITE_TIMEOUT_MS', async () => {

@@ -23,7 +23,8 @@ import { createLogger } from '../../src/core/log';
 import { CHAT_PATH, DROP_PATH, chatUrl } from '../../sandbox/chat-page';
 import { sandboxTurn, startSandbox, type Sandbox } from '../../sandbox/sandbox';
 import type { CallRecord } from '../../sandbox/workflow-sim';
-import { metricValue, startStack } from '../helpers/stack';
+import { startRedis } from '../../stack/redis-server';
+import { metricValue, startStack } from '../../stack';
 
 /** Debian's `chromium` (scripts/ensure-test-deps.sh installs it). */
 const CHROMIUM = '/usr/bin/chromium';
@@ -129,9 +130,9 @@ describe('in Chromium', () => {
     if (profile) rmSync(profile, { recursive: true, force: true });
   });
 
-  beforeEach(async () => {
-    if (noBrowser) throw noBrowser;
-    const env = loadConfig({ LONGRUN_LISTEN: '127.0.0.1:0', LONGRUN_OPS_LISTEN: '127.0.0.1:0', LONGRUN_LOG_LEVEL: 'info' });
+  /** The sandbox, its gateway (with `extraEnv`) and a browser context. */
+  async function openWorld(extraEnv: Record<string, string> = {}): Promise<World> {
+    const env = loadConfig({ LONGRUN_LISTEN: '127.0.0.1:0', LONGRUN_OPS_LISTEN: '127.0.0.1:0', LONGRUN_LOG_LEVEL: 'info', ...extraEnv });
     const sandbox = await startSandbox(env);
     const chunks: Buffer[] = [];
     const sink = new Writable({
@@ -146,15 +147,24 @@ describe('in Chromium', () => {
       const started = gateway;
       sandbox.showRuns(() => started.runs());
       const context = await (browser as Browser).createBrowserContext();
-      world = { sandbox, gateway, logs: () => Buffer.concat(chunks).toString('utf8'), context, requests: [], pageErrors: [], servers: [] };
+      return { sandbox, gateway, logs: () => Buffer.concat(chunks).toString('utf8'), context, requests: [], pageErrors: [], servers: [] };
     } catch (err) {
       await gateway?.close();
       await sandbox.close();
       throw err;
     }
+  }
+
+  beforeEach(async () => {
+    if (noBrowser) throw noBrowser;
+    world = await openWorld();
   }, 30_000);
 
   afterEach(async () => {
+    await closeWorld();
+  }, 30_000);
+
+  async function closeWorld(): Promise<void> {
     const w = world;
     world = undefined;
     if (!w) return;
@@ -170,7 +180,7 @@ describe('in Chromium', () => {
     );
     await w.gateway.close();
     await w.sandbox.close();
-  }, 30_000);
+  }
 
   describe('the sandbox chat page', () => {
     it('runs a session over the WebSocket route: the user sees the checkpoints and close 1000; the peers saw the browser’s preauth, start and answer', async () => {
@@ -303,6 +313,36 @@ describe('in Chromium', () => {
   });
 
   describe('the runs view', () => {
+    it('a start the store fence refuses (a Redis younger than a lease TTL): the page says it waits for the lock store, starts again by itself when the 1013 says, and the run finishes', async () => {
+      // This test's world: the sandbox beside a new, unmarked Redis and a 5 s lease (time enough to load the page and start before the fence ends).
+      await closeWorld();
+      const redis = await startRedis({ mark: false });
+      try {
+        world = await openWorld({ LONGRUN_REDIS_URL: redis.url, LONGRUN_LEASE_TTL_MS: '5000' });
+        const w = world;
+        const page = await newPage(w);
+        await page.goto(chatUrl(w.gateway.mainUrl), { waitUntil: 'load' });
+        await page.click('#start');
+        await waitForText(page, '#status', /^waiting for the workflow lock store: starting again in \d s$/);
+        await waitForText(page, '#status', /^closed/);
+        expect(await textOf(page, '#status')).toBe('closed with code 1000 (normal closure)');
+        const log = await frameLog(page);
+        expect(log[0]?.direction).toBe('out');
+        expect(log[1]).toEqual({
+          direction: 'info',
+          text: expect.stringMatching(/^closed 1013: the workflow lock store is new \(no longrun marker\): fenced until it is 5 s old, retry in \d s; starting again in \d s$/),
+        });
+        // The same start again, then the run as usual.
+        expect(log[2]).toMatchObject({ direction: 'out' });
+        expect(JSON.parse(log[2]?.text ?? '{}')).toEqual(JSON.parse(log[0]?.text ?? ''));
+        expect(await page.$$eval('#checkpoints li', (items) => items.length)).toBe(3);
+        expect(w.pageErrors).toEqual([]);
+      } finally {
+        await closeWorld();
+        await redis.stop();
+      }
+    });
+
     it('lists a detached run in flight and follows it live: its run, each checkpoint as it comes, its end, then idle', async () => {
       const w = world as World;
       const page = await newPage(w);
@@ -326,7 +366,7 @@ describe('in Chromium', () => {
       // Live: a checkpoint of the run shows while its last one is still seconds away.
       await waitForText(page, '#follow-events', /read the project|wrote the answer/);
       expect(await textOf(page, '#follow-events')).not.toContain('FINISHED done');
-      // The page's row counts its watcher while it follows.
+      // The page's row counts its follower while it follows.
       await waitForText(page, `${row} td:nth-child(6)`, /^1$/);
       await waitForText(page, '#follow-status', /^idle$/);
 
@@ -343,13 +383,13 @@ describe('in Chromium', () => {
       // Every event but idle carries its id (EventSource's lastEventId), increasing by one.
       const ids = events.slice(0, -1).map((e) => Number(e[1]));
       expect(ids).toEqual(ids.map((_, i) => (ids[0] as number) + i));
-      // The owner was asked, as a GET of the watch route's path, with the browser's own Accept.
-      const watchPreauth = w.sandbox.owner.preauths.find((p) => p.path.endsWith('/events'));
-      expect(`${watchPreauth?.method} ${watchPreauth?.path}`).toBe(`GET /api/v4/ai/duo_workflows/workflows/${workflowId}/events`);
-      expect(watchPreauth?.headers['accept']).toBe('text/event-stream');
+      // The owner was asked, as a GET of the follow route's path, with the browser's own Accept.
+      const followPreauth = w.sandbox.owner.preauths.find((p) => p.path.endsWith('/follow'));
+      expect(`${followPreauth?.method} ${followPreauth?.path}`).toBe(`GET /api/v4/ai/duo_workflows/workflows/${workflowId}/follow`);
+      expect(followPreauth?.headers['accept']).toBe('text/event-stream');
       const text = await metrics(w);
-      expect(metricValue(text, 'longrun_watch_events_sent_total', { kind: 'idle' })).toBe(1);
-      expect(metricValue(text, 'longrun_watchers_open')).toBe(0);
+      expect(metricValue(text, 'longrun_follow_events_sent_total', { kind: 'idle' })).toBe(1);
+      expect(metricValue(text, 'longrun_followers_open')).toBe(0);
       expect(w.pageErrors).toEqual([]);
     }, 60_000);
   });

@@ -15,7 +15,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fromRoot } from '../../src/core/paths';
-import { startChild, type Child } from '../helpers/child';
+import { startChild, type Child } from '../../stack/child';
 
 const packageDir = fromRoot('packages/client');
 const clientPackage = JSON.parse(readFileSync(path.join(packageDir, 'package.json'), 'utf8')) as { version: string; dependencies: Record<string, string> };
@@ -123,7 +123,7 @@ beforeAll(async () => {
     LONGRUN_LOG_LEVEL: 'warn',
   });
   gatewayUrl = (await gateway.waitForOutput(/sandbox is up: gateway (http:\/\/\S+),/, 20_000))[1] as string;
-  const [, curl] = await gateway.waitForOutput(/^\s*(curl .+)$/m, 1_000);
+  const [, curl] = await gateway.waitForOutput(/^\s*(curl -sS -X POST .+)$/m, 1_000);
   sandboxStart = JSON.parse(/--data '(.+)'$/.exec(curl as string)?.[1] as string) as typeof sandboxStart;
 }, 300_000);
 

@@ -6,9 +6,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { ConfigError, loadConfig, readSecretFile } from '../../src/config';
-import { startChild } from '../helpers/child';
-import { removeSecretFile, testSecret, writeSecretFile } from '../helpers/secret';
+import { gatewayConfig, loadConfig } from '../../src/config';
+import { ConfigError } from '../../src/core/env';
+import { readSecretFile } from '../../src/owner/settings';
+import { startChild } from '../../stack/child';
+import { removeSecretFile, testSecret, writeSecretFile } from '../../stack/secret';
 
 let secretFile: string;
 let scratch: string;
@@ -43,65 +45,52 @@ describe('config: defaults', () => {
   it('an empty environment is the sandbox with every docs/spec.md §8 default', () => {
     const config = loadConfig({});
     expect(config).toEqual({
-      listen: { host: '127.0.0.1', port: 8181 },
-      opsListen: { host: '127.0.0.1', port: 9181 },
       sandbox: true,
-      ownerUrl: undefined,
-      secret: undefined,
-      redis: undefined,
-      redisKeys: 'workhorse',
-      redisConfigureNotifications: false,
-      acceptWaitMs: 10_000,
-      streamOpenTimeoutMs: 5_000,
-      callerStallMs: 60_000,
-      runLimitMs: 3_300_000,
-      stopAckTimeoutMs: 10_000,
-      leaseTtlMs: 60_000,
-      stopPollMs: 5_000,
-      stopKeyTtlMs: 600_000,
-      keepaliveMs: 20_000,
-      shutdownDelayMs: 0,
-      drainTimeoutMs: 8_000,
-      drainReserveMs: 2_000,
-      maxDetachedRuns: 10_000,
-      maxRunsPerActor: 0,
-      wsPingMs: 20_000,
-      wsPongTimeoutMs: 30_000,
-      wsWriteTimeoutMs: 60_000,
-      wsCloseTimeoutMs: 5_000,
-      wsStartTimeoutMs: 60_000,
-      wsAllowedOrigins: [],
-      trustForwardedHost: false,
-      maxWsSessions: 10_000,
-      watchIdleMs: 120_000,
-      watchKeepaliveMs: 20_000,
-      watchBufferBytes: 1024 * 1024,
-      watchBacklogEvents: 512,
-      maxWatchersPerWorkflow: 100,
-      maxWatchers: 10_000,
-      // No OTEL_EXPORTER_OTLP_*ENDPOINT: tracing off (docs/configuration.md#tracing-otel_).
-      tracing: { enabled: false },
-      wsResumeWindowMs: 60_000,
-      wsBacklogBytes: 8 * 1024 * 1024,
-      wsBacklogBudgetBytes: 256 * 1024 * 1024,
-      preauthTimeoutMs: 10_000,
-      relayTimeoutMs: 5_000,
-      mcpTimeoutMs: 30_000,
-      mcpDiscoveryTimeoutMs: 5_000,
-      mcpAllowPrivate: false,
-      ownerConnections: 256,
-      callbackAttempts: 3,
-      callbackTimeoutMs: 2_000,
-      callbackConcurrency: 64,
-      jwtRefreshMs: 30_000,
-      redisCommandTimeoutMs: 2_000,
-      redisConnectTimeoutMs: 2_000,
-      workflowInfraStopReasons: ['WORKHORSE_SERVER_SHUTDOWN', 'WORKHORSE_WEBSOCKET_PING_FAILED'],
-      grpcStreamsPerConnection: 100,
-      grpcKeepaliveTimeMs: 20_000,
-      grpcKeepaliveTimeoutMs: 20_000,
-      grpcKeepaliveWithoutCalls: true,
+      owner: {
+        url: undefined,
+        relayUrl: undefined,
+        secret: undefined,
+        preauthTimeoutMs: 10_000,
+        relayTimeoutMs: 5_000,
+        connections: 256,
+        callbackAttempts: 3,
+        callbackTimeoutMs: 2_000,
+        callbackConcurrency: 64,
+        jwtRefreshMs: 30_000,
+      },
+      redis: { target: undefined, keys: 'workhorse', commandTimeoutMs: 2_000, connectTimeoutMs: 2_000 },
+      coordination: { leaseTtlMs: 60_000, stopPollMs: 5_000, stopKeyTtlMs: 600_000, configureNotifications: false },
+      http: { listen: { host: '127.0.0.1', port: 8181 }, opsListen: { host: '127.0.0.1', port: 9181 }, keepaliveMs: 20_000 },
+      run: {
+        acceptWaitMs: 10_000,
+        streamOpenTimeoutMs: 5_000,
+        callerStallMs: 60_000,
+        runLimitMs: 1_200_000,
+        stopAckTimeoutMs: 10_000,
+        maxDetachedRuns: 10_000,
+        maxRunsPerActor: 0,
+        workflowInfraStopReasons: ['WORKHORSE_SERVER_SHUTDOWN', 'WORKHORSE_WEBSOCKET_PING_FAILED'],
+      },
+      websocket: {
+        pingMs: 20_000,
+        pongTimeoutMs: 30_000,
+        writeTimeoutMs: 60_000,
+        closeTimeoutMs: 5_000,
+        startTimeoutMs: 60_000,
+        resumeWindowMs: 60_000,
+        backlogBytes: 8 * 1024 * 1024,
+        backlogBudgetBytes: 256 * 1024 * 1024,
+        maxSessions: 10_000,
+        allowedOrigins: [],
+        trustForwardedHost: false,
+      },
+      follow: { idleMs: 120_000, keepaliveMs: 20_000, bufferBytes: 1024 * 1024, backlogEvents: 512, maxFollowersPerWorkflow: 100, maxFollowers: 10_000 },
+      mcp: { callTimeoutMs: 30_000, discoveryTimeoutMs: 5_000, allowPrivate: false },
+      workflow: { streamsPerConnection: 100, keepaliveTimeMs: 20_000, keepaliveTimeoutMs: 20_000, keepaliveWithoutCalls: true },
+      drain: { shutdownDelayMs: 0, timeoutMs: 8_000, reserveMs: 2_000 },
       replicaId: `${os.hostname()}-${process.pid}`,
+      // No OTEL_EXPORTER_OTLP_*ENDPOINT: tracing off (docs/configuration.md#tracing-otel_).
+      observability: { tracing: { enabled: false } },
       logLevel: 'info',
     });
   });
@@ -111,7 +100,7 @@ describe('config: defaults', () => {
   });
 
   it('reads process.env when no environment is given', () => {
-    expect(loadConfig().listen).toEqual(loadConfig(process.env).listen);
+    expect(loadConfig().http.listen).toEqual(loadConfig(process.env).http.listen);
   });
 });
 
@@ -121,6 +110,7 @@ describe('config: overrides', () => {
       LONGRUN_LISTEN: '0.0.0.0:8080',
       LONGRUN_OPS_LISTEN: '[::1]:0',
       LONGRUN_OWNER_URL: 'https://gitlab.example.com/gitlab/',
+      LONGRUN_RELAY_URL: 'http://gitlab-webservice-default.gitlab.svc:8181/gitlab',
       LONGRUN_SECRET_FILE: secretFile,
       LONGRUN_REDIS_URL: 'redis://127.0.0.1:6380/2',
       LONGRUN_REDIS_CONFIGURE_NOTIFICATIONS: 'true',
@@ -143,12 +133,12 @@ describe('config: overrides', () => {
       LONGRUN_WS_ALLOWED_ORIGINS: 'https://ide.example.com, HTTP://Chat.Example.com:8443',
       LONGRUN_TRUST_FORWARDED_HOST: 'true',
       LONGRUN_MAX_WS_SESSIONS: '7',
-      LONGRUN_WATCH_IDLE_MS: '1700',
-      LONGRUN_WATCH_KEEPALIVE_MS: '1800',
-      LONGRUN_WATCH_BUFFER_BYTES: '1900',
-      LONGRUN_WATCH_BACKLOG_EVENTS: '21',
-      LONGRUN_MAX_WATCHERS_PER_WORKFLOW: '3',
-      LONGRUN_MAX_WATCHERS: '4',
+      LONGRUN_FOLLOW_IDLE_MS: '1700',
+      LONGRUN_FOLLOW_KEEPALIVE_MS: '1800',
+      LONGRUN_FOLLOW_BUFFER_BYTES: '1900',
+      LONGRUN_FOLLOW_BACKLOG_EVENTS: '21',
+      LONGRUN_MAX_FOLLOWERS_PER_WORKFLOW: '3',
+      LONGRUN_MAX_FOLLOWERS: '4',
       LONGRUN_PREAUTH_TIMEOUT_MS: '700',
       LONGRUN_RELAY_TIMEOUT_MS: '800',
       LONGRUN_GRPC_STREAMS_PER_CONNECTION: '1',
@@ -172,66 +162,64 @@ describe('config: overrides', () => {
       LONGRUN_WORKFLOW_INFRA_STOP_REASONS: ' WORKHORSE_RUN_LIMIT, WORKHORSE_SERVER_SHUTDOWN,WORKHORSE_RUN_LIMIT ',
       LONGRUN_LOG_LEVEL: 'silent',
     });
-    expect(config.listen).toEqual({ host: '0.0.0.0', port: 8080 });
-    expect(config.opsListen).toEqual({ host: '::1', port: 0 });
-    expect(config.ownerUrl?.href).toBe('https://gitlab.example.com/gitlab/');
-    expect(config.secret?.equals(testSecret)).toBe(true);
-    expect(config.redis).toEqual({ mode: 'standalone', url: 'redis://127.0.0.1:6380/2' });
-    expect(config.redisKeys).toBe('workhorse');
-    expect(config.redisConfigureNotifications).toBe(true);
+    expect(config.http.listen).toEqual({ host: '0.0.0.0', port: 8080 });
+    expect(config.http.opsListen).toEqual({ host: '::1', port: 0 });
+    expect(config.owner.url?.href).toBe('https://gitlab.example.com/gitlab/');
+    expect(config.owner.relayUrl?.href).toBe('http://gitlab-webservice-default.gitlab.svc:8181/gitlab');
+    expect(config.owner.secret?.equals(testSecret)).toBe(true);
+    expect(config.redis.target).toEqual({ mode: 'standalone', url: 'redis://127.0.0.1:6380/2' });
+    expect(config.redis.keys).toBe('workhorse');
+    expect(config.coordination.configureNotifications).toBe(true);
     expect(config).toMatchObject({
-      acceptWaitMs: 250,
-      runLimitMs: 60_000,
-      stopAckTimeoutMs: 300,
-      leaseTtlMs: 3_000,
-      stopPollMs: 100,
-      stopKeyTtlMs: 1_000,
-      keepaliveMs: 50,
-      shutdownDelayMs: 10,
-      drainTimeoutMs: 2_000,
-      maxDetachedRuns: 0,
-      maxRunsPerActor: 3,
-      wsPingMs: 110,
-      wsPongTimeoutMs: 120,
-      wsWriteTimeoutMs: 130,
-      wsCloseTimeoutMs: 140,
-      wsStartTimeoutMs: 160,
-      wsAllowedOrigins: ['https://ide.example.com', 'http://chat.example.com:8443'],
-      trustForwardedHost: true,
-      maxWsSessions: 7,
-      watchIdleMs: 1_700,
-      watchKeepaliveMs: 1_800,
-      watchBufferBytes: 1_900,
-      watchBacklogEvents: 21,
-      maxWatchersPerWorkflow: 3,
-      maxWatchers: 4,
-      preauthTimeoutMs: 700,
-      relayTimeoutMs: 800,
-      grpcStreamsPerConnection: 1,
-      drainReserveMs: 500,
-      streamOpenTimeoutMs: 600,
-      callerStallMs: 700,
-      mcpTimeoutMs: 900,
-      mcpDiscoveryTimeoutMs: 1_200,
-      mcpAllowPrivate: true,
-      ownerConnections: 8,
-      callbackAttempts: 5,
-      callbackTimeoutMs: 1_500,
-      callbackConcurrency: 12,
-      jwtRefreshMs: 1_000,
-      redisCommandTimeoutMs: 300,
-      redisConnectTimeoutMs: 400,
-      grpcKeepaliveTimeMs: 150,
-      grpcKeepaliveTimeoutMs: 250,
-      grpcKeepaliveWithoutCalls: false,
+      run: {
+        acceptWaitMs: 250,
+        runLimitMs: 60_000,
+        stopAckTimeoutMs: 300,
+        maxDetachedRuns: 0,
+        maxRunsPerActor: 3,
+        streamOpenTimeoutMs: 600,
+        callerStallMs: 700,
+        workflowInfraStopReasons: ['WORKHORSE_RUN_LIMIT', 'WORKHORSE_SERVER_SHUTDOWN'],
+      },
+      coordination: { leaseTtlMs: 3_000, stopPollMs: 100, stopKeyTtlMs: 1_000 },
+      http: { keepaliveMs: 50 },
+      drain: { shutdownDelayMs: 10, timeoutMs: 2_000, reserveMs: 500 },
+      websocket: {
+        pingMs: 110,
+        pongTimeoutMs: 120,
+        writeTimeoutMs: 130,
+        closeTimeoutMs: 140,
+        startTimeoutMs: 160,
+        allowedOrigins: ['https://ide.example.com', 'http://chat.example.com:8443'],
+        trustForwardedHost: true,
+        maxSessions: 7,
+      },
+      follow: { idleMs: 1_700, keepaliveMs: 1_800, bufferBytes: 1_900, backlogEvents: 21, maxFollowersPerWorkflow: 3, maxFollowers: 4 },
+      owner: {
+        preauthTimeoutMs: 700,
+        relayTimeoutMs: 800,
+        connections: 8,
+        callbackAttempts: 5,
+        callbackTimeoutMs: 1_500,
+        callbackConcurrency: 12,
+        jwtRefreshMs: 1_000,
+      },
+      workflow: { streamsPerConnection: 1, keepaliveTimeMs: 150, keepaliveTimeoutMs: 250, keepaliveWithoutCalls: false },
+      mcp: { callTimeoutMs: 900, discoveryTimeoutMs: 1_200, allowPrivate: true },
+      redis: { commandTimeoutMs: 300, connectTimeoutMs: 400 },
       replicaId: 'pod-a.zone-1:2',
-      workflowInfraStopReasons: ['WORKHORSE_RUN_LIMIT', 'WORKHORSE_SERVER_SHUTDOWN'],
       logLevel: 'silent',
     });
   });
 
+  it('LONGRUN_RELAY_URL unset: the gateway relays to the owner URL; set, there', () => {
+    const owner = { LONGRUN_OWNER_URL: 'http://puma.example:8080/gitlab', LONGRUN_SECRET_FILE: secretFile };
+    expect(gatewayConfig(loadConfig(owner)).owner.relayUrl.href).toBe('http://puma.example:8080/gitlab');
+    expect(gatewayConfig(loadConfig({ ...owner, LONGRUN_RELAY_URL: 'http://workhorse.example:8181/gitlab' })).owner.relayUrl.href).toBe('http://workhorse.example:8181/gitlab');
+  });
+
   it('trims whitespace around numbers', () => {
-    expect(loadConfig({ LONGRUN_ACCEPT_WAIT_MS: ' 1500\n' }).acceptWaitMs).toBe(1_500);
+    expect(loadConfig({ LONGRUN_ACCEPT_WAIT_MS: ' 1500\n' }).run.acceptWaitMs).toBe(1_500);
   });
 
   it('without LONGRUN_OWNER_URL: the sandbox outside production; in production only when LONGRUN_SANDBOX asks for it', () => {
@@ -245,18 +233,18 @@ describe('config: overrides', () => {
 
   it('accepts a secret file without LONGRUN_OWNER_URL (sandbox with a fixed secret)', () => {
     const config = loadConfig({ LONGRUN_SECRET_FILE: secretFile });
-    expect(config.ownerUrl).toBeUndefined();
-    expect(config.secret?.equals(testSecret)).toBe(true);
+    expect(config.owner.url).toBeUndefined();
+    expect(config.owner.secret?.equals(testSecret)).toBe(true);
   });
 
   it.each(['redis://localhost:6379', 'rediss://user:pw@redis:6380/0', 'redis://:p%40ss@10.0.0.1'])('hands the single-server Redis URL %s to ioredis as it is', (url) => {
-    expect(loadConfig({ LONGRUN_REDIS_URL: url }).redis).toEqual({ mode: 'standalone', url });
+    expect(loadConfig({ LONGRUN_REDIS_URL: url }).redis.target).toEqual({ mode: 'standalone', url });
   });
 
   it('LONGRUN_REDIS_KEYS=cluster: the URL names seed nodes of a Redis Cluster', () => {
     const config = loadConfig({ LONGRUN_REDIS_KEYS: 'cluster', LONGRUN_REDIS_URL: 'redis://:p%40ss@10.0.0.1:7000,redis-1,[::1]:7002' });
-    expect(config.redisKeys).toBe('cluster');
-    expect(config.redis).toEqual({
+    expect(config.redis.keys).toBe('cluster');
+    expect(config.redis.target).toEqual({
       mode: 'cluster',
       nodes: [
         { host: '10.0.0.1', port: 7_000 },
@@ -267,9 +255,9 @@ describe('config: overrides', () => {
       password: 'p@ss',
       tls: false,
     });
-    expect(loadConfig({ LONGRUN_REDIS_KEYS: 'cluster', LONGRUN_REDIS_URL: 'rediss://app:pw@c1:7000' }).redis).toMatchObject({ mode: 'cluster', username: 'app', tls: true });
-    expect(loadConfig({}).redisKeys).toBe('workhorse');
-    expect(loadConfig({}).callbackConcurrency).toBe(64);
+    expect(loadConfig({ LONGRUN_REDIS_KEYS: 'cluster', LONGRUN_REDIS_URL: 'rediss://app:pw@c1:7000' }).redis.target).toMatchObject({ mode: 'cluster', username: 'app', tls: true });
+    expect(loadConfig({}).redis.keys).toBe('workhorse');
+    expect(loadConfig({}).owner.callbackConcurrency).toBe(64);
   });
 
   it('LONGRUN_REDIS_KEYS=cluster refuses what a Cluster cannot be: no URL, Sentinel, a database, query options', () => {
@@ -282,7 +270,7 @@ describe('config: overrides', () => {
 
   it('parses a Sentinel URL into its Sentinels, master name, database and credentials', () => {
     const config = loadConfig({ LONGRUN_REDIS_URL: ' redis+sentinel://:s3cr%40t@s1.example:26380,10.0.0.2,[::1]:26381/my-primary?db=3&sentinel_password=sp ' });
-    expect(config.redis).toEqual({
+    expect(config.redis.target).toEqual({
       mode: 'sentinel',
       sentinels: [
         { host: 's1.example', port: 26_380 },
@@ -307,7 +295,7 @@ describe('config: overrides', () => {
     ['0', false],
     ['', false],
   ])('LONGRUN_REDIS_CONFIGURE_NOTIFICATIONS=%j is %s', (value, expected) => {
-    expect(loadConfig({ LONGRUN_REDIS_CONFIGURE_NOTIFICATIONS: value }).redisConfigureNotifications).toBe(expected);
+    expect(loadConfig({ LONGRUN_REDIS_CONFIGURE_NOTIFICATIONS: value }).coordination.configureNotifications).toBe(expected);
   });
 
   it.each([
@@ -316,7 +304,7 @@ describe('config: overrides', () => {
     ['FALSE', false],
     ['', true],
   ])('LONGRUN_GRPC_KEEPALIVE_WITHOUT_CALLS=%j is %s, as every switch reads it', (value, expected) => {
-    expect(loadConfig({ LONGRUN_GRPC_KEEPALIVE_WITHOUT_CALLS: value }).grpcKeepaliveWithoutCalls).toBe(expected);
+    expect(loadConfig({ LONGRUN_GRPC_KEEPALIVE_WITHOUT_CALLS: value }).workflow.keepaliveWithoutCalls).toBe(expected);
   });
 
   it('reads a secret file written without a trailing newline', async () => {
@@ -335,6 +323,8 @@ describe('config: invalid values name the variable', () => {
     ['LONGRUN_OWNER_URL', 'ftp://x'],
     ['LONGRUN_OWNER_URL', 'not a url'],
     ['LONGRUN_OWNER_URL', '/relative/path'],
+    ['LONGRUN_RELAY_URL', 'ftp://x'],
+    ['LONGRUN_RELAY_URL', 'not a url'],
     ['LONGRUN_REDIS_URL', 'http://127.0.0.1:6379'],
     ['LONGRUN_REDIS_URL', '127.0.0.1:6379'],
     ['LONGRUN_REDIS_URL', 'redis+sentinel://s1:26379'],
@@ -381,6 +371,8 @@ describe('config: invalid values name the variable', () => {
     ['LONGRUN_CALLBACK_CONCURRENCY', '0'],
     ['LONGRUN_REDIS_KEYS', 'tagged'],
     ['LONGRUN_JWT_REFRESH_MS', '0'],
+    // Rails refuses a Gitlab-Workhorse-Api-Request issued more than 90 s ago.
+    ['LONGRUN_JWT_REFRESH_MS', '60001'],
     ['LONGRUN_REDIS_COMMAND_TIMEOUT_MS', '1.5'],
     ['LONGRUN_REDIS_CONNECT_TIMEOUT_MS', '-3'],
     ['LONGRUN_GRPC_KEEPALIVE_TIME_MS', '0'],
@@ -394,6 +386,9 @@ describe('config: invalid values name the variable', () => {
     ['LONGRUN_STOP_REASON_DRAIN', 'WORKHORSE_SERVER_SHUTDOWN'],
     ['LONGRUN_STOP_REASON_RUN_LIMIT', 'WORKHORSE_RUN_LIMIT'],
     ['LONGRUN_STOP_REASON_LOCK_LOST', 'WORKHORSE_SERVER_SHUTDOWN'],
+    // Renamed with the follow route (…/events was Rails' path): an old name left set stops start-up.
+    ['LONGRUN_WATCH_IDLE_MS', '120000'],
+    ['LONGRUN_MAX_WATCHERS', '10'],
     ['LONGRUN_REPLICA_ID', 'has space'],
     ['LONGRUN_REPLICA_ID', 'x'.repeat(129)],
     ['LONGRUN_LOG_LEVEL', 'loud'],
@@ -404,6 +399,19 @@ describe('config: invalid values name the variable', () => {
     expect(err.name).toBe('ConfigError');
     expect(err.message).toContain(variable);
     expect(err.message).toContain(JSON.stringify(value));
+  });
+
+  it.each([
+    ['LONGRUN_WATCH_IDLE_MS', 'LONGRUN_FOLLOW_IDLE_MS'],
+    ['LONGRUN_WATCH_KEEPALIVE_MS', 'LONGRUN_FOLLOW_KEEPALIVE_MS'],
+    ['LONGRUN_WATCH_BUFFER_BYTES', 'LONGRUN_FOLLOW_BUFFER_BYTES'],
+    ['LONGRUN_WATCH_BACKLOG_EVENTS', 'LONGRUN_FOLLOW_BACKLOG_EVENTS'],
+    ['LONGRUN_MAX_WATCHERS_PER_WORKFLOW', 'LONGRUN_MAX_FOLLOWERS_PER_WORKFLOW'],
+    ['LONGRUN_MAX_WATCHERS', 'LONGRUN_MAX_FOLLOWERS'],
+  ])('%s, renamed, stops start-up with a message naming %s', (old, renamed) => {
+    const err = configError({ [old]: '5' });
+    expect(err.variable).toBe(old);
+    expect(err.message).toContain(`renamed ${renamed}`);
   });
 
   it.each([
@@ -420,6 +428,12 @@ describe('config: invalid values name the variable', () => {
     const err = configError({ LONGRUN_SANDBOX: 'true', LONGRUN_OWNER_URL: 'https://gitlab.example.com', LONGRUN_SECRET_FILE: secretFile });
     expect(err.variable).toBe('LONGRUN_SANDBOX');
     expect(err.message).toMatch(/never runs beside a real one/);
+  });
+
+  it('LONGRUN_RELAY_URL with the sandbox is refused: its relays go to its simulated owner', () => {
+    const err = configError({ LONGRUN_RELAY_URL: 'http://workhorse.example:8181' });
+    expect(err.variable).toBe('LONGRUN_RELAY_URL');
+    expect(err.message).toMatch(/the sandbox relays to its simulated owner/);
   });
 
   it('LONGRUN_OWNER_URL without LONGRUN_SECRET_FILE', () => {
@@ -468,6 +482,7 @@ describe('config: a credential in an invalid value is never printed (issue [11] 
     ['LONGRUN_OWNER_URL', 'ftp://user:hunter2@owner.example', /unsupported scheme "ftp:\/\/"/, 'ftp://user:***@owner.example'],
     ['LONGRUN_OWNER_URL', 'https://user:hunter2@owner.example/', /credentials in the URL are not used/, 'https://user:***@owner.example/'],
     ['LONGRUN_OWNER_URL', 'https://user:hunter2@owner example', /not an absolute URL/, 'https://user:***@owner example'],
+    ['LONGRUN_RELAY_URL', 'http://user:hunter2@workhorse:8181/', /credentials in the URL are not used/, 'http://user:***@workhorse:8181/'],
   ];
 
   it.each(cases)('%s=%s', (variable, value, problem, shown) => {

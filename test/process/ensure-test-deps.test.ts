@@ -38,7 +38,7 @@ function stubPath(options: { uid: number; aptGet: boolean }): { bin: string; log
       [
         `echo "$* | policy=$([ -x '${policy}' ] && echo yes || echo no) | frontend=\${DEBIAN_FRONTEND:-}" >> '${log}'`,
         'if [ "$1" = install ]; then',
-        `  for b in redis-server promtool prometheus chromium; do printf '#!/bin/sh\\nexit 0\\n' > '${bin}'/$b; /bin/chmod +x '${bin}'/$b; done`,
+        `  for b in redis-server promtool prometheus chromium ruby; do printf '#!/bin/sh\\nexit 0\\n' > '${bin}'/$b; /bin/chmod +x '${bin}'/$b; done`,
         'fi',
       ].join('\n'),
     );
@@ -52,12 +52,12 @@ function run(bin: string, policy: string): { status: number | null; stdout: stri
   return { status: result.status, stdout: result.stdout, stderr: result.stderr, ms: Date.now() - started };
 }
 
-it('with redis-server, promtool, prometheus and chromium installed, it exits 0 at once and installs nothing', (ctx) => {
-  const needed = ['redis-server', 'promtool', 'prometheus', 'chromium'];
+it('with redis-server, promtool, prometheus, chromium and ruby installed, it exits 0 at once and installs nothing', (ctx) => {
+  const needed = ['redis-server', 'promtool', 'prometheus', 'chromium', 'ruby'];
   const found = needed.filter((b) => findBinary(b) !== undefined);
   if (found.length < needed.length) {
     // Running it here would install them for real.
-    ctx.skip('not all four are installed; `npm test` installs them first');
+    ctx.skip('not all five are installed; `npm test` installs them first');
     return;
   }
   const started = Date.now();
@@ -71,8 +71,8 @@ it('not root: stops at once with the exact command to run, and calls no package 
   const { bin, log, policy } = stubPath({ uid: 1000, aptGet: true });
   const result = run(bin, policy);
   expect(result.status).toBe(1);
-  expect(result.stderr).toContain('the tests need redis-server promtool prometheus chromium, not found on PATH');
-  expect(result.stderr).toContain('  sudo apt-get update && sudo apt-get install -y --no-install-recommends redis-server prometheus chromium\n');
+  expect(result.stderr).toContain('the tests need redis-server promtool prometheus chromium ruby, not found on PATH');
+  expect(result.stderr).toContain('  sudo apt-get update && sudo apt-get install -y --no-install-recommends redis-server prometheus chromium ruby\n');
   expect(existsSync(log)).toBe(false);
   expect(existsSync(policy)).toBe(false);
   expect(result.ms).toBeLessThan(2_000);
@@ -82,7 +82,7 @@ it('root without apt-get: stops with the packages to install', () => {
   const { bin, policy } = stubPath({ uid: 0, aptGet: false });
   const result = run(bin, policy);
   expect(result.status).toBe(1);
-  expect(result.stderr).toContain('Debian/Ubuntu: redis-server prometheus chromium;');
+  expect(result.stderr).toContain('Debian/Ubuntu: redis-server prometheus chromium ruby;');
 });
 
 it('root with apt-get: apt-get update, then install of the missing packages with their daemons held back', () => {
@@ -90,10 +90,10 @@ it('root with apt-get: apt-get update, then install of the missing packages with
   const result = run(bin, policy);
   expect(result.stderr).toBe('');
   expect(result.status).toBe(0);
-  expect(result.stdout).toContain('installing redis-server prometheus chromium (for redis-server promtool prometheus chromium)');
+  expect(result.stdout).toContain('installing redis-server prometheus chromium ruby (for redis-server promtool prometheus chromium ruby)');
   expect(readFileSync(log, 'utf8').trim().split('\n')).toEqual([
     'update | policy=yes | frontend=',
-    'install -y --no-install-recommends redis-server prometheus chromium | policy=yes | frontend=noninteractive',
+    'install -y --no-install-recommends redis-server prometheus chromium ruby | policy=yes | frontend=noninteractive',
   ]);
   // The policy was the script's own: removed afterwards.
   expect(existsSync(policy)).toBe(false);
@@ -101,7 +101,7 @@ it('root with apt-get: apt-get update, then install of the missing packages with
 
 it('root with apt-get and only promtool missing: installs prometheus alone', () => {
   const { bin, log, policy } = stubPath({ uid: 0, aptGet: true });
-  for (const b of ['redis-server', 'prometheus', 'chromium']) writeFileSync(path.join(bin, b), '#!/bin/sh\nexit 0\n', { mode: 0o755 });
+  for (const b of ['redis-server', 'prometheus', 'chromium', 'ruby']) writeFileSync(path.join(bin, b), '#!/bin/sh\nexit 0\n', { mode: 0o755 });
   const result = run(bin, policy);
   expect(result.status).toBe(0);
   expect(readFileSync(log, 'utf8')).toContain('install -y --no-install-recommends prometheus |');
@@ -109,9 +109,18 @@ it('root with apt-get and only promtool missing: installs prometheus alone', () 
 
 it('root with apt-get and only chromium missing (the browser test): installs chromium alone', () => {
   const { bin, log, policy } = stubPath({ uid: 0, aptGet: true });
-  for (const b of ['redis-server', 'promtool', 'prometheus']) writeFileSync(path.join(bin, b), '#!/bin/sh\nexit 0\n', { mode: 0o755 });
+  for (const b of ['redis-server', 'promtool', 'prometheus', 'ruby']) writeFileSync(path.join(bin, b), '#!/bin/sh\nexit 0\n', { mode: 0o755 });
   const result = run(bin, policy);
   expect(result.status).toBe(0);
   expect(result.stdout).toContain('installing chromium (for chromium)');
   expect(readFileSync(log, 'utf8')).toContain('install -y --no-install-recommends chromium |');
+});
+
+it('root with apt-get and only ruby missing (the Ruby dispatcher test): installs ruby alone', () => {
+  const { bin, log, policy } = stubPath({ uid: 0, aptGet: true });
+  for (const b of ['redis-server', 'promtool', 'prometheus', 'chromium']) writeFileSync(path.join(bin, b), '#!/bin/sh\nexit 0\n', { mode: 0o755 });
+  const result = run(bin, policy);
+  expect(result.status).toBe(0);
+  expect(result.stdout).toContain('installing ruby (for ruby)');
+  expect(readFileSync(log, 'utf8')).toContain('install -y --no-install-recommends ruby |');
 });

@@ -11,13 +11,10 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { OwnerServiceSimulator } from '../../sandbox/owner-sim';
 import type { Step } from '../../sandbox/scenario';
-import { WorkflowServiceSimulator } from '../../sandbox/workflow-sim';
-import { controlNodeArgs, heapMb, idleHeap, growth, snapshot, structures, waitIdle } from '../helpers/leak';
-import { startRedis, type RedisServer } from '../helpers/redis';
-import { startReplica, type Replica } from '../helpers/replicas';
-import { removeSecretFile, testSecret, writeSecretFile } from '../helpers/secret';
+import { startStack, type Stack } from '../../stack';
+import type { GatewayChild as Replica } from '../../stack/gateway-child';
+import { LEAK_NODE_ARGS, controlNodeArgs, heapMb, idleHeap, growth, snapshot, structures, waitIdle } from '../helpers/leak';
 
 const WORKERS = 12;
 const WARM_UP_MS = 5_000;
@@ -26,10 +23,7 @@ const RUN_LIMIT_MS = 600;
 /** How far the idle heap may be from the baseline: V8's compiled code grows by up to a MB as more of the program gets hot (printed apart). */
 const HEAP_SLACK_MB = 2;
 
-let redis: RedisServer;
-let owner: OwnerServiceSimulator;
-let workflow: WorkflowServiceSimulator;
-let secretFile: string;
+let stack: Stack<'process'>;
 let control: Replica;
 
 /** Kinds of turns, in turn: how each ends (the segment-end reason the owner is called back with). */
@@ -83,6 +77,7 @@ async function oneTurn(id: string, kind: Kind, load: Load): Promise<void> {
     expect((await control.execute(id, steps('finished'))).status).toBe(409);
     await control.stop(id);
   }
+  const { owner } = stack;
   await owner.waitFor(() => owner.segmentEnds.some((end) => end.run_id === runId), 15_000, `the segment end of ${id}`);
 }
 
@@ -101,55 +96,46 @@ async function load(forMs: number, prefix: string, load: Load): Promise<void> {
 }
 
 beforeAll(async () => {
-  redis = await startRedis();
-  workflow = await WorkflowServiceSimulator.start();
-  owner = await OwnerServiceSimulator.start({ secret: testSecret, workflowServiceUri: workflow.address, defaults: { detached: true, lockConcurrentFlow: true } });
-  secretFile = await writeSecretFile();
-  control = await startReplica(
-    'leak-dispatch',
-    {
-      LONGRUN_OWNER_URL: owner.url,
-      LONGRUN_SECRET_FILE: secretFile,
-      LONGRUN_REDIS_URL: redis.url,
-      LONGRUN_RUN_LIMIT_MS: String(RUN_LIMIT_MS),
-      LONGRUN_LEASE_TTL_MS: '3000',
-      LONGRUN_STOP_ACK_TIMEOUT_MS: '1000',
-      LONGRUN_STOP_POLL_MS: '200',
-    },
-    controlNodeArgs(),
-  );
+  stack = await startStack({
+    gateway: 'process',
+    replicas: 0,
+    redis: 'own',
+    preauth: { detached: true, lockConcurrentFlow: true },
+    env: { LONGRUN_RUN_LIMIT_MS: String(RUN_LIMIT_MS), LONGRUN_LEASE_TTL_MS: '3000', LONGRUN_STOP_ACK_TIMEOUT_MS: '1000', LONGRUN_STOP_POLL_MS: '200' },
+    children: { nodeArgs: LEAK_NODE_ARGS },
+  });
+  control = await stack.startReplica({ name: 'leak-dispatch', nodeArgs: controlNodeArgs() });
 }, 60_000);
 
 afterAll(async () => {
-  await control?.child.kill();
-  await Promise.allSettled([owner?.close(), workflow?.close(), redis?.stop(), secretFile ? removeSecretFile(secretFile) : undefined]);
+  await stack?.close();
 });
 
 describe('the dispatcher path under many detached turns', () => {
   it("the replica's heap returns to where it started once idle, and it holds nothing — through finished, limited, stopped, failed and refused turns", async () => {
     const warm: Load = { turns: 0, accepted: 0, refused: {} };
     await load(WARM_UP_MS, 'leak-warm-', warm);
-    expect.soft(await waitIdle(control.opsUrl, 15_000), 'held once the warm-up is over').toEqual({});
-    const baseline = await idleHeap(control.opsUrl);
-    await snapshot(control.child.process.pid, control.opsUrl);
+    expect.soft(await waitIdle(control, 15_000), 'held once the warm-up is over').toEqual({});
+    const baseline = await idleHeap(control);
+    await snapshot(control);
 
     const soak: Load = { turns: 0, accepted: 0, refused: {} };
     const trend: number[] = [];
     const sampling = (async () => {
       for (let t = 5_000; t < LOAD_MS; t += 5_000) {
         await sleep(5_000);
-        trend.push(await heapMb(control.opsUrl));
+        trend.push(await heapMb(control));
       }
     })();
     await load(LOAD_MS, 'leak-', soak);
     await sampling;
 
-    const held = await waitIdle(control.opsUrl, 20_000);
-    const idle = await idleHeap(control.opsUrl);
-    await snapshot(control.child.process.pid, control.opsUrl);
+    const held = await waitIdle(control, 20_000);
+    const idle = await idleHeap(control);
+    await snapshot(control);
     const ends: Record<string, number> = {};
-    for (const end of owner.segmentEnds) ends[end.reason] = (ends[end.reason] ?? 0) + 1;
-    const pooled = await structures(control.opsUrl).then(
+    for (const end of stack.owner.segmentEnds) ends[end.reason] = (ends[end.reason] ?? 0) + 1;
+    const pooled = await structures(control).then(
       (s) => JSON.stringify(s.pooled),
       () => 'n/a',
     );

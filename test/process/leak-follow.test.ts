@@ -11,17 +11,14 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { OwnerServiceSimulator } from '../../sandbox/owner-sim';
 import type { Step } from '../../sandbox/scenario';
-import { WorkflowServiceSimulator } from '../../sandbox/workflow-sim';
-import { controlNodeArgs, heapMb, idleHeap, growth, snapshot, structures, waitIdle } from '../helpers/leak';
-import { startRedis, type RedisServer } from '../helpers/redis';
-import { startReplica, type Replica } from '../helpers/replicas';
-import { removeSecretFile, testSecret, writeSecretFile } from '../helpers/secret';
+import { startStack, type Stack } from '../../stack';
+import type { GatewayChild as Replica } from '../../stack/gateway-child';
+import { LEAK_NODE_ARGS, controlNodeArgs, heapMb, idleHeap, growth, snapshot, structures, waitIdle } from '../helpers/leak';
 import { openSse } from '../helpers/sse';
 
 /** The follow route of a workflow (docs/spec.md §14): the one place this test names it. */
-const FOLLOW_PATH = (workflowId: string): string => `/api/v4/ai/duo_workflows/workflows/${workflowId}/events`;
+const FOLLOW_PATH = (workflowId: string): string => `/api/v4/ai/duo_workflows/workflows/${workflowId}/follow`;
 
 const WORKFLOWS = 6;
 const FOLLOWERS = 12;
@@ -49,10 +46,7 @@ const turn: Step[] = [
   { op: 'end' },
 ];
 
-let redis: RedisServer;
-let owner: OwnerServiceSimulator;
-let workflow: WorkflowServiceSimulator;
-let secretFile: string;
+let stack: Stack<'process'>;
 let control: Replica;
 let other: Replica;
 
@@ -79,6 +73,7 @@ async function dispatch(until: number, load: Load): Promise<void> {
           continue;
         }
         const runId = answer.body['run_id'];
+        const { owner } = stack;
         await owner.waitFor(() => owner.segmentEnds.some((end) => end.run_id === runId), 15_000, `the segment end of ${workflowId(i)}`);
       }
     }),
@@ -115,50 +110,44 @@ async function run(forMs: number, load: Load): Promise<void> {
 }
 
 beforeAll(async () => {
-  redis = await startRedis();
-  workflow = await WorkflowServiceSimulator.start();
-  owner = await OwnerServiceSimulator.start({ secret: testSecret, workflowServiceUri: workflow.address, defaults: { detached: true, lockConcurrentFlow: true } });
-  secretFile = await writeSecretFile();
-  const env = {
-    LONGRUN_OWNER_URL: owner.url,
-    LONGRUN_SECRET_FILE: secretFile,
-    LONGRUN_REDIS_URL: redis.url,
-    LONGRUN_LEASE_TTL_MS: '3000',
-    LONGRUN_STOP_ACK_TIMEOUT_MS: '1000',
-    LONGRUN_WATCH_IDLE_MS: '2000',
-    LONGRUN_WATCH_KEEPALIVE_MS: '500',
-  };
-  [control, other] = await Promise.all([startReplica('leak-follow-control', env, controlNodeArgs()), startReplica('leak-follow-other', env)]);
+  stack = await startStack({
+    gateway: 'process',
+    replicas: 0,
+    redis: 'own',
+    preauth: { detached: true, lockConcurrentFlow: true },
+    env: { LONGRUN_LEASE_TTL_MS: '3000', LONGRUN_STOP_ACK_TIMEOUT_MS: '1000', LONGRUN_FOLLOW_IDLE_MS: '2000', LONGRUN_FOLLOW_KEEPALIVE_MS: '500' },
+    children: { nodeArgs: LEAK_NODE_ARGS },
+  });
+  [control, other] = await Promise.all([stack.startReplica({ name: 'leak-follow-control', nodeArgs: controlNodeArgs() }), stack.startReplica({ name: 'leak-follow-other' })]);
 }, 60_000);
 
 afterAll(async () => {
-  await Promise.allSettled([control?.child.kill(), other?.child.kill()]);
-  await Promise.allSettled([owner?.close(), workflow?.close(), redis?.stop(), secretFile ? removeSecretFile(secretFile) : undefined]);
+  await stack?.close();
 });
 
 describe('following runs, a follow opened and dropped again and again', () => {
-  it("the replica's heap returns to where it started once idle, and it holds no watcher, feed, interest or reporter", async () => {
+  it("the replica's heap returns to where it started once idle, and it holds no follower, feed, interest or reporter", async () => {
     const warm: Load = { follows: 0, events: 0, refused: {}, turns: 0 };
     await run(WARM_UP_MS, warm);
-    expect.soft(await waitIdle(control.opsUrl, LAPSE_MS), 'held once the warm-up is over').toEqual({});
-    const baseline = await idleHeap(control.opsUrl);
-    await snapshot(control.child.process.pid, control.opsUrl);
+    expect.soft(await waitIdle(control, LAPSE_MS), 'held once the warm-up is over').toEqual({});
+    const baseline = await idleHeap(control);
+    await snapshot(control);
 
     const soak: Load = { follows: 0, events: 0, refused: {}, turns: 0 };
     const trend: number[] = [];
     const sampling = (async () => {
       for (let t = 5_000; t < LOAD_MS; t += 5_000) {
         await sleep(5_000);
-        trend.push(await heapMb(control.opsUrl));
+        trend.push(await heapMb(control));
       }
     })();
     await run(LOAD_MS, soak);
     await sampling;
 
-    const held = await waitIdle(control.opsUrl, LAPSE_MS);
-    const idle = await idleHeap(control.opsUrl);
-    await snapshot(control.child.process.pid, control.opsUrl);
-    const pooled = await structures(control.opsUrl).then(
+    const held = await waitIdle(control, LAPSE_MS);
+    const idle = await idleHeap(control);
+    await snapshot(control);
+    const pooled = await structures(control).then(
       (s) => JSON.stringify(s.pooled),
       () => 'n/a',
     );

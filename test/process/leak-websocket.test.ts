@@ -18,13 +18,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { LongrunSession, type SessionAction } from '@longrun/client';
-import { OwnerServiceSimulator, WEBSOCKET_PREAUTH } from '../../sandbox/owner-sim';
+import { WEBSOCKET_PREAUTH } from '../../sandbox/owner-sim';
 import { scenarioMetadata, type Step } from '../../sandbox/scenario';
-import { WorkflowServiceSimulator } from '../../sandbox/workflow-sim';
+import { startStack, type Stack } from '../../stack';
+import type { GatewayChild as Replica } from '../../stack/gateway-child';
+import { metricTotal } from '../../stack/metric-text';
 import { LEAK_NODE_ARGS, controlNodeArgs, heapMb, idleHeap, growth, snapshot, structures, waitIdle } from '../helpers/leak';
-import { startRedis, type RedisServer } from '../helpers/redis';
-import { startReplica, type Replica } from '../helpers/replicas';
-import { removeSecretFile, testSecret, writeSecretFile } from '../helpers/secret';
 
 const CLIENTS = 12;
 const WARM_UP_MS = 6_000;
@@ -36,16 +35,11 @@ const KILL_AT_MS = 13_000;
 const HEAP_SLACK_MB = 2;
 const ACTOR = 'user-leak';
 
-let redis: RedisServer;
-let owner: OwnerServiceSimulator;
-let workflow: WorkflowServiceSimulator;
-let secretFile: string;
+let stack: Stack<'process'>;
+/** The control, then the two faulted replicas as first started. */
 const replicas: Replica[] = [];
 
-const env = (): Record<string, string> => ({
-  LONGRUN_OWNER_URL: owner.url,
-  LONGRUN_SECRET_FILE: secretFile,
-  LONGRUN_REDIS_URL: redis.url,
+const ENV = {
   LONGRUN_LEASE_TTL_MS: '3000',
   LONGRUN_WS_PING_MS: '200',
   LONGRUN_WS_PONG_TIMEOUT_MS: '1500',
@@ -54,9 +48,10 @@ const env = (): Record<string, string> => ({
   LONGRUN_STOP_ACK_TIMEOUT_MS: '1000',
   LONGRUN_DRAIN_TIMEOUT_MS: '4000',
   LONGRUN_REDIS_CONNECT_TIMEOUT_MS: '500',
-});
+};
 
-const start = (name: string): Promise<Replica> => startReplica(name, env(), LEAK_NODE_ARGS);
+/** Each under a name of its own: a drained or killed replica comes back under a new one, as a pod's. */
+const start = (name: string, nodeArgs: readonly string[] = []): Promise<Replica> => stack.startReplica({ name, nodeArgs });
 
 /** A short turn: two reads the client executes, a relayed write, checkpoints. */
 function turn(id: string): Step[] {
@@ -148,17 +143,14 @@ async function load(forMs: number, first: () => Replica, anywhere: () => Replica
 }
 
 beforeAll(async () => {
-  redis = await startRedis();
-  workflow = await WorkflowServiceSimulator.start();
-  owner = await OwnerServiceSimulator.start({ secret: testSecret, workflowServiceUri: workflow.address });
-  owner.configure(WEBSOCKET_PREAUTH, { lockConcurrentFlow: true, actorId: ACTOR });
-  secretFile = await writeSecretFile();
-  replicas.push(...(await Promise.all([startReplica('leak-control', env(), controlNodeArgs()), start('leak-a0'), start('leak-b0')])));
+  stack = await startStack({ gateway: 'process', replicas: 0, redis: 'own', env: ENV, children: { nodeArgs: LEAK_NODE_ARGS } });
+  stack.owner.configure(WEBSOCKET_PREAUTH, { lockConcurrentFlow: true, actorId: ACTOR });
+  replicas.push(...(await Promise.all([start('leak-control', controlNodeArgs()), start('leak-a0'), start('leak-b0')])));
 }, 60_000);
 
 afterAll(async () => {
-  await Promise.allSettled(replicas.map((r) => r.child.kill()));
-  await Promise.allSettled([owner?.close(), workflow?.close(), redis?.stop(), secretFile ? removeSecretFile(secretFile) : undefined]);
+  // Every replica it started, drained and killed ones included, the simulators and the redis-server.
+  await stack?.close();
 });
 
 describe('the WebSocket path under reconnecting clients', () => {
@@ -174,9 +166,9 @@ describe('the WebSocket path under reconnecting clients', () => {
     await load(WARM_UP_MS, first, anywhere, warm);
     console.log(`warm-up: ${warm.turns} turns, ${warm.finished} finished; stuck: ${warm.stuck.join(' | ')}`);
     // Soft: a build without /debug/structures (LONGRUN_TEST_GATEWAY_MAIN) is still measured, and fails at the end.
-    expect.soft(await waitIdle(control.opsUrl, 15_000), 'held once the warm-up is over').toEqual({});
-    const baseline = await idleHeap(control.opsUrl);
-    await snapshot(control.child.process.pid, control.opsUrl);
+    expect.soft(await waitIdle(control, 15_000), 'held once the warm-up is over').toEqual({});
+    const baseline = await idleHeap(control);
+    await snapshot(control);
 
     const soak: Load = { turns: 0, finished: 0, drops: 0, stuck: [] };
     const trend: number[] = [];
@@ -184,31 +176,29 @@ describe('the WebSocket path under reconnecting clients', () => {
       await sleep(DRAIN_AT_MS);
       // A holder drains (SIGTERM): its runs stop, its clients reconnect elsewhere; it comes back under another name.
       const drained = fleet[0];
-      drained.child.process.kill('SIGTERM');
-      expect(await drained.child.exited(15_000), 'the drained replica exits 0').toBe(0);
+      drained.terminate();
+      expect(await drained.exited(15_000), 'the drained replica exits 0').toBe(0);
       fleet[0] = await start('leak-a1');
-      replicas.push(fleet[0]);
-      trend.push(await heapMb(control.opsUrl));
+      trend.push(await heapMb(control));
       await sleep(Math.max(0, KILL_AT_MS - DRAIN_AT_MS - 2_000));
       // A holder dies: its calls are cut, its runs resume elsewhere once their leases expire.
-      await fleet[1].child.kill();
+      await fleet[1].kill();
       fleet[1] = await start('leak-b1');
-      replicas.push(fleet[1]);
-      trend.push(await heapMb(control.opsUrl));
+      trend.push(await heapMb(control));
     })();
     await load(LOAD_MS, first, anywhere, soak);
     await faults;
-    trend.push(await heapMb(control.opsUrl));
+    trend.push(await heapMb(control));
 
-    const held = await waitIdle(control.opsUrl, 20_000);
-    const idle = await idleHeap(control.opsUrl);
-    await snapshot(control.child.process.pid, control.opsUrl);
-    const metrics = await (await fetch(`${control.opsUrl}/metrics`)).text();
-    const pooled = await structures(control.opsUrl).then(
+    const held = await waitIdle(control, 20_000);
+    const idle = await idleHeap(control);
+    await snapshot(control);
+    const metrics = await control.metrics();
+    const pooled = await structures(control).then(
       (s) => JSON.stringify(s.pooled),
       () => 'n/a',
     );
-    const reattached = (how: string): number => Number(new RegExp(`^longrun_websocket_reattached_total\\{how="${how}"\\} (\\d+)`, 'm').exec(metrics)?.[1] ?? 0);
+    const reattached = (how: string): number => metricTotal(metrics, 'longrun_websocket_reattached_total', { how }) ?? 0;
     console.log(
       `control: idle heap after the warm-up (${warm.turns} turns) and after the load: ${growth(baseline, idle)} (${soak.turns} turns, ${soak.finished} finished, ` +
         `${soak.drops} drops; the control re-attached ${reattached('local')} on itself, ${reattached('bridged')} bridged to it); under load ${trend.map((mb) => mb.toFixed(2)).join(', ')} MB; ` +

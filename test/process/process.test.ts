@@ -9,7 +9,8 @@ import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
-import { startChild, type Child } from '../helpers/child';
+import { startChild, type Child } from '../../stack/child';
+import { metricValue } from '../../stack';
 
 const root = path.resolve(__dirname, '../..');
 const children: Child[] = [];
@@ -69,7 +70,7 @@ describe('the sandbox (npm start with no configuration)', () => {
   it('prints a curl that starts a detached run; both listeners answer; SIGTERM exits 0', async () => {
     const child = startChild([path.join(root, 'dist/src/main.js')], SANDBOX_ENV);
     children.push(child);
-    const [, curl] = await child.waitForOutput(/^\s*(curl .+)$/m, 15_000);
+    const [, curl] = await child.waitForOutput(/^\s*(curl -sS -X POST .+)$/m, 15_000);
     const ops = (await child.waitForOutput(/ops (http:\/\/\S+)/, 1_000))[1] as string;
     const url = /'(http:\/\/[^']+)'/.exec(curl as string)?.[1] as string;
     const body = /--data '(.+)'$/.exec(curl as string)?.[1] as string;
@@ -86,28 +87,46 @@ describe('the sandbox (npm start with no configuration)', () => {
     expect(await child.exited(15_000)).toBe(0);
   });
 
-  it('prints a curl -N that follows the run its other curl starts, live, until idle (both pasted into a shell as printed)', async () => {
+  it('prints the follow’s curl -N before the curl that starts the run, and says so; pasted in that order, the follow shows the run from its run event on, the first checkpoint included, until idle', async () => {
     const child = startChild([path.join(root, 'dist/src/main.js')], SANDBOX_ENV);
     children.push(child);
     const [, start] = await child.waitForOutput(/^\s*(curl -sS -X POST .+)$/m, 15_000);
-    const [, follow] = await child.waitForOutput(/^\s*(curl -N .+)$/m, 1_000);
-    expect(follow).toMatch(/^curl -N 'http:\/\/127\.0\.0\.1:\d+\/api\/v4\/ai\/duo_workflows\/workflows\/1\/events'$/);
-    const shell = (command: string): Promise<{ code: number | null; stdout: string }> =>
-      new Promise((resolve) => {
-        const proc = spawn('sh', ['-c', command], { stdio: ['ignore', 'pipe', 'inherit'] });
-        let stdout = '';
-        proc.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-        proc.once('exit', (code) => resolve({ code, stdout }));
-      });
-    const started = await shell(start as string);
+    const ops = (await child.waitForOutput(/ops (http:\/\/\S+)/, 1_000))[1] as string;
+    const banner = child.stdout();
+    const follow = /^\s*(curl -N .+)$/m.exec(banner)?.[1];
+    expect(follow).toMatch(/^curl -N 'http:\/\/127\.0\.0\.1:\d+\/api\/v4\/ai\/duo_workflows\/workflows\/1\/follow'$/);
+    // The follow first, and the banner says why: it waits for the run.
+    expect(banner.indexOf(follow as string)).toBeLessThan(banner.indexOf(start as string));
+    expect(banner.slice(0, banner.indexOf(follow as string))).toMatch(/First, follow workflow 1 live .*waits for the next run/);
+    expect(banner.slice(banner.indexOf(follow as string), banner.indexOf(start as string))).toMatch(
+      /Then, .*start a detached run of it: the follow shows every event from its run on, the first checkpoint included/,
+    );
+    const shell = (command: string): { done: Promise<{ code: number | null; stdout: string }>; stdout: () => string } => {
+      const proc = spawn('sh', ['-c', command], { stdio: ['ignore', 'pipe', 'inherit'] });
+      let stdout = '';
+      proc.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+      return { done: new Promise((resolve) => proc.once('exit', (code) => resolve({ code, stdout }))), stdout: () => stdout };
+    };
+    // curl -N prints the stream as it comes and exits when the gateway ends it (idle); nothing runs yet, so it waits.
+    const following = shell(follow as string);
+    const followersOpen = async (): Promise<number | undefined> => metricValue(await (await request(`${ops}/metrics`)).body.text(), 'longrun_followers_open');
+    const deadline = Date.now() + 10_000;
+    while ((await followersOpen()) !== 1) {
+      expect(Date.now(), 'the follow is open').toBeLessThan(deadline);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    expect(following.stdout()).toBe('');
+    const started = await shell(start as string).done;
     expect(started.code).toBe(0);
     expect(JSON.parse(started.stdout)).toMatchObject({ status: 'accepted', workflow_id: '1' });
-    // curl -N prints the stream as it comes and exits when the gateway ends it (idle).
-    const followed = await shell(follow as string);
+    const followed = await following.done;
     expect(followed.code).toBe(0);
     const events = [...followed.stdout.matchAll(/^event: (\w+)$/gm)].map((m) => m[1]);
-    expect(events[0]).toBe('run');
+    expect(events.slice(0, 3)).toEqual(['run', 'checkpoint', 'action']);
     expect(events.slice(-3)).toEqual(['checkpoint', 'end', 'idle']);
+    expect(events.filter((e) => e === 'checkpoint')).toHaveLength(4);
+    // The run's first checkpoint, sent as it started, is there: the follow was known before the run began.
+    expect(followed.stdout).toMatch(/^event: checkpoint\ndata: \{.*"checkpoint":"thinking"/m);
     expect(followed.stdout).toContain('"checkpoint":"wrote the answer"');
     expect(followed.stdout).toMatch(/^data: \{"run_id":"[^"]+","reason":"finished","in_flight":\[\],"resumable":false\}$/m);
     child.process.kill('SIGTERM');

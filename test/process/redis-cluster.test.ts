@@ -1,6 +1,6 @@
 /**
  * Redis Cluster (LONGRUN_REDIS_KEYS=cluster), against a real cluster of three primaries
- * and three replicas (test/helpers/redis-cluster.ts): hash slots as the server computes
+ * and three replicas (stack/redis-cluster.ts): hash slots as the server computes
  * them, the coordination contract (batches spanning every primary included), and three
  * gateway processes — stops across replicas and slots, the actor cap, and a primary
  * failover (CLUSTER FAILOVER), then a primary killed (SIGKILL), while runs are held and
@@ -10,17 +10,18 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { CoordinationBackend } from '../../src/coordination/backend';
-import { hashSlot } from '../../src/coordination/hash-slot';
-import { clusterKeys } from '../../src/coordination/keys';
+import { hashSlot } from '../../src/redis/hash-slot';
+import { clusterKeys } from '../../src/redis/keys';
 import { RedisBackend } from '../../src/coordination/redis-backend';
-import { parseRedisUrl } from '../../src/coordination/redis-url';
-import { OwnerServiceSimulator } from '../../sandbox/owner-sim';
+import { parseRedisUrl } from '../../src/redis/url';
+import type { OwnerServiceSimulator } from '../../sandbox/owner-sim';
 import type { Step } from '../../sandbox/scenario';
-import { WorkflowServiceSimulator } from '../../sandbox/workflow-sim';
+import type { WorkflowServiceSimulator } from '../../sandbox/workflow-sim';
+import { startStack, type Stack } from '../../stack';
+import type { GatewayChild as Replica } from '../../stack/gateway-child';
+import { startRedisCluster, type RedisClusterTopology } from '../../stack/redis-cluster';
 import { coordinationContract } from '../helpers/coordination-contract';
-import { startRedisCluster, type RedisClusterTopology } from '../helpers/redis-cluster';
-import { Replicas, type Replica } from '../helpers/replicas';
-import { removeSecretFile, testSecret, writeSecretFile } from '../helpers/secret';
+import { storeMark } from '../helpers/store-mark';
 
 let cluster: RedisClusterTopology;
 
@@ -48,6 +49,54 @@ describe('hash slots', () => {
   });
 });
 
+// Before the contract suite, whose locks would still be there (and refuse the marking).
+describe('longrun store mark on a Redis Cluster (LONGRUN_REDIS_KEYS=cluster)', () => {
+  it('marks every primary, each in its lowest slot; refuses while any primary holds a lock key, naming it', async () => {
+    const env = { LONGRUN_REDIS_URL: cluster.url, LONGRUN_REDIS_KEYS: 'cluster' };
+    const primaries = (await cluster.clusterNodes()).filter((n) => n.role === 'master' && n.slots.length > 0);
+    const markers = primaries.map((p) => ({ port: p.port, key: clusterKeys.storeMarker(Math.min(...p.slots.map(([from]) => from))) }));
+    expect(await storeMark(env)).toMatchObject({ status: 0, stdout: expect.stringContaining('was marked already') });
+    // Unmarked again (as a new cluster is), then marked by the command.
+    for (const { port, key } of markers) await cluster.node(port).del(key);
+    const marked = await storeMark(env);
+    expect(marked.status).toBe(0);
+    expect(marked.stdout.split('\n').filter((line) => line.endsWith('  marked'))).toHaveLength(3);
+    for (const { port, key } of markers) expect(await cluster.node(port).hget(key, 'fenced_until'), key).toBe('0');
+    const held = clusterKeys.lock('cluster-mark-held');
+    await cluster.client().set(held, 'token');
+    try {
+      const refused = await storeMark(env);
+      expect(refused.status).toBe(3);
+      expect(refused.stderr).toContain(`127.0.0.1:${await cluster.primaryOf(hashSlot(held))}  holds 1 lock key (${held})`);
+    } finally {
+      await cluster.client().del(held);
+    }
+  });
+});
+
+describe('the lock store as a gateway sees a Cluster', () => {
+  it("every primary's maxmemory-policy is read at start; the fence gauge has one series per primary locked on, each 0 on a marked Cluster", async () => {
+    const backend = new RedisBackend(parseRedisUrl(cluster.url, { cluster: true }), { commandTimeoutMs: 2_000, connectTimeoutMs: 2_000 });
+    try {
+      expect(await backend.waitReady(10_000)).toBe(true);
+      const primaries = (await cluster.clusterNodes()).filter((n) => n.role === 'master' && n.slots.length > 0).map((n) => `127.0.0.1:${n.port}`);
+      expect(
+        backend
+          .maxmemoryPolicies()
+          .map((p) => [p.primary, p.policy])
+          .sort(),
+      ).toEqual(primaries.map((p) => [p, 'noeviction']).sort());
+      // A workflow on each primary, locked: each primary's fence heard (none is up).
+      const ids: string[] = [];
+      for (let n = 0; new Set(await Promise.all(ids.map((id) => cluster.primaryOf(hashSlot(clusterKeys.lock(id)))))).size < 3; n++) ids.push(`fence-gauge-${n}`);
+      for (const id of ids) expect(await backend.acquire(id, 'token', 2_000)).toBe(true);
+      expect(backend.storeFences().sort((a, b) => a.primary.localeCompare(b.primary))).toEqual(primaries.sort().map((primary) => ({ primary, remainingMs: 0, why: undefined })));
+    } finally {
+      await backend.close();
+    }
+  });
+});
+
 describe('coordination backend contract: redis cluster', () => {
   coordinationContract('cluster', async (): Promise<CoordinationBackend> => {
     const backend = new RedisBackend(parseRedisUrl(cluster.url, { cluster: true }), { commandTimeoutMs: 2_000, connectTimeoutMs: 2_000 });
@@ -59,36 +108,37 @@ describe('coordination backend contract: redis cluster', () => {
 describe('gateways on a Redis Cluster', () => {
   const LEASE_TTL_MS = 6_000;
   const hang: Step[] = [{ op: 'checkpoint', text: 'working' }, { op: 'hang' }];
+  let stack: Stack<'process'>;
   let owner: OwnerServiceSimulator;
   let workflow: WorkflowServiceSimulator;
-  let secretFile: string;
   let next = 70_000;
   const newWorkflow = (): string => String(next++);
 
+  /** cluster-a, cluster-b, …: started by each test on this block's simulators, secret and the Cluster above; killed after it. */
   beforeAll(async () => {
-    workflow = await WorkflowServiceSimulator.start();
-    owner = await OwnerServiceSimulator.start({ secret: testSecret, workflowServiceUri: workflow.address, defaults: { detached: true } });
-    secretFile = await writeSecretFile();
+    stack = await startStack({
+      gateway: 'process',
+      replicas: 0,
+      name: 'cluster',
+      redis: { url: cluster.url },
+      preauth: { detached: true },
+      env: {
+        LONGRUN_REDIS_KEYS: 'cluster',
+        LONGRUN_LEASE_TTL_MS: String(LEASE_TTL_MS),
+        // Under the lease keeper's attempt timeout (TTL/6 = 1 s), as the defaults are (2 s under
+        // 10 s), so a renewal to the killed primary fails before it is given up.
+        LONGRUN_REDIS_COMMAND_TIMEOUT_MS: '800',
+        LONGRUN_STOP_ACK_TIMEOUT_MS: '1000',
+      },
+    });
+    ({ owner, workflow } = stack);
   });
 
   afterAll(async () => {
-    await Promise.allSettled([owner?.close(), workflow?.close(), removeSecretFile(secretFile)]);
+    await stack?.close();
   });
 
-  /** cluster-a, cluster-b, …: on the owner, secret and Cluster above; killed after each test. */
-  const replicas = new Replicas('cluster', () => ({
-    LONGRUN_OWNER_URL: owner.url,
-    LONGRUN_SECRET_FILE: secretFile,
-    LONGRUN_REDIS_KEYS: 'cluster',
-    LONGRUN_REDIS_URL: cluster.url,
-    LONGRUN_LEASE_TTL_MS: String(LEASE_TTL_MS),
-    // Under the lease keeper's attempt timeout (TTL/6 = 1 s), as the defaults are (2 s under
-    // 10 s), so a renewal to the killed primary fails before it is given up.
-    LONGRUN_REDIS_COMMAND_TIMEOUT_MS: '800',
-    LONGRUN_STOP_ACK_TIMEOUT_MS: '1000',
-  }));
-
-  afterEach(() => replicas.killAll());
+  afterEach(() => stack.closeReplicas());
 
   /** Workflows whose keys live on each of the three primaries, `perPrimary` of each. */
   async function workflowsOnEveryPrimary(perPrimary: number): Promise<Map<number, string[]>> {
@@ -119,7 +169,7 @@ describe('gateways on a Redis Cluster', () => {
    * keeps trying to start every held workflow until stop() (which answers their statuses).
    */
   async function holdWithContenders() {
-    const gateways = (await replicas.start(3)) as [Replica, Replica, Replica];
+    const gateways = (await stack.startReplicas(3)) as [Replica, Replica, Replica];
     const byPrimary = await workflowsOnEveryPrimary(4);
     const held = [...byPrimary.values()].flat();
     for (const [i, id] of held.entries()) expect((await (gateways[i % 3] as Replica).execute(id, hang)).status).toBe(202);
@@ -157,7 +207,7 @@ describe('gateways on a Redis Cluster', () => {
   }
 
   it('a stop sent to one replica reaches the run on another, whichever primary holds its keys; a stop key set directly is polled', async () => {
-    const [a, b] = (await replicas.start(2, { LONGRUN_STOP_POLL_MS: '300' })) as [Replica, Replica];
+    const [a, b] = (await stack.startReplicas(2, { LONGRUN_STOP_POLL_MS: '300' })) as [Replica, Replica];
     const client = cluster.client();
     for (const ids of (await workflowsOnEveryPrimary(1)).values()) {
       const id = ids[0] as string;
@@ -178,7 +228,7 @@ describe('gateways on a Redis Cluster', () => {
   });
 
   it('the per-actor cap holds across replicas and slots', async () => {
-    const [a, b, c] = (await replicas.start(3, { LONGRUN_MAX_RUNS_PER_ACTOR: '2' })) as [Replica, Replica, Replica];
+    const [a, b, c] = (await stack.startReplicas(3, { LONGRUN_MAX_RUNS_PER_ACTOR: '2' })) as [Replica, Replica, Replica];
     const ids = [newWorkflow(), newWorkflow(), newWorkflow()];
     for (const id of ids) owner.configure(id, { detached: true, actorId: 'cluster-user' });
     expect((await a.execute(ids[0] as string, hang)).status).toBe(202);
@@ -194,11 +244,27 @@ describe('gateways on a Redis Cluster', () => {
   it('a primary fails over (CLUSTER FAILOVER) under held runs and contenders: never two runs of a workflow; new executes succeed after', async () => {
     const { gateways, byPrimary, held, contenders } = await holdWithContenders();
     const [failedOver] = [...byPrimary.keys()];
+    // Free workflows on the slots that fail over, for the fence's cost: started one after another from the switch on.
+    const slots = (await cluster.clusterNodes()).find((n) => n.port === failedOver)?.slots ?? [];
+    const onFailedOver = (id: string): boolean => slots.some(([from, to]) => hashSlot(clusterKeys.lock(id)) >= from && hashSlot(clusterKeys.lock(id)) <= to);
     const newPrimary = await cluster.failover(failedOver as number, 15_000);
     const failedOverAt = Date.now();
+    const probes: Array<{ status: number; fence?: string }> = [];
+    const probing = (async () => {
+      while (probes.at(-1)?.status !== 202 && Date.now() - failedOverAt < 3 * LEASE_TTL_MS) {
+        let id = newWorkflow();
+        while (!onFailedOver(id)) id = newWorkflow();
+        const { status, body } = await (gateways[0] as Replica).execute(id, hang);
+        const fence = (body['error'] as { fence?: string } | undefined)?.fence;
+        probes.push({ status, ...(fence ? { fence } : {}) });
+        if (status !== 202) await sleep(100);
+      }
+      return Date.now() - failedOverAt;
+    })();
     // Longer than a whole lease after the switch: a run still open then has renewed its
     // lease on the new primary (or it would have stopped with WORKHORSE_LOCK_LOST).
     await sleep(LEASE_TTL_MS + 1_000);
+    const reopenedMs = await probing;
 
     // New executes for workflows whose slots moved to the new primary succeed on every gateway.
     const fresh = await executesOn(newPrimary, gateways, 5_000);
@@ -206,9 +272,13 @@ describe('gateways on a Redis Cluster', () => {
 
     for (const id of [...held, ...fresh]) expect(overlaps(id), `workflow ${id}: ${JSON.stringify(workflow.callsFor(id).map((c) => [c.startedAt, c.ended?.at]))}`).toBe(0);
     const survived = held.filter((id) => workflow.callsFor(id).length === 1 && workflow.callsFor(id)[0]?.ended === undefined).length;
+    const fenced = probes.filter((p) => p.fence !== undefined);
     console.log(
-      `cluster failover of primary :${failedOver} → :${newPrimary} at ${new Date(failedOverAt).toISOString()}: ${survived} of ${held.length} held runs went on; contender answers ${JSON.stringify(contenderStatuses)}`,
+      `cluster failover of primary :${failedOver} → :${newPrimary} at ${new Date(failedOverAt).toISOString()}: ${survived} of ${held.length} held runs went on; contender answers ${JSON.stringify(contenderStatuses)}; ` +
+        `free workflows on its slots: ${fenced.length} starts refused by the fence (${[...new Set(fenced.map((p) => p.fence))].join(', ')}), accepted again ${reopenedMs} ms after the switch (${LEASE_TTL_MS} ms lease)`,
     );
+    expect(probes.at(-1)?.status).toBe(202);
+    expect(fenced.every((p) => p.fence === 'lost')).toBe(true);
     // A manual failover loses nothing acknowledged: the held runs keep their leases.
     expect(survived).toBe(held.length);
     expect(contenderStatuses['202'] ?? 0).toBe(0);

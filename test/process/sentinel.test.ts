@@ -15,16 +15,17 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { lockKey } from '../../src/coordination/keys';
+import { lockKey } from '../../src/redis/keys';
 import { RedisBackend } from '../../src/coordination/redis-backend';
-import { parseRedisUrl } from '../../src/coordination/redis-url';
-import { OwnerServiceSimulator } from '../../sandbox/owner-sim';
+import { parseRedisUrl } from '../../src/redis/url';
+import type { OwnerServiceSimulator } from '../../sandbox/owner-sim';
 import type { Step } from '../../sandbox/scenario';
-import { WorkflowServiceSimulator, type CallRecord } from '../../sandbox/workflow-sim';
-import { startReplica, type Replica } from '../helpers/replicas';
-import { holdPort } from '../helpers/ports';
-import { removeSecretFile, testSecret, writeSecretFile } from '../helpers/secret';
-import { startSentinelTopology, type SentinelTopology } from '../helpers/sentinel';
+import type { WorkflowServiceSimulator, CallRecord } from '../../sandbox/workflow-sim';
+import { startStack, type Stack } from '../../stack';
+import type { GatewayChild as Replica } from '../../stack/gateway-child';
+import { holdPort } from '../../stack/ports';
+import { startSentinelTopology, type SentinelTopology } from '../../stack/redis-sentinel';
+import { storeMark } from '../helpers/store-mark';
 
 /**
  * Lease TTLs, small so runs can lose their leases within the test, but inside the rule of
@@ -43,23 +44,23 @@ const PROBE_EVERY_MS = 200;
 /** Generous: a failover here takes 1-3 s; a loaded machine may take much longer. */
 const RECOVERY_DEADLINE_MS = 25_000;
 
+let stack: Stack<'process'>;
 let owner: OwnerServiceSimulator;
 let workflow: WorkflowServiceSimulator;
-let secretFile: string;
 let topology: SentinelTopology | undefined;
 let gateways: Replica[] = [];
 
 const hold: Step[] = [{ op: 'checkpoint', text: 'holding' }, { op: 'hang' }];
 const short: Step[] = [{ op: 'checkpoint', text: 'probe' }, { op: 'end' }];
 
+/** The file's simulators and secret; each test's gateways on its own topology. */
 beforeAll(async () => {
-  workflow = await WorkflowServiceSimulator.start();
-  owner = await OwnerServiceSimulator.start({ secret: testSecret, workflowServiceUri: workflow.address, defaults: { detached: true } });
-  secretFile = await writeSecretFile();
+  stack = await startStack({ gateway: 'process', replicas: 0, preauth: { detached: true } });
+  ({ owner, workflow } = stack);
 });
 
 afterAll(async () => {
-  await Promise.allSettled([owner.close(), workflow.close(), removeSecretFile(secretFile)]);
+  await stack?.close();
 });
 
 /** Ports of killed data nodes, kept from other tests' servers until the test ends. */
@@ -67,23 +68,24 @@ const heldPorts: Array<{ close(): Promise<void> }> = [];
 
 afterEach(async () => {
   await Promise.allSettled(heldPorts.splice(0).map((p) => p.close()));
-  await Promise.allSettled(gateways.map((g) => g.child.kill()));
+  await stack.closeReplicas();
   gateways = [];
   await topology?.stop();
   topology = undefined;
 });
 
 async function startGateway(name: string, url: string, leaseTtlMs: number, env: Record<string, string> = {}): Promise<Replica> {
-  const gateway = await startReplica(name, {
-    LONGRUN_OWNER_URL: owner.url,
-    LONGRUN_SECRET_FILE: secretFile,
-    LONGRUN_REDIS_URL: url,
-    LONGRUN_LEASE_TTL_MS: String(leaseTtlMs),
-    // Under the lease keeper's attempt timeout (TTL/6), as the defaults are (2 s under 10 s).
-    LONGRUN_REDIS_COMMAND_TIMEOUT_MS: String(Math.floor(leaseTtlMs / 8)),
-    LONGRUN_STOP_ACK_TIMEOUT_MS: '1000',
-    LONGRUN_LOG_LEVEL: 'info',
-    ...env,
+  const gateway = await stack.startReplica({
+    name,
+    env: {
+      LONGRUN_REDIS_URL: url,
+      LONGRUN_LEASE_TTL_MS: String(leaseTtlMs),
+      // Under the lease keeper's attempt timeout (TTL/6), as the defaults are (2 s under 10 s).
+      LONGRUN_REDIS_COMMAND_TIMEOUT_MS: String(Math.floor(leaseTtlMs / 8)),
+      LONGRUN_STOP_ACK_TIMEOUT_MS: '1000',
+      LONGRUN_LOG_LEVEL: 'info',
+      ...env,
+    },
   });
   gateways.push(gateway);
   return gateway;
@@ -113,6 +115,8 @@ interface Attempt {
   sentAt: number;
   status: number;
   code?: string;
+  /** A 503 of the store fence: why it was up (`new`, `lost`). */
+  fence?: string;
 }
 
 /** Runs `fn` every `everyMs` until stopped; stop() resolves once the last round is answered. */
@@ -135,8 +139,10 @@ function every(everyMs: number, fn: () => Promise<void>): { stop(): Promise<void
 async function attempt(gateway: Replica, workflowId: string, steps: Step[], into: Attempt[]): Promise<void> {
   const sentAt = Date.now();
   const res = await gateway.execute(workflowId, steps).catch(() => ({ status: 0, body: {} as Record<string, unknown> }));
-  const code = (res.body['error'] as Record<string, unknown> | undefined)?.['code'];
-  into.push({ gateway: gateway.name, workflowId, sentAt, status: res.status, ...(typeof code === 'string' ? { code } : {}) });
+  const error = res.body['error'] as Record<string, unknown> | undefined;
+  const code = error?.['code'];
+  const fence = error?.['fence'];
+  into.push({ gateway: gateway.name, workflowId, sentAt, status: res.status, ...(typeof code === 'string' ? { code } : {}), ...(typeof fence === 'string' ? { fence } : {}) });
 }
 
 interface Outcome {
@@ -147,6 +153,10 @@ interface Outcome {
   lockLost: number;
   takenOver: number;
   contention: Record<number, number>;
+  /** The store fence's cost: starts of free workflows (probes) it refused, and why. */
+  fenced: Record<string, number>;
+  /** From the first probe the fence refused to the first accepted after the last it refused (0: none). */
+  fenceWindowMs: number;
 }
 
 /**
@@ -274,7 +284,13 @@ async function holdThrough(
       expect(output).not.toContain(SENTINEL_PASSWORD);
       expect(output).toContain('redis+sentinel://:***@');
     }
-    return { newPort, failoverMs, recoveryMs, continued: continued.length, lockLost: lockLost.length, takenOver, contention: statuses };
+    const fencedProbes = probes.filter((p) => p.fence !== undefined);
+    const fenced: Record<string, number> = {};
+    for (const p of fencedProbes) fenced[p.fence as string] = (fenced[p.fence as string] ?? 0) + 1;
+    const lastFenced = fencedProbes.at(-1);
+    const reopenedAt = lastFenced ? probes.find((p) => p.sentAt > lastFenced.sentAt && p.status === 202)?.sentAt : undefined;
+    const fenceWindowMs = fencedProbes[0] && reopenedAt ? reopenedAt - fencedProbes[0].sentAt : 0;
+    return { newPort, failoverMs, recoveryMs, continued: continued.length, lockLost: lockLost.length, takenOver, contention: statuses, fenced, fenceWindowMs };
   } finally {
     await Promise.all([contenders.stop(), prober.stop()]);
   }
@@ -365,6 +381,18 @@ describe('Redis behind Sentinel', () => {
     await expect.poll(sockets, { timeout: 5_000 }).toBeGreaterThanOrEqual(before + 2 + 2 * 3);
     await backend.close();
     await expect.poll(sockets, { timeout: 5_000 }).toBe(before);
+  });
+
+  it('longrun store mark through Sentinel (redis+sentinel:// with both passwords): marks the primary Sentinel names', async () => {
+    topology = await startSentinelTopology({ password: DATA_PASSWORD, sentinelPassword: SENTINEL_PASSWORD });
+    const primary = (await topology.primaryPort()) as number;
+    // Unmarked, as a new primary is (the topology's helper marked it).
+    await topology.node(primary).del('longrun:store');
+    const marked = await storeMark({ LONGRUN_REDIS_URL: topology.url });
+    expect(marked.stdout).toMatch(new RegExp(`is marked as a new store: gateways grant its first locks at once\\n  127\\.0\\.0\\.1:${primary}  marked\\n$`));
+    expect(marked.stdout).not.toContain(DATA_PASSWORD);
+    expect(marked.status).toBe(0);
+    expect(await topology.node(primary).hget('longrun:store', 'fenced_until')).toBe('0');
   });
 
   it('rediss+sentinel://: TLS to the Sentinels and the primary, trusting a private CA through NODE_EXTRA_CA_CERTS', async () => {

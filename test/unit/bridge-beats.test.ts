@@ -13,7 +13,7 @@ import { LateSink } from '../../src/websocket/bridge/late-answers';
 import type { BridgeHeader, BridgeMessage, BridgeTransport } from '../../src/websocket/bridge/protocol';
 import type { CoordinationBackend } from '../../src/coordination/backend';
 import { createLogger } from '../../src/core/log';
-import { Metrics } from '../../src/observability/metrics';
+import { GatewayMetrics } from '../../src/gateway-metrics';
 
 function fakeTransport(replicaId: string): BridgeTransport & { sent: Array<{ to: string; header: BridgeHeader }>; deliver(message: BridgeMessage): void; reachable: boolean } {
   let handler: (message: BridgeMessage) => void = () => undefined;
@@ -39,7 +39,7 @@ describe('beats', () => {
       transport,
       backend: {} as CoordinationBackend,
       parked: new Map(),
-      metrics: new Metrics({ defaultMetrics: false }),
+      metrics: new GatewayMetrics({ defaultMetrics: false }).websocket,
       logger: createLogger('error'),
       settings: { beatMs: 20, deadAfterMs: 10_000, claimTimeoutMs: 10_000, stallMs: 10_000 },
     });
@@ -93,7 +93,7 @@ describe('a bridge and the holder’s view of it', () => {
       transport,
       backend: {} as CoordinationBackend,
       parked: parked as never,
-      metrics: new Metrics({ defaultMetrics: false }),
+      metrics: new GatewayMetrics({ defaultMetrics: false }).websocket,
       logger: createLogger('silent'),
       settings,
     });

@@ -8,21 +8,42 @@
 import type protobuf from 'protobufjs';
 import { describe, expect, it } from 'vitest';
 import type {
+  Action,
   ActionResponse,
   AdditionalContext,
   Approved,
   Checkpoint,
+  ClientEvent,
+  EditFile,
+  FindFiles,
+  Grep,
+  HeartbeatRequest,
   HttpResponse,
   Icon,
+  ListDirectory,
   McpTool,
+  Mkdir,
+  NewCheckpoint,
   PlainTextResponse,
   PolicyRef,
+  ReadFile,
+  ReadFiles,
+  RunCommandAction,
+  RunGitCommand,
+  RunHTTPRequest,
+  RunMCPTool,
+  RunShellCommand,
+  ScheduleNotification,
   ScheduleNotificationResponse,
   StartWorkflowRequest,
+  StopWorkflowRequest,
   ToolAnnotations,
+  TrackLlmCallForSelfHosted,
+  WriteFile,
 } from '@longrun/client';
 import { messageTypes, protoRoot } from '../../src/workflow/contract';
-import { decodeProtoJson } from '../../src/workflow/protojson';
+import { decodeProtoJson, encodeProtoJson } from '../../src/workflow/protojson';
+import { WORKHORSE_MARSHAL_OPTIONS } from '../../src/workflow/action-line';
 
 const type = (name: string): protobuf.Type => protoRoot.lookupType(name);
 const fieldsOf = (name: string): string[] => type(name).fieldsArray.map((f) => f.name);
@@ -75,6 +96,35 @@ const checkpoint: Required<Checkpoint['newCheckpoint']> = {
   agent_context_usage: { chat: { total_tokens: 1_000, max_tokens: 200_000 } },
 };
 
+const heartbeat: Required<HeartbeatRequest> = { timestamp: '1767225600000' };
+const stop: Required<StopWorkflowRequest> = { reason: 'USER_STOP' };
+/** One event for each member of ClientEvent's oneof. */
+const events: ClientEvent[] = [{ startRequest: start }, { actionResponse: answers[0] as ActionResponse }, { heartbeat }, { stopWorkflow: stop }];
+const newCheckpoint: Required<NewCheckpoint> = checkpoint;
+/** An Action setting every member of its oneof (a real one sets one), each payload with every field. */
+const action: Required<Action> = {
+  requestID: '7',
+  runCommand: { program: 'ls', arguments: ['-l'], flags: ['-a'], timeout: '30' } satisfies Required<RunCommandAction>,
+  runHTTPRequest: { method: 'GET', path: '/api/v4/projects/1', body: '' } satisfies Required<RunHTTPRequest>,
+  runReadFile: { filepath: 'a.ts', limit: '100', offset: '0' } satisfies Required<ReadFile>,
+  runWriteFile: { filepath: 'a.ts', contents: 'x' } satisfies Required<WriteFile>,
+  runGitCommand: { command: 'log', arguments: '-1', repository_url: 'https://x/r.git' } satisfies Required<RunGitCommand>,
+  runEditFile: { filepath: 'a.ts', oldString: 'a', newString: 'b' } satisfies Required<EditFile>,
+  newCheckpoint,
+  listDirectory: { directory: '.' } satisfies Required<ListDirectory>,
+  grep: { search_directory: '.', pattern: 'x', case_insensitive: true } satisfies Required<Grep>,
+  findFiles: { name_pattern: '*.ts' } satisfies Required<FindFiles>,
+  runMCPTool: { name: 'read', args: '{}' } satisfies Required<RunMCPTool>,
+  mkdir: { directory_path: 'd' } satisfies Required<Mkdir>,
+  runReadFiles: { filepaths: ['a.ts'] } satisfies Required<ReadFiles>,
+  runShellCommand: { command: 'ls', timeout: '30' } satisfies Required<RunShellCommand>,
+  trackLlmCallForSelfHosted: { workflowID: '42', featureQualifiedName: 'chat', featureAiCatalogItem: false } satisfies Required<TrackLlmCallForSelfHosted>,
+  scheduleNotification: { task_id: 't', condition: 'c', message: 'm' } satisfies Required<ScheduleNotification>,
+};
+/** Each member's message type, by the member's name (from the proto: no list to keep). */
+const memberTypes = (message: string): Map<string, string> =>
+  new Map(type(message).fieldsArray.map((f) => [f.name, (f.resolvedType as protobuf.Type | null)?.fullName.slice(1) ?? '']));
+
 describe("@longrun/client's message types are the contract's, as protojson", () => {
   it('each type declares exactly the fields of its proto message', () => {
     expect(keysOf(start)).toEqual(fieldsOf('StartWorkflowRequest'));
@@ -106,6 +156,25 @@ describe("@longrun/client's message types are the contract's, as protojson", () 
     for (const answer of answers) {
       const event = decodeProtoJson(messageTypes.ClientEvent, { actionResponse: answer });
       expect(event['actionResponse']).toEqual(answer);
+    }
+  });
+
+  it('ClientEvent: one type for each member of its oneof, each declaring exactly its message’s fields', () => {
+    expect(events.map((e) => keysOf(e)).flat()).toEqual((type('ClientEvent').oneofs['response'] as protobuf.OneOf).oneof);
+    expect(keysOf(heartbeat)).toEqual(fieldsOf('HeartbeatRequest'));
+    expect(keysOf(stop)).toEqual(fieldsOf('StopWorkflowRequest'));
+    expect(decodeProtoJson(messageTypes.ClientEvent, { heartbeat })).toEqual({ heartbeat });
+  });
+
+  it('Action: every member of its oneof, each payload declaring exactly its message’s fields, as the gateway writes it', () => {
+    expect(keysOf(action)).toEqual(fieldsOf('Action'));
+    const members = memberTypes('Action');
+    for (const [member, payload] of Object.entries(action)) {
+      if (member === 'requestID') continue;
+      expect(keysOf(payload as object), member).toEqual(fieldsOf(members.get(member) ?? ''));
+      // What the gateway sends a WebSocket client for this member (Workhorse's marshal options): the same value.
+      const one = { requestID: action.requestID, [member]: payload };
+      expect(encodeProtoJson(messageTypes.Action, decodeProtoJson(messageTypes.Action, one), WORKHORSE_MARSHAL_OPTIONS), member).toEqual(one);
     }
   });
 });

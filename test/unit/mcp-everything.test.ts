@@ -11,12 +11,12 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import { createLogger } from '../../src/core/log';
-import { Metrics } from '../../src/observability/metrics';
+import { GatewayMetrics } from '../../src/gateway-metrics';
 import { McpConnector } from '../../src/mcp/connector';
 import { messageTypes } from '../../src/workflow/contract';
 import { startEverythingServer, type EverythingServer } from '../helpers/mcp-everything';
-import { startStack, type Stack } from '../helpers/stack';
-import { testSecret } from '../helpers/secret';
+import { startStack, type Stack } from '../../stack';
+import { testSecret } from '../../stack/secret';
 
 let everything: EverythingServer;
 /** The server's tools as the SDK's own client lists them (every page). */
@@ -111,9 +111,9 @@ describe('the reference MCP server', () => {
     expect(answers[1]).toEqual({ error: 'mcp tool not available: everything_get-tiny-image' });
   });
 
-  describe('tool annotations (CONTRACT.md McpTool.annotations = 5)', () => {
+  describe('tool annotations (proto/contract.proto McpTool.annotations = 5)', () => {
     it('are read from the listing and mapped to the contract names', async () => {
-      const metrics = new Metrics({ defaultMetrics: false });
+      const metrics = new GatewayMetrics({ defaultMetrics: false }).mcp;
       const connector = new McpConnector({
         ownerUrl: new URL('http://127.0.0.1:9/'),
         secret: testSecret,
@@ -133,7 +133,7 @@ describe('the reference MCP server', () => {
       }
     });
 
-    // proto/contract.proto declares McpTool.annotations (CONTRACT.md): without it the encoder
+    // proto/contract.proto declares McpTool.annotations (the real contract has it): without it the encoder
     // would drop the field and the service could not receive it, so dropping it fails here.
     it('reach the workflow service', async () => {
       expect(messageTypes.StartWorkflowRequest.lookupType('McpTool').fields['annotations'], 'proto/contract.proto declares McpTool.annotations').toBeDefined();

@@ -9,7 +9,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { request } from 'undici';
 import { createLogger } from '../../src/core/log';
-import { Metrics } from '../../src/observability/metrics';
+import { GatewayMetrics } from '../../src/gateway-metrics';
 import { WORKHORSE_ISSUER, signOwnerJwt, verifyJwt } from '../../src/core/jwt';
 import { McpConnector } from '../../src/mcp/connector';
 import { OWNER_OAUTH_TOKEN } from '../../sandbox/owner-sim';
@@ -17,9 +17,9 @@ import { McpServerSimulator, type McpSimulatorOptions } from '../../sandbox/mcp-
 import { scenarioMetadata, type Step } from '../../sandbox/scenario';
 import { version } from '../../src/core/version';
 import { messageTypes } from '../../src/workflow/contract';
-import { metricValue, ndjsonLines, startStack, type Stack, type StackOptions } from '../helpers/stack';
-import { freePort } from '../helpers/ports';
-import { testSecret } from '../helpers/secret';
+import { metricValue, ndjsonLines, startStack, type Stack, type StackOptions } from '../../stack';
+import { freePort } from '../../stack/ports';
+import { testSecret } from '../../stack/secret';
 
 let stack: Stack | undefined;
 const sims: McpServerSimulator[] = [];
@@ -155,7 +155,7 @@ describe('discovery at the run start', () => {
   });
 });
 
-describe('icons and annotations (CONTRACT.md McpTool.icons = 4, annotations = 5)', () => {
+describe('icons and annotations (proto/contract.proto McpTool.icons = 4, annotations = 5)', () => {
   const protoCarries = (field: string): boolean => messageTypes.StartWorkflowRequest.lookupType('McpTool').fields[field] !== undefined;
 
   it('are mapped from the listing to the contract names', async () => {
@@ -166,7 +166,7 @@ describe('icons and annotations (CONTRACT.md McpTool.icons = 4, annotations = 5)
       jwtRefreshMs: 30_000,
       callTimeoutMs: 5_000,
       allowPrivate: true,
-      metrics: new Metrics({ defaultMetrics: false }),
+      metrics: new GatewayMetrics({ defaultMetrics: false }).mcp,
       logger: createLogger('silent'),
     });
     const toolbox = await connector.open({ servers: { sim: { URL: mcp.url } }, token: '', workflowId: '1', requestId: 'r' }, 5_000);
@@ -185,7 +185,7 @@ describe('icons and annotations (CONTRACT.md McpTool.icons = 4, annotations = 5)
     expect(mcp.deletes).toHaveLength(1);
   });
 
-  // proto/contract.proto declares McpTool.icons (CONTRACT.md): without it the encoder would
+  // proto/contract.proto declares McpTool.icons (the real contract has it): without it the encoder would
   // drop the field and the service could not receive it, so dropping it fails here.
   it('reach the workflow service', async () => {
     expect(protoCarries('icons'), 'proto/contract.proto declares McpTool.icons').toBe(true);

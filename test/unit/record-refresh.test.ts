@@ -13,7 +13,7 @@ import { MemoryBackend } from '../../src/coordination/memory-backend';
 import { RunCoordination } from '../../src/coordination/run-coordination';
 import { RunSnapshot } from '../../src/coordination/run-snapshot';
 import { StopWatcher } from '../../src/coordination/stop-watcher';
-import { Metrics } from '../../src/observability/metrics';
+import { GatewayMetrics } from '../../src/gateway-metrics';
 
 const TTL_MS = 600;
 
@@ -45,7 +45,7 @@ async function start() {
   const snapshot = new RunSnapshot('run-1', 'replica-1', 'detached');
   expect(await backend.acquire('wf', 'token', TTL_MS)).toBe(true);
   const coordination = new RunCoordination(
-    { backend, leases, stopWatcher, metrics: new Metrics({ defaultMetrics: false }), leaseTtlMs: TTL_MS },
+    { backend, leases, stopWatcher, metrics: new GatewayMetrics({ defaultMetrics: false }).coordination, leaseTtlMs: TTL_MS },
     'wf',
     snapshot,
     { token: 'token', acquiredAt: Date.now() },

@@ -4,8 +4,8 @@
  * never echoes a credential), and URL masking for whatever is printed or logged.
  */
 import { describe, expect, it } from 'vitest';
-import { clusterOptions, redisOptions, sentinelOptions } from '../../src/coordination/redis-connection';
-import { RedisUrlError, describeRedisTarget, parseRedisUrl, type SentinelRedisTarget } from '../../src/coordination/redis-url';
+import { clusterOptions, redisOptions, sentinelOptions } from '../../src/redis/connection';
+import { RedisUrlError, describeRedisTarget, parseRedisUrl, type SentinelRedisTarget } from '../../src/redis/url';
 import { maskUrl, scrubLine } from '../../src/core/log';
 
 const settings = { commandTimeoutMs: 2_000, connectTimeoutMs: 2_000 };

@@ -15,8 +15,8 @@ import { networkErrorText } from '../../src/owner/network-errors';
 import { OWNER_OAUTH_TOKEN } from '../../sandbox/owner-sim';
 import type { Step } from '../../sandbox/scenario';
 import type { HttpResponse } from '../../src/workflow/contract';
-import { testSecret } from '../helpers/secret';
-import { metricValue, startStack, type Stack } from '../helpers/stack';
+import { testSecret } from '../../stack/secret';
+import { metricValue, startStack, type Stack } from '../../stack';
 
 let stack: Stack | undefined;
 
@@ -52,7 +52,7 @@ describe('what the owner receives', () => {
       'content-type': 'application/json',
       'x-gitlab-duo-workflow-id': '300',
       'x-request-id': 'relay-headers-1',
-      'user-agent': `longrun/${version}`,
+      'user-agent': 'Agent-Flow-via-GitLab-Workhorse',
     });
     expect(await verifyJwt(testSecret, String(received?.headers['gitlab-workhorse-api-request']), WORKHORSE_ISSUER)).toBe(true);
     // The caller's chain, then the caller's own address (the test client on loopback).

@@ -4,7 +4,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { RunLimits, type LimitedRun } from '../../src/run/run-limits';
-import type { StopReason } from '../../src/core/vocabulary';
+import type { StopReason } from '../../src/run/stop-reasons';
 
 class FakeRun implements LimitedRun {
   limitedAt: number | undefined;

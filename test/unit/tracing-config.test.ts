@@ -4,7 +4,8 @@
  * (the variable named, a header value never shown).
  */
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../../src/config';
+import { loadConfig } from '../../src/config';
+import { ConfigError } from '../../src/core/env';
 import { parseTracingConfig } from '../../src/observability/tracing-config';
 
 const invalid = (variable: string, expected: string, received: string | undefined, problem?: string): never => {
@@ -18,7 +19,7 @@ describe('when tracing is on', () => {
     expect(parse({ OTEL_EXPORTER_OTLP_ENDPOINT: '' })).toEqual({ enabled: false });
     expect(parse({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_SDK_DISABLED: 'true' })).toEqual({ enabled: false });
     expect(parse({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_TRACES_EXPORTER: 'none' })).toEqual({ enabled: false });
-    expect(loadConfig({}).tracing).toEqual({ enabled: false });
+    expect(loadConfig({}).observability.tracing).toEqual({ enabled: false });
   });
 
   it('is on with an endpoint, with the specification’s defaults', () => {

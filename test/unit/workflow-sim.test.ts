@@ -11,6 +11,7 @@ import { WorkflowServiceSimulator, type CallRecord } from '../../sandbox/workflo
 import { scenarioMetadata, type Step } from '../../sandbox/scenario';
 import type protobuf from 'protobufjs';
 import { everyActionPayload } from '../../sandbox/every-action';
+import type { ActionResponseMember } from '@longrun/client';
 import { actionKinds, duoWorkflowService, messageTypes, type Action, type ActionResponse } from '../../src/workflow/contract';
 import { WorkflowTestClient, type WorkflowTestCall } from '../helpers/workflow-client';
 
@@ -557,7 +558,7 @@ describe('workflow simulator: upstream fidelity (agent_context_usage, every acti
     /** Plays one client step, answers its action with `response` and returns the call's status and record. */
     async function play(
       step: Extract<Step, { op: 'client' }>,
-      response: Omit<ActionResponse, 'requestID'>,
+      response: ActionResponseMember,
     ): Promise<{ status: Awaited<WorkflowTestCall['status']>; record: CallRecord; action: Action }> {
       const { call, workflowId } = start(client, [step, { op: 'checkpoint', text: 'after' }]);
       const action = await call.action(0);

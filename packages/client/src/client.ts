@@ -8,8 +8,8 @@
  *              Retryable failures are retried (retry.ts) across the endpoints.
  *   stop()     POST /internal/workflows/:id/stop with an owner JWT made here.
  *   getRun()   GET  /internal/workflows/:id/run, the record of the run in flight (or null).
- *   watch()    GET  …/workflows/:id/events, the workflow's runs live (docs/spec.md §14): an async
- *              iterator of typed events that resumes by Last-Event-ID after a drop (watch.ts).
+ *   follow()   GET  …/workflows/:id/follow, the workflow's runs live (docs/spec.md §14): an async
+ *              iterator of typed events that resumes by Last-Event-ID after a drop (follow.ts).
  */
 import { randomUUID } from 'node:crypto';
 import { Agent, request, type Dispatcher } from 'undici';
@@ -21,7 +21,7 @@ import type { ExecuteResult, RunRecord, StopResult } from './outcomes';
 import { acceptedSchema, errorOf, finishedSchema, headerValue, isNdjson, parseBody, runRecordSchema, stopRequestedSchema, ERROR_BODY_LIMIT, type Answer } from './responses';
 import { defaultRetryOptions, systemClock, withRetries, type RetryClock, type RetryOptions } from './retry';
 import { version } from './version';
-import { watchEvents, type WatchEvent, type WatchOptions } from './watch';
+import { followEvents, type FollowEvent, type FollowOptions } from './follow';
 
 export interface LongrunClientOptions {
   /**
@@ -152,15 +152,15 @@ export class LongrunClient {
 
   /**
    * Follows `workflowId`'s runs live, from any replica, across its segments (docs/spec.md §14):
-   * `for await (const event of client.watch(id)) …` yields run, checkpoint, action,
+   * `for await (const event of client.follow(id)) …` yields run, checkpoint, action,
    * parked/attached and end events, and `idle` last. A stream that drops (a drain, a cut
    * connection) is reopened by itself with Last-Event-ID, on the next endpoint: every event
    * once, in order. `after` starts after an event id. Throws a LongrunError for a refusal
    * (the owner's PREAUTH_DENIED, INVALID_REQUEST) or once the retry policy is spent, or the
    * signal's reason. Leaving the loop closes the stream.
    */
-  watch(workflowId: string, options: WatchOptions = {}): AsyncGenerator<WatchEvent, void, undefined> {
-    return watchEvents(
+  follow(workflowId: string, options: FollowOptions = {}): AsyncGenerator<FollowEvent, void, undefined> {
+    return followEvents(
       {
         endpoints: this.endpoints,
         first: this.next++,

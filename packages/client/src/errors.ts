@@ -28,6 +28,8 @@ export type GatewayErrorCode =
   | 'DRAINING'
   | 'CAPACITY_EXHAUSTED';
 
+import type { StoreFence } from './vocabulary';
+
 /**
  * Codes the client adds to the gateway's: `NETWORK_ERROR` (no answer: refused,
  * reset, timed out), `UNEXPECTED_RESPONSE` (an answer that is not the gateway's, e.g. a
@@ -47,6 +49,8 @@ export interface LongrunErrorInit {
   endpoint?: string | undefined;
   /** The owner's own body (PREAUTH_DENIED), or the unreadable answer (UNEXPECTED_RESPONSE); at most 32 KiB. */
   body?: string | undefined;
+  /** LOCK_UNAVAILABLE from the gateway's store fence: why it is up (the body's `fence`). */
+  fence?: StoreFence | undefined;
   cause?: unknown;
 }
 
@@ -61,6 +65,12 @@ export class LongrunError extends Error {
   readonly requestId: string | undefined;
   readonly endpoint: string | undefined;
   readonly body: string | undefined;
+  /**
+   * A start the gateway's store fence refused (503 LOCK_UNAVAILABLE): `new`, a Redis new to
+   * longrun and not a lease TTL old yet; `lost`, one that lost its data (a restart, a
+   * failover). It lasts at most one lease TTL; the client waits it out (RetryOptions.storeFenceWaitMs).
+   */
+  readonly fence: StoreFence | undefined;
   /** Attempts made before this error was given up on (1 when not retried). */
   attempts = 1;
 
@@ -74,6 +84,7 @@ export class LongrunError extends Error {
     this.requestId = init.requestId;
     this.endpoint = init.endpoint;
     this.body = init.body;
+    this.fence = init.fence;
   }
 }
 

@@ -15,6 +15,8 @@ import { SegmentEndRejected, verifySegmentEnd, type SegmentEnd } from './segment
 
 export interface SegmentEndMiddlewareOptions {
   secret: Uint8Array;
+  /** The oldest `iat` of the callback's token, in seconds (default 90, as Rails' verify_api_request!). */
+  maxTokenAgeS?: number;
   /** Largest body read when no body parser ran before (default 64 KiB). */
   limitBytes?: number;
 }
@@ -69,7 +71,11 @@ export function segmentEndMiddleware(options: SegmentEndMiddlewareOptions): Requ
       // A body parser may have run (text, raw, json); otherwise read the stream.
       const body: unknown = req.body !== undefined && !req.readable ? req.body : await rawBody(req, limit);
       const workflowId = typeof req.params?.['workflow_id'] === 'string' ? req.params['workflow_id'] : undefined;
-      res.locals['segmentEnd'] = await verifySegmentEnd(options.secret, { headers: req.headers, body, workflowId });
+      res.locals['segmentEnd'] = await verifySegmentEnd(
+        options.secret,
+        { headers: req.headers, body, workflowId },
+        options.maxTokenAgeS === undefined ? {} : { maxAgeS: options.maxTokenAgeS },
+      );
     })().then(
       () => next(),
       (err: unknown) => {

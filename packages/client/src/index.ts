@@ -2,8 +2,8 @@
  * @longrun/client — what a dispatcher and an owner service need to drive longrun: the
  * client (execute, stop, getRun) with its typed results and errors and retry policy, the
  * blocking checkpoint stream, the segment-end callback's verification, the WebSocket
- * session client that reconnects and re-attaches to its run (session.ts), and watch(): a
- * workflow's runs followed live, resumed by Last-Event-ID after a drop (watch.ts). The Express
+ * session client that reconnects and re-attaches to its run (session.ts), and follow(): a
+ * workflow's runs followed live, resumed by Last-Event-ID after a drop (follow.ts). The Express
  * middleware for the callback is `@longrun/client/express` (express.ts), so that nothing here
  * needs Express or its types. See docs/owner-integration.md and examples/dispatcher/ in the
  * longrun repository.
@@ -14,7 +14,9 @@ export type { Accepted, Answered, ExecuteResult, Finished, InFlightEntry, Locked
 export { BlockingStream, type BlockingEnd, type Checkpoint } from './ndjson';
 export { defaultRetryOptions, retryDelayMs, systemClock, type RetryClock, type RetryOptions } from './retry';
 export { retryAfterOf } from './responses';
-export { SegmentEndRejected, isFinal, isResumable, segmentEndSchema, verifySegmentEnd, type SegmentEnd, type SegmentEndRequest } from './segment-end';
+export { STORE_FENCE_CLOSE_CODE, fencedStartOf, type FencedStart } from './store-fence';
+export { SegmentEndRejected, isFinal, isResumable, segmentEndSchema, verifySegmentEnd, type SegmentEnd, type SegmentEndRequest, type SegmentEndVerifyOptions } from './segment-end';
+export { GATEWAY_TOKEN_MAX_AGE_S } from './jwt';
 export {
   LongrunSession,
   defaultSessionReconnect,
@@ -34,14 +36,16 @@ export {
   inFlightKinds,
   resumableSegmentEndReasons,
   segmentEndReasons,
-  watchEventKinds,
+  followEventKinds,
+  storeFences,
   type AcceptedOn,
   type FinalSegmentEndReason,
   type InFlightKind,
   type ResumableSegmentEndReason,
   type SegmentEndReason,
-  type WatchEventKind,
+  type FollowEventKind,
+  type StoreFence,
 } from './vocabulary';
-export type { WatchEvent, WatchOptions } from './watch';
+export type { FollowEvent, FollowOptions } from './follow';
 export type * from './contract';
 export { version } from './version';

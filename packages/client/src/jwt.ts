@@ -9,7 +9,10 @@
  *                     `workflow_id` (a string, the path's), `iat`, `exp` at most five
  *                     minutes after it. The client signs a one-minute token per call.
  *   gateway → owner   `Gitlab-Workhorse-Api-Request` on the segment-end callback:
- *                     iss "gitlab-workhorse", `iat`.
+ *                     iss "gitlab-workhorse", `iat`: at most 90 s old by default, as Rails'
+ *                     Gitlab::Workhorse.verify_api_request! takes it (API_REQUEST_JWT_VALIDITY).
+ *                     The gateway re-signs its token every LONGRUN_JWT_REFRESH_MS (30 s,
+ *                     at most 60 s) and each callback attempt takes the current one.
  */
 import { SignJWT, jwtVerify } from 'jose';
 
@@ -30,8 +33,25 @@ export interface OwnerTokenClaims {
 
 /** How long a token the client signs lives: the internal routes accept up to five minutes. */
 const OWNER_TOKEN_LIFETIME_S = 60;
-/** Clock skew tolerated between the gateway and the owner when checking a gateway token. */
+/** Clock skew tolerated between the gateway and the owner when checking a gateway token's exp, nbf and a future iat. */
 const CLOCK_TOLERANCE_S = 60;
+/**
+ * The oldest `iat` a gateway token may have, in seconds: Rails refuses a
+ * Gitlab-Workhorse-Api-Request issued more than 90 s ago, which caps the replay value of a
+ * leaked token. Checked without the clock tolerance, as Rails checks it.
+ */
+export const GATEWAY_TOKEN_MAX_AGE_S = 90;
+
+export interface GatewayTokenOptions {
+  /**
+   * The oldest `iat` accepted, in seconds before now (default GATEWAY_TOKEN_MAX_AGE_S, 90, as
+   * Rails). `Infinity` accepts a token of any age: only for an owner whose clock cannot be
+   * trusted within a minute of the gateway's, since it lets a leaked token be replayed.
+   */
+  maxAgeS?: number;
+  /** Now, in ms since the epoch (tests); default Date.now(). */
+  nowMs?: number;
+}
 
 /** Signs an owner token for `workflowId`, valid from now for one minute. */
 export async function signOwnerToken(secret: Uint8Array, workflowId: string): Promise<string> {
@@ -40,11 +60,27 @@ export async function signOwnerToken(secret: Uint8Array, workflowId: string): Pr
   return new SignJWT({ ...claims }).setProtectedHeader({ alg: 'HS256', typ: 'JWT' }).sign(secret);
 }
 
-/** True when `token` is an HS256 JWT signed with `secret` and issued by the gateway. */
-export async function verifyGatewayToken(secret: Uint8Array, token: string): Promise<boolean> {
+/**
+ * True when `token` is an HS256 JWT signed with `secret` and issued by the gateway, with an
+ * `iat` no more than `maxAgeS` old (default 90 s) and not in the future (beyond 60 s of
+ * skew); `exp` and `nbf`, when present, hold with 60 s of skew. Throws RangeError for a
+ * `maxAgeS` that is not a positive number.
+ */
+export async function verifyGatewayToken(secret: Uint8Array, token: string, options: GatewayTokenOptions = {}): Promise<boolean> {
+  const maxAgeS = options.maxAgeS ?? GATEWAY_TOKEN_MAX_AGE_S;
+  if (!(maxAgeS > 0)) throw new RangeError(`maxAgeS must be a positive number of seconds, got ${maxAgeS}`);
+  const nowS = (options.nowMs ?? Date.now()) / 1_000;
   try {
-    await jwtVerify(token, secret, { algorithms: ['HS256'], issuer: GATEWAY_ISSUER, clockTolerance: CLOCK_TOLERANCE_S });
-    return true;
+    const { payload } = await jwtVerify(token, secret, {
+      algorithms: ['HS256'],
+      issuer: GATEWAY_ISSUER,
+      requiredClaims: ['iat'],
+      clockTolerance: CLOCK_TOLERANCE_S,
+      currentDate: new Date(nowS * 1_000),
+    });
+    const iat = payload.iat as number;
+    // jose's maxTokenAge would add the clock tolerance to the age; Rails does not.
+    return iat <= nowS + CLOCK_TOLERANCE_S && iat >= nowS - maxAgeS;
   } catch {
     return false;
   }

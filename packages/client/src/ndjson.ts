@@ -9,19 +9,14 @@
 import type { Readable } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
 import { z } from 'zod';
+import type { NewCheckpoint, TokenBreakdown } from './contract';
 import { LongrunError } from './errors';
 
 /** One newCheckpoint Action, as Workhorse writes it (proto field names, every field present). */
 export interface Checkpoint {
   requestID: string;
-  newCheckpoint: {
-    status: string;
-    checkpoint: string;
-    goal: string;
-    errors: string[];
-    /** Tokens each agent has used of its context window, by agent name (TokenBreakdown's int32 counts). */
-    agent_context_usage: Record<string, { total_tokens: number; max_tokens: number }>;
-  };
+  /** agent_context_usage: tokens each agent has used of its context window, by agent name. */
+  newCheckpoint: Required<Omit<NewCheckpoint, 'agent_context_usage'>> & { agent_context_usage: Record<string, Required<TokenBreakdown>> };
 }
 
 /** An int32 in protojson: a JSON number, or (decoders accept both) a string holding one. */

@@ -6,7 +6,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { z } from 'zod';
 import { LongrunError } from './errors';
 import type { InFlightEntry, RunRecord } from './outcomes';
-import { acceptedOn, inFlightKinds } from './vocabulary';
+import { acceptedOn, inFlightKinds, storeFences, type StoreFence } from './vocabulary';
 
 /** What an answer is read into before it is judged. */
 export interface Answer {
@@ -22,7 +22,8 @@ export interface Answer {
 /** Error answers and JSON results are small; the owner's refusals are cut at 32 KiB by the gateway. */
 export const ERROR_BODY_LIMIT = 64 * 1024;
 
-const errorBodySchema = z.object({ error: z.object({ code: z.string(), message: z.string(), retryable: z.boolean() }) });
+// `fence` is read loosely: a word a newer gateway adds is not a reason to drop the whole body.
+const errorBodySchema = z.object({ error: z.object({ code: z.string(), message: z.string(), retryable: z.boolean(), fence: z.string().optional() }) });
 
 export const acceptedSchema = z.object({ status: z.literal('accepted'), workflow_id: z.string(), run_id: z.string(), accepted_on: z.enum(acceptedOn) });
 export const finishedSchema = z.object({ status: z.literal('finished'), workflow_id: z.string(), run_id: z.string() });
@@ -53,6 +54,10 @@ export function retryAfterOf(headers: IncomingHttpHeaders, now = Date.now()): nu
   return Number.isNaN(at) ? undefined : Math.max(0, Math.ceil((at - now) / 1_000));
 }
 
+function isStoreFence(word: string | undefined): word is StoreFence {
+  return (storeFences as readonly (string | undefined)[]).includes(word);
+}
+
 /** Proxies in front of a gateway answer these for an upstream that is down or restarting. */
 const TRANSIENT_STATUSES = new Set([502, 503, 504]);
 
@@ -61,9 +66,10 @@ export function errorOf(answer: Answer): LongrunError {
   const { status, headers, text, endpoint, requestId } = answer;
   const retryAfterS = retryAfterOf(headers);
   const context = { status, retryAfterS, requestId, endpoint };
-  // The owner's own refusal, passed through with its status, headers and body.
+  // The owner's own refusal, passed through with its status, headers and body. Its 429 (Rails'
+  // rate limit on the execute preauth) says "later": retried after its Retry-After.
   if (header(headers, 'x-longrun-error-code') === 'PREAUTH_DENIED') {
-    return new LongrunError('PREAUTH_DENIED', `the owner refused the request (${status})`, { ...context, retryable: false, body: text });
+    return new LongrunError('PREAUTH_DENIED', `the owner refused the request (${status})`, { ...context, retryable: status === 429, body: text });
   }
   let json: unknown;
   try {
@@ -73,8 +79,8 @@ export function errorOf(answer: Answer): LongrunError {
   }
   const parsed = errorBodySchema.safeParse(json);
   if (parsed.success) {
-    const { code, message, retryable } = parsed.data.error;
-    return new LongrunError(code, message, { ...context, retryable });
+    const { code, message, retryable, fence } = parsed.data.error;
+    return new LongrunError(code, message, { ...context, retryable, ...(isStoreFence(fence) ? { fence } : {}) });
   }
   return new LongrunError('UNEXPECTED_RESPONSE', `unexpected answer ${status} from ${endpoint}`, {
     ...context,

@@ -1,8 +1,9 @@
 /**
  * The client's retry policy. A failure the gateway marks retryable (docs/spec.md §3: 503 DRAINING,
  * LOCK_UNAVAILABLE, CAPACITY_EXHAUSTED; 502 OWNER_UNAVAILABLE, PREAUTH_INVALID,
- * WORKFLOW_SERVICE_UNAVAILABLE; 429 ACTOR_LIMIT; 500 INTERNAL) and a network failure are
- * tried again, on the next gateway endpoint when there are several, until one answers,
+ * WORKFLOW_SERVICE_UNAVAILABLE; 429 ACTOR_LIMIT; 500 INTERNAL), the owner's own 429 passed
+ * through (PREAUTH_DENIED: Rails rate-limits the execute preauth, with Retry-After) and a
+ * network failure are tried again, on the next gateway endpoint when there are several, until one answers,
  * `maxAttempts` is spent, or the next try would start past `deadlineMs`.
  *
  * When an answer carries Retry-After, that endpoint is not tried again before it (plus up
@@ -11,6 +12,11 @@
  * Retry-After that ends past the deadline ends the retries at once: the caller (a job
  * queue, say) reschedules. 409 WORKFLOW_LOCKED is never retried (it is a result, not a
  * failure: the run in flight is the turn).
+ *
+ * A start the gateway's store fence refused (503 LOCK_UNAVAILABLE with `fence`: its Redis is
+ * new, or lost its data, and grants no lock for up to one lease TTL) is waited out by its
+ * Retry-After up to `storeFenceWaitMs` instead of `deadlineMs`: the fence ends by itself,
+ * and a caller of longrun's own client should never see it.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { abortReason, LongrunError } from './errors';
@@ -28,6 +34,12 @@ export interface RetryOptions {
   jitter: number;
   /** Which failures to retry (default: those marked retryable). */
   retryOn: (error: LongrunError) => boolean;
+  /**
+   * How long a start refused by the store fence is waited out, from the first attempt (default
+   * 75 000 ms: the gateway's default lease TTL, 60 s, the longest a fence lasts, plus the
+   * Retry-After's jitter). Past it the refusal is thrown. Never shorter than `deadlineMs`.
+   */
+  storeFenceWaitMs: number;
 }
 
 export const defaultRetryOptions: RetryOptions = {
@@ -37,6 +49,7 @@ export const defaultRetryOptions: RetryOptions = {
   maxDelayMs: 5_000,
   jitter: 0.2,
   retryOn: (error) => error.retryable,
+  storeFenceWaitMs: 75_000,
 };
 
 /** Time as the retry loop sees it; tests pass one that records the waits instead of sleeping. */
@@ -96,7 +109,8 @@ export async function withRetries<T>(
       notBefore.set(endpoint, now + retryDelayMs(err, attempts, options, () => clock.random()));
       index = soonest(endpoints, index, notBefore);
       const wait = Math.max(0, (notBefore.get(endpoints[index] as string) ?? 0) - now);
-      if (now + wait - started > options.deadlineMs) throw err;
+      const bound = err.fence === undefined ? options.deadlineMs : Math.max(options.deadlineMs, options.storeFenceWaitMs);
+      if (now + wait - started > bound) throw err;
       if (wait > 0) await clock.sleep(wait, signal);
     }
   }

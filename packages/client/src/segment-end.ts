@@ -8,7 +8,7 @@
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import { z } from 'zod';
-import { verifyGatewayToken } from './jwt';
+import { verifyGatewayToken, type GatewayTokenOptions } from './jwt';
 import { inFlightSchema } from './responses';
 import { finalSegmentEndReasons, resumableSegmentEndReasons, segmentEndReasons, type SegmentEndReason } from './vocabulary';
 
@@ -55,14 +55,18 @@ function tokenOf(headers: IncomingHttpHeaders | Headers): string | undefined {
   return Array.isArray(value) ? (value.length === 1 ? value[0] : undefined) : value;
 }
 
+/** How the callback's token is checked: its oldest `iat` (`maxAgeS`, default 90 s, as Rails). */
+export type SegmentEndVerifyOptions = Pick<GatewayTokenOptions, 'maxAgeS'>;
+
 /**
  * Checks a segment-end callback: the Gitlab-Workhorse-Api-Request JWT (HS256 with
- * `secret`, iss "gitlab-workhorse") and the body (zod). Resolves with the body; throws
+ * `secret`, iss "gitlab-workhorse", `iat` at most `options.maxAgeS` old: 90 s by default,
+ * what Rails' verify_api_request! allows) and the body (zod). Resolves with the body; throws
  * SegmentEndRejected (401 for the token, 400 for the body) otherwise.
  */
-export async function verifySegmentEnd(secret: Uint8Array, request: SegmentEndRequest): Promise<SegmentEnd> {
+export async function verifySegmentEnd(secret: Uint8Array, request: SegmentEndRequest, options: SegmentEndVerifyOptions = {}): Promise<SegmentEnd> {
   const token = tokenOf(request.headers);
-  if (!token || !(await verifyGatewayToken(secret, token))) throw new SegmentEndRejected(401, 'missing or invalid Gitlab-Workhorse-Api-Request');
+  if (!token || !(await verifyGatewayToken(secret, token, options))) throw new SegmentEndRejected(401, 'missing or invalid Gitlab-Workhorse-Api-Request');
   let json: unknown = request.body;
   if (typeof json === 'string' || Buffer.isBuffer(json)) {
     try {

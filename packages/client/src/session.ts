@@ -14,13 +14,24 @@
  * with the same requestID), then those emitted meanwhile, then the live stream. The client
  * de-duplicates nothing: `onAction` is called again for a replayed action. An action the
  * client had answered is never replayed; one it is still executing may be (answer it once,
- * when it is done — the answer goes on the connection current then). Any other close —
- * 1000 (the flow ended), 1008, 1013, 4400, … — is final and reported through `onClose`.
+ * when it is done — the answer goes on the connection current then).
+ *
+ * A first start the gateway's store fence refuses (1013 with the fence's reason: its Redis is
+ * new, or lost its data, and grants no lock for up to one lease TTL; store-fence.ts) is sent
+ * again when the reason says, until `storeFenceWaitMs` has passed since the first refusal:
+ * the fence ends by itself, and a user of this client should not see it. A resume start
+ * refused so is retried with the reconnect backoff instead, as any 1013 on a reconnect:
+ * its run may be parked on a replica whose renewal takes the lock back within a round
+ * trip, and re-attaching must not wait the whole fence (the resume window runs). Any other close —
+ * 1000 (the flow ended), 1008, 1013 for a lock another session holds, 4400, … — is final
+ * and reported through `onClose`.
  *
  * Only `ws` and the contract's message types (contract.ts).
  */
 import WebSocket from 'ws';
-import type { ActionResponseMember, StartWorkflowRequest } from './contract';
+import type { ActionResponseMember, ClientEvent, StartWorkflowRequest } from './contract';
+import { fencedStartOf, type FencedStart } from './store-fence';
+import type { StoreFence } from './vocabulary';
 
 /** A client-bound action as the gateway sends it: protojson with proto field names, `requestID` and one action member. */
 export interface SessionAction {
@@ -75,8 +86,10 @@ export interface SessionClose {
   reason: string;
   /**
    * `closed`: the gateway (or close()) ended it with a final code; `gave_up`: reconnecting
-   * failed maxAttempts times or past the resume window; `refused`: a reconnect's upgrade
-   * was refused for good (an HTTP status other than 429 or 5xx, e.g. the preauth's 401/403).
+   * failed maxAttempts times or past the resume window, or the store fence still refused
+   * the start after `storeFenceWaitMs` (code 1013, the fence's reason); `refused`: a
+   * reconnect's upgrade was refused for good (an HTTP status other than 429 or 5xx, e.g. the
+   * preauth's 401/403).
    */
   how: 'closed' | 'gave_up' | 'refused';
   /** Reconnect attempts made since the last loss. */
@@ -89,7 +102,11 @@ export interface SessionClose {
 
 /** What happens on the way, through `onEvent` (for logs and a UI's "reconnecting…"). */
 export type SessionEvent =
-  { kind: 'open'; attempt: number; resume: boolean } | { kind: 'lost'; code: number; reason: string; error?: Error } | { kind: 'reconnecting'; attempt: number; delayMs: number };
+  | { kind: 'open'; attempt: number; resume: boolean }
+  | { kind: 'lost'; code: number; reason: string; error?: Error }
+  | { kind: 'reconnecting'; attempt: number; delayMs: number }
+  /** The store fence refused the start: it is sent again after `delayMs`. */
+  | { kind: 'fenced'; fence: StoreFence; delayMs: number };
 
 export interface LongrunSessionOptions {
   /**
@@ -109,6 +126,12 @@ export interface LongrunSessionOptions {
    * 20 s). Default 45 000; 0 turns it off.
    */
   idleTimeoutMs?: number;
+  /**
+   * How long a start the gateway's store fence refuses is sent again, from the first
+   * refusal (default 75 000 ms: the gateway's default lease TTL, 60 s, the longest a fence
+   * lasts, plus a margin). Past it the session ends `gave_up` with the 1013.
+   */
+  storeFenceWaitMs?: number;
   /** Every client-bound action but newCheckpoint (and newCheckpoint too when there is no onCheckpoint). May be called again for a replayed requestID. */
   onAction: (action: SessionAction, session: LongrunSession) => void;
   /** newCheckpoint actions, which need no answer. */
@@ -125,6 +148,9 @@ export const reconnectCloseCodes: readonly number[] = Object.freeze([1006, 1001,
 
 /** A connection open this long without a close counts as good: the reconnect attempts start over. */
 const STABLE_MS = 2_000;
+const DEFAULT_STORE_FENCE_WAIT_MS = 75_000;
+/** A fenced start is sent again up to this fraction of the fence's time after it ends, so a fleet of clients does not come back in step. */
+const FENCE_JITTER = 0.2;
 
 type State = 'idle' | 'connecting' | 'open' | 'waiting' | 'closed';
 
@@ -142,6 +168,8 @@ export class LongrunSession {
   private lastError: Error | undefined;
   /** Whether the connection being opened is a reconnect (it sends the resume start). */
   private resuming = false;
+  /** When the store fence first refused the start (of the refusals in a row), else undefined. */
+  private fencedSince: number | undefined;
 
   constructor(private readonly options: LongrunSessionOptions) {
     this.reconnectOptions = { ...defaultSessionReconnect, ...options.reconnect };
@@ -206,7 +234,7 @@ export class LongrunSession {
     return resume;
   }
 
-  private send(event: unknown): boolean {
+  private send(event: ClientEvent): boolean {
     const ws = this.ws;
     if (this.state !== 'open' || !ws || ws.readyState !== WebSocket.OPEN) return false;
     ws.send(JSON.stringify(event));
@@ -278,6 +306,11 @@ export class LongrunSession {
       this.finish({ code, reason, how: 'refused', attempts: this.attempts, status: refusedStatus, ...this.errorField() });
       return;
     }
+    const fenced = this.resuming ? undefined : fencedStartOf(code, reason);
+    if (fenced) {
+      this.waitOutFence(fenced, code, reason);
+      return;
+    }
     // 1013 on a resume: the gateway may not have noticed the old connection lost yet (it parks the run after its pong timeout).
     const retry = reconnectCloseCodes.includes(code) || (code === 1013 && this.resuming);
     if (!retry) {
@@ -302,6 +335,23 @@ export class LongrunSession {
     }, delayMs);
   }
 
+  /** Sends the refused first start again once the fence is over, if that is within storeFenceWaitMs. */
+  private waitOutFence(fenced: FencedStart, code: number, reason: string): void {
+    const now = Date.now();
+    this.fencedSince ??= now;
+    const waitMs = fenced.retryAfterS * 1_000;
+    const delayMs = Math.round(waitMs * (1 + (this.reconnectOptions.jitter === 'full' ? FENCE_JITTER * Math.random() : 0)));
+    if (now + waitMs - this.fencedSince > (this.options.storeFenceWaitMs ?? DEFAULT_STORE_FENCE_WAIT_MS)) {
+      this.finish({ code, reason, how: 'gave_up', attempts: this.attempts });
+      return;
+    }
+    this.state = 'waiting';
+    this.options.onEvent?.({ kind: 'fenced', fence: fenced.fence, delayMs });
+    this.retryTimer = setTimeout(() => {
+      if (this.state === 'waiting') this.connect(false);
+    }, delayMs);
+  }
+
   /** The backoff before attempt `n` (0-based): min(max, initial·2ⁿ), uniform in [0, that] with full jitter. */
   private delayOf(n: number): number {
     const { initialDelayMs, maxDelayMs, jitter } = this.reconnectOptions;
@@ -313,6 +363,7 @@ export class LongrunSession {
     clearTimeout(this.stableTimer);
     if (this.ws !== ws) return;
     this.attempts = 0;
+    this.fencedSince = undefined;
     this.lastError = undefined;
   }
 

@@ -14,4 +14,17 @@ describe('answers the gateway rarely gives', () => {
     expect(retryAfterOf({ 'retry-after': '7' }, now)).toBe(7);
     expect(retryAfterOf({ 'retry-after': 'soon' }, now)).toBeUndefined();
   });
+
+  it('an owner refusal is final, but its 429 (a rate limit) is retried after its Retry-After', () => {
+    const refusal = (status: number, headers: Record<string, string> = {}) => ({
+      status,
+      headers: { 'x-longrun-error-code': 'PREAUTH_DENIED', ...headers },
+      text: '{"message":"refused"}',
+      endpoint: 'http://x',
+      requestId: 'r',
+    });
+    expect(errorOf(refusal(403))).toMatchObject({ code: 'PREAUTH_DENIED', status: 403, retryable: false });
+    expect(errorOf(refusal(404))).toMatchObject({ code: 'PREAUTH_DENIED', status: 404, retryable: false });
+    expect(errorOf(refusal(429, { 'retry-after': '60' }))).toMatchObject({ code: 'PREAUTH_DENIED', status: 429, retryable: true, retryAfterS: 60 });
+  });
 });

@@ -1,5 +1,5 @@
 /**
- * longrun/client's Server-Sent Events reader (src/client/sse.ts) against the format (WHATWG
+ * @longrun/client's Server-Sent Events reader (packages/client/src/sse.ts) against the format (WHATWG
  * HTML §9.2.6): line endings of every kind, comments, multi-line data, fields without a
  * value, a BOM, events with no data, and any split of the bytes into chunks (fast-check).
  */

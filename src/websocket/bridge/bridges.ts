@@ -19,14 +19,14 @@ import { randomBytes } from 'node:crypto';
 import type { CoordinationBackend } from '../../coordination/backend';
 import type { ClientRun, ParkedRuns } from '../client-run';
 import { correlation, type Logger } from '../../core/log';
-import type { Metrics } from '../../observability/metrics';
 import type { TraceLink } from '../../observability/tracing';
 import { HolderLink } from './holder-link';
 import { LateAnswers } from './late-answers';
 import { LinkSender } from './link-sender';
 import type { BridgeHeader, BridgeMessage, BridgeTransport, LinkEnv } from './protocol';
-import type { BridgeBreakWhy } from '../../core/vocabulary';
 import type { ClientEvent } from '../../workflow/contract';
+import type { WebSocketMetrics } from '../metrics';
+import type { BridgeBreakWhy } from '../words';
 import { SocketLink, type BridgedSocket } from './socket-link';
 
 export interface BridgeSettings {
@@ -45,7 +45,7 @@ export interface BridgeDeps {
   backend: CoordinationBackend;
   /** This process's parked runs (the WebSocket route's). */
   parked: ParkedRuns;
-  metrics: Metrics;
+  metrics: WebSocketMetrics;
   logger: Logger;
   settings: BridgeSettings;
 }
@@ -78,7 +78,7 @@ export class Bridges {
     // deadAfterMs) and a beat or two of delivery; twice the deadline is a margin, not a bound that matters.
     this.late = new LateAnswers(2 * deps.settings.deadAfterMs + 2 * deps.settings.beatMs);
     const send = (replica: string, header: BridgeHeader, data?: Buffer): Promise<void> => {
-      metrics.bridgeMessages.inc({ kind: header.t });
+      metrics.bridgeMessage(header.t);
       return transport.send(replica, header, data);
     };
     this.env = {
@@ -87,7 +87,7 @@ export class Bridges {
       sender: (replica, onGiveUp) => new LinkSender((header, data) => send(replica, header, data), deps.settings.beatMs, deps.settings.deadAfterMs, onGiveUp),
       done: (link) => this.forget(link.id),
       broke: (link, why: BridgeBreakWhy) => {
-        metrics.bridgeBreaks.inc({ why });
+        metrics.bridgeBroke(why);
         deps.logger.info({ bridge: link.id, why }, 'bridge given up');
       },
     };
@@ -139,7 +139,7 @@ export class Bridges {
   claim(holder: string, workflowId: string, actor: string | undefined, carriesInput: boolean, socket: BridgedSocket, by?: TraceLink): SocketLink {
     const link = new SocketLink(`${this.prefix}${(this.next++).toString(36)}`, holder, socket, this.env);
     this.sockets.set(link.id, link);
-    this.deps.metrics.bridgesOpen.inc({ side: 'socket' });
+    this.deps.metrics.bridgeOpened('socket');
     this.linked(holder, 1);
     this.heard.set(holder, Date.now());
     this.beatOn();
@@ -205,7 +205,7 @@ export class Bridges {
       'parked run re-attached to a socket on another replica',
     );
     this.holders.set(link.id, link);
-    this.deps.metrics.bridgesOpen.inc({ side: 'holder' });
+    this.deps.metrics.bridgeOpened('holder');
     this.linked(from, 1);
     this.heard.set(from, Date.now());
     this.beatOn();
@@ -305,7 +305,7 @@ export class Bridges {
     const holder = this.holders.get(id);
     if (holder) {
       this.holders.delete(id);
-      this.deps.metrics.bridgesOpen.dec({ side: 'holder' });
+      this.deps.metrics.bridgeClosed('holder');
       this.linked(holder.peer, -1);
       this.late.keep(id, holder.peer, holder.sink);
       this.beatOn();
@@ -314,7 +314,7 @@ export class Bridges {
     const socket = this.sockets.get(id);
     if (!socket) return;
     this.sockets.delete(id);
-    this.deps.metrics.bridgesOpen.dec({ side: 'socket' });
+    this.deps.metrics.bridgeClosed('socket');
     this.linked(socket.holder, -1);
   }
 }

@@ -12,13 +12,13 @@
  */
 import type { ClientRun, Connection } from '../client-run';
 import type { Close } from '../close-codes';
-import { STOPS } from '../../core/vocabulary';
+import { STOPS } from '../../run/stop-reasons';
 import { Backpressure } from '../flow-control';
 import type { TraceLink } from '../../observability/tracing';
 import type { ClientEvent } from '../../workflow/contract';
 import type { LateSink } from './late-answers';
 import type { BridgeBody, BridgeHeader, LinkEnv, OrderedSender } from './protocol';
-import type { BridgeBreakWhy } from '../../core/vocabulary';
+import type { BridgeBreakWhy } from '../words';
 
 export class HolderLink implements Connection {
   private sent = 0;

@@ -2,7 +2,7 @@
  * Bridge messages over Redis Streams (docs/spec.md §12): every replica reads one stream of
  * its own, its *inbox* (`longrun:{bridge:<replica>}:inbox`, one key, so one slot of a
  * Cluster), with one blocking XREAD on a connection of its own; a replica sends by
- * appending to the receiver's inbox (bridge-send.lua: XADD and a TTL, one call).
+ * appending to the receiver's inbox (bridge-send-1.lua: XADD and a TTL, one call).
  *
  * Why a stream per replica and not pub/sub, or a stream per session:
  * - A stream keeps what was sent while the reader reconnects (a blip, a Sentinel
@@ -10,7 +10,7 @@
  *   blip would cost each bridged session a replay handshake.
  * - One stream per *replica* needs one blocking read per process, whatever the number
  *   of bridged sessions; a stream per session would need a connection, or a poll, each.
- * - What was read is trimmed at once (bridge-trim.lua), and an empty inbox expires a
+ * - What was read is trimmed at once (bridge-trim-1.lua), and an empty inbox expires a
  *   second later, so Redis holds only what is in flight; how much can be in flight per session is bounded
  *   by the holder's flow control (holder-link.ts). MAXLEN is a backstop only.
  *
@@ -21,17 +21,12 @@
  * server's TIME, so entries left by an earlier process of the same name are skipped.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { readFileSync } from 'node:fs';
 import type { Cluster, Redis } from 'ioredis';
-import path from 'node:path';
-import { closeRedis, createRedis, type ConnectionSettings, type RedisClient } from '../../coordination/redis-connection';
-import type { RedisTarget } from '../../coordination/redis-url';
+import { closeRedis, createRedis, type ConnectionSettings, type RedisClient } from '../../redis/connection';
+import { inboxKey } from '../../redis/keys';
+import { defineCommands, luaCommand } from '../../redis/scripts';
+import type { RedisTarget } from '../../redis/url';
 import type { BridgeHeader, BridgeMessage, BridgeTransport } from './protocol';
-
-/** A replica's inbox. Hash-tagged by replica: each is one key, in one slot. */
-export function inboxKey(replicaId: string): string {
-  return `longrun:{bridge:${replicaId}}:inbox`;
-}
 
 export interface InboxSettings extends ConnectionSettings {
   /** How long an inbox outlives its last message (a reader that died leaves nothing for longer). */
@@ -44,16 +39,13 @@ export interface InboxSettings extends ConnectionSettings {
 const READ_COUNT = 512;
 /** The approximate bound of an inbox: far past what flow control lets be in flight. */
 const MAX_ENTRIES = 100_000;
-/** How long an inbox its reader emptied is kept (bridge-trim.lua says why it is not deleted at once). */
+/** How long an inbox its reader emptied is kept (bridge-trim-1.lua says why it is not deleted at once). */
 const EMPTY_TTL_MS = 1_000;
 
 interface Scripts {
   bridgeSend(key: string, ttlMs: number, maxLen: number, ...fields: Array<string | Buffer>): Promise<string>;
   bridgeTrim(key: string, minId: string, emptyTtlMs: number): Promise<number>;
 }
-
-// Beside this module in both layouts: the build copies the scripts into dist/ (scripts/copy-assets.mjs).
-const script = (name: string): string => readFileSync(path.join(__dirname, name), 'utf8');
 
 export class RedisInbox implements BridgeTransport {
   private readonly commands: RedisClient & Scripts;
@@ -71,11 +63,8 @@ export class RedisInbox implements BridgeTransport {
     onError: (err: Error) => void = () => undefined,
   ) {
     this.key = inboxKey(replicaId);
-    const commands = createRedis(target, 'commands', settings);
-    commands.defineCommand('bridgeSend', { numberOfKeys: 1, lua: script('bridge-send.lua') });
-    commands.defineCommand('bridgeTrim', { numberOfKeys: 1, lua: script('bridge-trim.lua') });
-    commands.on('error', onError);
-    this.commands = commands as RedisClient & Scripts;
+    this.commands = defineCommands<Scripts>(createRedis(target, 'commands', settings), [luaCommand(__dirname, 'bridge-send-1.lua'), luaCommand(__dirname, 'bridge-trim-1.lua')]);
+    this.commands.on('error', onError);
     this.reader = createRedis(target, 'subscriber', settings);
     this.reader.on('error', onError);
     this.reading = this.read();

@@ -25,7 +25,8 @@
  * A send Redis refused is sent again, in order, once Redis is back (link-sender.ts); a
  * message that arrives twice (sent again after all) is read once.
  */
-import type { BridgeBreakWhy, StopReason } from '../../core/vocabulary';
+import type { StopReason } from '../../run/stop-reasons';
+import type { BridgeBreakWhy } from '../words';
 
 /** How a claim was answered. attached: the run is the socket's; released: the parked run was stopped (start anew); none: nothing parked here. */
 export type ClaimOutcome = 'attached' | 'released' | 'none';

@@ -12,11 +12,11 @@
  * starts it anew).
  */
 import { RUN_UNREACHABLE, SERVICE_RESTART, type Close } from '../close-codes';
-import type { StopReason } from '../../core/vocabulary';
+import type { StopReason } from '../../run/stop-reasons';
 import type { TraceLink } from '../../observability/tracing';
 import type { ClientEvent } from '../../workflow/contract';
 import type { BridgeBody, BridgeHeader, ClaimOutcome, LinkEnv, OrderedSender } from './protocol';
-import type { BridgeBreakWhy } from '../../core/vocabulary';
+import type { BridgeBreakWhy } from '../words';
 
 /** Bytes written to the client before the holder is told (and at every beat, whatever is left). */
 const ACK_EVERY_BYTES = 128 * 1024;
