@@ -31,6 +31,8 @@ COPY bin ./bin
 COPY proto ./proto
 COPY src ./src
 COPY sandbox ./sandbox
+# stack/ (tests' and benchmarks' stacks) is built with bench/, which imports it; the runtime stage copies none of it.
+COPY stack ./stack
 COPY bench ./bench
 COPY examples ./examples
 # The OpenAPI generator: the build writes dist/docs/openapi.json, served at the ops listener's /-/openapi.json.

@@ -14,13 +14,14 @@
  * when named: each alone takes most of a minute or more, past the default run's ~5 minutes.
  */
 import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { version } from '../src/core/version';
 import { writeCharts } from './report/charts';
-import { startRedis } from './processes/procs';
+import { startBenchRedis } from './measure/bench-redis';
 import { printTable } from './report/report';
 import type { BenchOptions, Scenario, ScenarioOutcome } from './scenario';
 import { accept } from './scenarios/accept';
@@ -36,7 +37,7 @@ import { wsCapacity } from './scenarios/ws-capacity';
 import { wsFrames } from './scenarios/ws-frames';
 import { wsResume } from './scenarios/ws-resume';
 import { follow } from './scenarios/follow';
-import { createBenchEnv } from './processes/stack';
+import type { BenchEnv } from './bench-stack';
 
 const scenarios: Scenario[] = [capacity, wsCapacity, accept, relay, drain, stopLatency, dispatcherHold, scale, wsResume, wsFrames, follow, tracing];
 
@@ -140,8 +141,8 @@ async function main(): Promise<void> {
   const log = (message: string): void => {
     process.stderr.write(`[${((Date.now() - started) / 1_000).toFixed(1).padStart(6)} s] ${message}\n`);
   };
-  const redis = await startRedis();
-  const env = createBenchEnv(redis);
+  const redis = await startBenchRedis();
+  const env: BenchEnv = { redis, secret: randomBytes(32) };
   const results: Record<string, Record<string, unknown>> = {};
   const rows: Array<{ name: string; outcome: ScenarioOutcome | undefined; error?: string; seconds: number }> = [];
   try {
@@ -162,7 +163,6 @@ async function main(): Promise<void> {
     }
   } finally {
     await redis.stop();
-    env.dispose();
   }
   const report = {
     longrun_version: version,

@@ -3,8 +3,8 @@
  * same run and returns the figures written under `scenarios.NAME` in the JSON, plus one
  * row of the printed table (with the target it is held to).
  */
-import { metricSample } from './processes/gateway-process';
-import type { BenchEnv } from './processes/stack';
+import { metricSample } from '../stack/metric-text';
+import type { BenchEnv } from './bench-stack';
 
 export interface BenchOptions {
   /** The scenario's size (runs, requests, samples or turns; each scenario says which). */

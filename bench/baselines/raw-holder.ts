@@ -3,7 +3,7 @@
  * streams, each of which got its first action, with nothing else in the process. Forked
  * with --expose-gc; the driver reads its RSS from /proc after asking it to collect.
  */
-import { serveIpc } from '../processes/ipc';
+import { serveIpc } from '../../stack/ipc';
 import { RawClientPool, type RawCall } from './raw-grpc';
 import { collectAndMeasure, compactAndMeasure, type MemorySnapshot } from '../../src/core/memory-snapshot';
 

@@ -19,8 +19,8 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import { collectAndMeasure, compactAndMeasure, type MemorySnapshot } from '../../src/core/memory-snapshot';
 import { workhorseActionJson } from '../../src/workflow/action-line';
 import type { Action, ClientEvent } from '../../src/workflow/contract';
-import { serveIpc } from '../processes/ipc';
-import { HOST } from '../processes/procs';
+import { serveIpc } from '../../stack/ipc';
+import { HOST } from '../../stack/ports';
 import { RawClientPool, type RawCall } from './raw-grpc';
 
 export interface RawWsCounts {

@@ -5,7 +5,8 @@
  * Readings summed over passes.
  */
 import { addCounts, zeroCounts, type FrameCounts, type FrameSession } from '../clients/frames-client';
-import { CpuMeter, commandDelta, type RedisServer } from '../processes/procs';
+import { CpuMeter } from '../../stack/process-stats';
+import { commandDelta, type BenchRedis } from './bench-redis';
 
 /** What one measured window cost, per process and at Redis, and what crossed the client sockets. */
 export interface Reading {
@@ -49,7 +50,7 @@ export function clientCounts(sessions: readonly FrameSession[]): FrameCounts {
 
 export class PhaseMeters {
   constructor(
-    private readonly redis: RedisServer,
+    private readonly redis: BenchRedis,
     private readonly pids: Record<string, number>,
   ) {}
 

@@ -21,7 +21,7 @@
  * that socket's first delivery of it: expected, not a duplicate.
  */
 import type { SessionRecord } from '../clients/resume-client';
-import type { CallAnswers } from '../processes/sim-protocol';
+import type { CallAnswers } from '../../stack/sim-protocol';
 
 export interface Ledger {
   sessions: number;

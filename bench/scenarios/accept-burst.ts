@@ -13,10 +13,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { OWNER_OAUTH_TOKEN } from '../../sandbox/owner-sim';
 import { scenarioMetadata } from '../../sandbox/scenario';
-import { waitUntil, withTimeout } from '../processes/procs';
+import { waitUntil, withTimeout } from '../../stack/wait';
 import { RawClientPool } from '../baselines/raw-grpc';
 import { formatMs, type ScenarioContext, type ScenarioOutcome } from '../scenario';
-import { startStack, type Stack } from '../processes/stack';
+import { startBenchStack, type BenchStack } from '../bench-stack';
 import { percentile, ratio, round } from '../measure/stats';
 import { FIRST_ACTION_MS, RUN_LIFE_MS, errorCount, steps, type Tally } from './accept-run';
 
@@ -39,8 +39,8 @@ export function emptyTally(): Tally {
 }
 
 /** `size` detached executes of the accept run at once, as `prefix<i>`; resolves once every accepted run's callback is in. */
-export async function gatewayBurst(stack: Stack, prefix: string, size: number, tally: Tally): Promise<void> {
-  const results = await Promise.all(Array.from({ length: size }, (_, i) => stack.client.execute(`${prefix}${i}`, steps)));
+export async function gatewayBurst(stack: BenchStack, prefix: string, size: number, tally: Tally): Promise<void> {
+  const results = await Promise.all(Array.from({ length: size }, (_, i) => stack.load.execute(`${prefix}${i}`, steps)));
   let accepted = 0;
   for (const result of results) {
     if (result.status === 202) {
@@ -82,7 +82,7 @@ async function directBurst(pool: RawClientPool, prefix: string, size: number, ta
 /** accept with --burst (accept.ts hands over to it): no fixed-rate phase, no ladder. */
 export async function acceptInBursts(ctx: ScenarioContext): Promise<ScenarioOutcome> {
   const sizes = burstSizes(ctx.options.runs ?? BURST_DEFAULT_RUNS);
-  const stack = await startStack(ctx.env, { connections: 256 });
+  const stack = await startBenchStack(ctx.env, { connections: 256 });
   // As many streams per connection as the gateway's pool puts on one, and kept from the
   // warm-up on, as the gateway keeps its pool's connections.
   const pool = new RawClientPool(stack.workflow.address, 100);

@@ -11,7 +11,7 @@ import { scenarioMetadata } from '../../sandbox/scenario';
 import { openLoop } from '../clients/load';
 import { RawClientPool } from '../baselines/raw-grpc';
 import { formatMs, type Scenario, type ScenarioContext, type ScenarioOutcome } from '../scenario';
-import { startStack, type Stack } from '../processes/stack';
+import { startBenchStack, type BenchStack } from '../bench-stack';
 import { percentile, ratio, round } from '../measure/stats';
 import { BURST_DEFAULT_RUNS, BURST_SIZE, acceptInBursts } from './accept-burst';
 import { FIRST_ACTION_MS, errorCount, steps, type Tally } from './accept-run';
@@ -27,11 +27,11 @@ interface Phase extends Tally {
   worstLateMs: number;
 }
 
-async function gatewayPhase(stack: Stack, prefix: string, rate: number, count: number): Promise<Phase> {
+async function gatewayPhase(stack: BenchStack, prefix: string, rate: number, count: number): Promise<Phase> {
   const overheads: number[] = [];
   const errors: Record<string, number> = {};
   const { worstLateMs } = await openLoop(rate, count, async (i) => {
-    const result = await stack.client.execute(`${prefix}${i}`, steps);
+    const result = await stack.load.execute(`${prefix}${i}`, steps);
     if (result.status === 202) overheads.push(result.ms - FIRST_ACTION_MS);
     else errors[String(result.status)] = (errors[String(result.status)] ?? 0) + 1;
   });
@@ -70,7 +70,7 @@ type LadderStep = { rate: number; p50_ms: number | null; p99_ms: number | null; 
  * The highest offered rate whose overhead p99 stays under 50 ms: from the fixed rate up
  * by half again each step while it holds, or down by halves until it holds.
  */
-async function maxRate(ctx: ScenarioContext, stack: Stack, from: number): Promise<{ rate: number; steps: LadderStep[] }> {
+async function maxRate(ctx: ScenarioContext, stack: BenchStack, from: number): Promise<{ rate: number; steps: LadderStep[] }> {
   const ladder: LadderStep[] = [];
   const holds = async (rate: number): Promise<boolean> => {
     await sleep(SETTLE_MS);
@@ -101,7 +101,7 @@ export const accept: Scenario = {
     if (ctx.options.burst) return acceptInBursts(ctx);
     const rate = ctx.options.rate ?? DEFAULT_RATE;
     const requests = ctx.options.runs ?? (ctx.options.durationS ? Math.round(rate * ctx.options.durationS) : this.defaultRuns);
-    const stack = await startStack(ctx.env, { connections: 256 });
+    const stack = await startBenchStack(ctx.env, { connections: 256 });
     try {
       // Warm both paths (JIT, connections) before measuring either.
       await gatewayPhase(stack, 'acc-warm-', rate, Math.min(200, requests));

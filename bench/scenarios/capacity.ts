@@ -22,16 +22,19 @@
  * fresh stack and raw holder each, about a minute per size at 10 000 runs), and `per_size`
  * lists every size's memory per run: the memory chart's points (bench/report/charts.ts).
  */
+import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { OWNER_OAUTH_TOKEN } from '../../sandbox/owner-sim';
 import { scenarioMetadata, type Step } from '../../sandbox/scenario';
-import { IpcChild } from '../processes/ipc';
+import { IpcChild } from '../../stack/ipc';
 import { closedLoop } from '../clients/load';
 import { compareMemory, perRun, sampler, type PerRun } from '../measure/memory-per-run';
-import { DEPLOYED_ALLOCATOR_ENV, DEPLOYED_NODE_ARGS, commandDelta, readCpuMs } from '../processes/procs';
+import { DEPLOYED_ALLOCATOR_ENV, DEPLOYED_NODE_ARGS } from '../../stack/deployed-runtime';
+import { readCpuMs } from '../../stack/process-stats';
+import { commandDelta } from '../measure/bench-redis';
 import type { RawHolderQueries } from '../baselines/raw-holder';
 import { formatBytes, formatMs, loopLagP99Ms, type Scenario, type ScenarioContext, type ScenarioOutcome } from '../scenario';
-import { startStack, type Stack } from '../processes/stack';
+import { startBenchStack, type BenchStack } from '../bench-stack';
 import { round } from '../measure/stats';
 
 const WARM_RUNS = 200;
@@ -41,11 +44,11 @@ const HOLD_WINDOW_MS = 22_000;
 const STREAMS_PER_CONNECTION = 100;
 const held: Step[] = [{ op: 'checkpoint', text: 'holding' }, { op: 'hang' }];
 
-async function rampGateway(stack: Stack, prefix: string, count: number): Promise<{ accepted: number; failures: Record<string, number>; ms: number }> {
+async function rampGateway(stack: BenchStack, prefix: string, count: number): Promise<{ accepted: number; failures: Record<string, number>; ms: number }> {
   let accepted = 0;
   const failures: Record<string, number> = {};
   const ms = await closedLoop(count, RAMP_CONCURRENCY, async (i) => {
-    const result = await stack.client.execute(`${prefix}${i}`, held);
+    const result = await stack.load.execute(`${prefix}${i}`, held);
     if (result.status === 202) accepted += 1;
     else failures[String(result.status)] = (failures[String(result.status)] ?? 0) + 1;
   });
@@ -60,7 +63,7 @@ interface RawFigures {
 }
 
 async function measureRaw(ctx: ScenarioContext, workflowAddress: string, runs: number): Promise<RawFigures> {
-  const holder = await IpcChild.start<RawHolderQueries>('raw-stream holder', 'baselines/raw-holder.js', {
+  const holder = await IpcChild.start<RawHolderQueries>('raw-stream holder', path.join(__dirname, '..', 'baselines', 'raw-holder.js'), {
     execArgv: ['--expose-gc', ...DEPLOYED_NODE_ARGS],
     env: { ...DEPLOYED_ALLOCATOR_ENV },
   });
@@ -112,7 +115,7 @@ export interface SizeFigures {
 
 /** The whole measurement at one size: a fresh stack and raw holder, both sides held and sampled. */
 async function measureAt(ctx: ScenarioContext, runs: number): Promise<{ outcome: ScenarioOutcome; size: SizeFigures }> {
-  const stack = await startStack(ctx.env, {
+  const stack = await startBenchStack(ctx.env, {
     gatewayEnv: { LONGRUN_MAX_DETACHED_RUNS: String(runs + WARM_RUNS + 100) },
     connections: RAMP_CONCURRENCY,
   });
@@ -126,7 +129,7 @@ async function measureAt(ctx: ScenarioContext, runs: number): Promise<{ outcome:
       () => stack.gateway.rss(),
     );
     const warm = await rampGateway(stack, 'cap-warm-', WARM_RUNS);
-    if (warm.accepted !== WARM_RUNS) throw new Error(`warm-up: ${JSON.stringify(warm.failures)} of ${WARM_RUNS} not accepted: ${stack.gateway.output()}`);
+    if (warm.accepted !== WARM_RUNS) throw new Error(`warm-up: ${JSON.stringify(warm.failures)} of ${WARM_RUNS} not accepted: ${stack.gateway.logs()}`);
     const before = await sample(true);
     await stack.gateway.metrics(); // resets the loop-delay histogram: the next read covers the ramp
     const commandsBefore = await ctx.env.redis.commands();

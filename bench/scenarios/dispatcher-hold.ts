@@ -6,9 +6,9 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Step } from '../../sandbox/scenario';
-import { waitUntil } from '../processes/procs';
+import { waitUntil } from '../../stack/wait';
 import { formatMs, type Scenario, type ScenarioOutcome } from '../scenario';
-import { startStack } from '../processes/stack';
+import { startBenchStack } from '../bench-stack';
 import { median, ratio, round } from '../measure/stats';
 
 const DEFAULT_TURN_MS = 30_000;
@@ -24,7 +24,7 @@ export const dispatcherHold: Scenario = {
     const turns = ctx.options.runs ?? this.defaultRuns;
     const turnMs = ctx.options.turnMs ?? DEFAULT_TURN_MS;
     const steps: Step[] = [{ op: 'checkpoint', text: 'started' }, { op: 'wait', ms: turnMs }, { op: 'checkpoint', text: 'done', status: 'FINISHED' }, { op: 'end' }];
-    const stack = await startStack(ctx.env, { connections: turns * 2 + 2 });
+    const stack = await startBenchStack(ctx.env, { connections: turns * 2 + 2 });
     try {
       for (let i = 0; i < turns; i++) await stack.owner.query('configure', { workflowId: `hold-blocking-${i}`, config: { detached: false } });
       // A warm gateway, as in production: connections to the owner, Redis and the workflow
@@ -32,12 +32,12 @@ export const dispatcherHold: Scenario = {
       const warm: Step[] = [{ op: 'checkpoint', text: 'warm' }, { op: 'end' }];
       for (let i = 0; i < WARM_TURNS; i++) {
         await stack.owner.query('configure', { workflowId: `warm-blocking-${i}`, config: { detached: false } });
-        await Promise.all([stack.client.execute(`warm-detached-${i}`, warm), stack.client.execute(`warm-blocking-${i}`, warm)]);
+        await Promise.all([stack.load.execute(`warm-detached-${i}`, warm), stack.load.execute(`warm-blocking-${i}`, warm)]);
       }
       const run = async (mode: 'detached' | 'blocking', i: number): Promise<number> => {
         // Dispatchers start turns one at a time, not in one instant: stagger the starts.
         await sleep((2 * i + (mode === 'detached' ? 0 : 1)) * STAGGER_MS);
-        const result = await stack.client.execute(`hold-${mode}-${i}`, steps);
+        const result = await stack.load.execute(`hold-${mode}-${i}`, steps);
         const expected = mode === 'detached' ? 202 : 200;
         if (result.status !== expected) throw new Error(`${mode} turn answered ${result.status}, expected ${expected}: ${result.body.slice(0, 300)}`);
         if (mode === 'blocking' && !result.body.includes('FINISHED')) throw new Error(`blocking turn ended without its last checkpoint: ${result.body.slice(0, 300)}`);

@@ -7,9 +7,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Step } from '../../sandbox/scenario';
 import { closedLoop } from '../clients/load';
-import { commandDelta, waitUntil, withTimeout } from '../processes/procs';
+import { waitUntil } from '../../stack/wait';
+import { commandDelta } from '../measure/bench-redis';
 import { formatMs, type Scenario, type ScenarioOutcome } from '../scenario';
-import { startStack } from '../processes/stack';
+import { startBenchStack } from '../bench-stack';
 import { round } from '../measure/stats';
 
 const held: Step[] = [{ op: 'checkpoint', text: 'holding' }, { op: 'hang' }];
@@ -22,19 +23,19 @@ export const drain: Scenario = {
   defaultRuns: 5_000,
   async run(ctx): Promise<ScenarioOutcome> {
     const runs = ctx.options.runs ?? this.defaultRuns;
-    const stack = await startStack(ctx.env, {
+    const stack = await startBenchStack(ctx.env, {
       gatewayEnv: { LONGRUN_MAX_DETACHED_RUNS: String(runs + 100) },
       connections: RAMP_CONCURRENCY,
     });
     try {
       let accepted = 0;
       const rampMs = await closedLoop(runs, RAMP_CONCURRENCY, async (i) => {
-        if ((await stack.client.execute(`drain-${i}`, held)).status === 202) accepted += 1;
+        if ((await stack.load.execute(`drain-${i}`, held)).status === 202) accepted += 1;
       });
       ctx.log(`${accepted} runs accepted in ${Math.round(rampMs)} ms`);
       await waitUntil(async () => (await stack.workflow.query('callCounts', { prefix: 'drain-' })).withAction >= accepted, 30_000, 'every run to get its first action');
       const locksBefore = await ctx.env.redis.count('workhorse:duoworkflow:lock:*');
-      await stack.client.close();
+      await stack.load.close();
       await sleep(500);
 
       const commandsBefore = await ctx.env.redis.commands();
@@ -42,7 +43,7 @@ export const drain: Scenario = {
       const signalled = performance.now();
       const signalledAt = Date.now();
       stack.gateway.terminate();
-      const exitCode = await withTimeout(stack.gateway.exited, 30_000, 'the gateway to exit after SIGTERM');
+      const exitCode = await stack.gateway.exited(30_000);
       const drainMs = performance.now() - signalled;
       // Read before anything else runs; the gateway is gone, its CPU was read at its exit.
       const cpuMs = cpu.read();

@@ -17,11 +17,12 @@
  */
 import { request } from 'undici';
 import type { Step } from '../../sandbox/scenario';
-import { GatewayProcess, gatewayMainJs } from '../processes/gateway-process';
+import type { GatewayChild } from '../../stack/gateway-child';
 import { closedLoop } from '../clients/load';
-import { CpuMeter, commandDelta } from '../processes/procs';
+import { CpuMeter } from '../../stack/process-stats';
+import { commandDelta } from '../measure/bench-redis';
 import { formatMs, loopLagP99Ms, type Scenario, type ScenarioOutcome } from '../scenario';
-import { startSimulators } from '../processes/stack';
+import { gatewayMainJs, startBenchStack } from '../bench-stack';
 import { percentile, round } from '../measure/stats';
 import { blockingOnce, followOnce, type Reading } from '../clients/follow-client';
 
@@ -59,18 +60,10 @@ export const follow: Scenario = {
   async run(ctx): Promise<ScenarioOutcome> {
     const runs = ctx.options.runs ?? this.defaultRuns;
     const { redis } = ctx.env;
-    await redis.flush();
-    const sims = await startSimulators(ctx.env);
-    const gateways: GatewayProcess[] = [];
+    const stack = await startBenchStack(ctx.env, { replicas: ['follow-a', 'follow-b'] });
+    const gateways = stack.replicas;
     try {
-      for (const gateway of await Promise.all(
-        ['follow-a', 'follow-b'].map((name) =>
-          GatewayProcess.start({ ownerUrl: sims.owner.address, redisUrl: redis.url, secretFile: ctx.env.secretFile, env: { LONGRUN_REPLICA_ID: name } }),
-        ),
-      )) {
-        gateways.push(gateway);
-      }
-      const [a, b] = gateways as [GatewayProcess, GatewayProcess];
+      const [a, b] = gateways as [GatewayChild, GatewayChild];
       const body = JSON.stringify({ goal: 'bench', workflowMetadata: JSON.stringify({ scenario: turn() }) });
       // Started spread over one interval, as runs are: not all sending in the same millisecond.
       const detached = async (id: string, i: number): Promise<void> => {
@@ -81,13 +74,13 @@ export const follow: Scenario = {
       };
       const done = async (prefix: string, n: number): Promise<void> => {
         for (;;) {
-          const ends = await sims.owner.query('segmentEnds', { prefix });
+          const ends = await stack.owner.query('segmentEnds', { prefix });
           if (Object.values(ends).reduce((x, y) => x + y, 0) >= n) return;
           await new Promise((r) => setTimeout(r, 50));
         }
       };
       const meter = (): CpuMeter =>
-        new CpuMeter({ gateway_a: a.pid, gateway_b: b.pid, redis: redis.pid, workflow_sim: sims.workflow.pid, owner_sim: sims.owner.pid, driver: process.pid }).start();
+        new CpuMeter({ gateway_a: a.pid, gateway_b: b.pid, redis: redis.pid, workflow_sim: stack.workflow.pid, owner_sim: stack.owner.pid, driver: process.pid }).start();
       ctx.log(`2 gateways (${gatewayMainJs}); ${runs} runs of ${CHECKPOINTS} checkpoints ${INTERVAL_MS} ms apart, per phase`);
 
       // Warm-up (not measured): both replicas' follow paths, compiled and connected.
@@ -127,7 +120,7 @@ export const follow: Scenario = {
       const [lagA, lagB] = await Promise.all(gateways.map(async (g) => loopLagP99Ms(await g.metrics())));
 
       // 3. The baseline: the same turn to a blocking caller.
-      for (let i = 0; i < runs; i++) await sims.owner.query('configure', { workflowId: `follow-blocking-${i}`, config: { detached: false } });
+      for (let i = 0; i < runs; i++) await stack.owner.query('configure', { workflowId: `follow-blocking-${i}`, config: { detached: false } });
       const blocking: Reading[] = [];
       await closedLoop(runs, runs, async (i) => {
         blocking.push(await blockingOnce(a.url, `follow-blocking-${i}`, body));
@@ -201,8 +194,7 @@ export const follow: Scenario = {
         },
       };
     } finally {
-      await Promise.allSettled(gateways.map((g) => g.kill()));
-      await sims.close();
+      await stack.close();
     }
   },
 };

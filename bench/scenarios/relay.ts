@@ -6,9 +6,9 @@
  */
 import { OWNER_OAUTH_TOKEN } from '../../sandbox/owner-sim';
 import type { Step } from '../../sandbox/scenario';
-import { waitUntil } from '../processes/procs';
+import { waitUntil } from '../../stack/wait';
 import type { Scenario, ScenarioOutcome } from '../scenario';
-import { startStack, type Stack } from '../processes/stack';
+import { startBenchStack, type BenchStack } from '../bench-stack';
 import { median, ratio, round } from '../measure/stats';
 
 const PATH = '/api/v4/projects/1';
@@ -17,10 +17,10 @@ const CONCURRENCY = 32;
 const ROUNDS = 5;
 
 /** About `actions` relays through the gateway, over CONCURRENCY detached runs named `prefix<i>`; resolves once every run ended. */
-export async function throughLongrun(stack: Stack, prefix: string, actions: number): Promise<{ perS: number; ok: number; total: number }> {
+export async function throughLongrun(stack: BenchStack, prefix: string, actions: number): Promise<{ perS: number; ok: number; total: number }> {
   const perRun = Math.ceil(actions / CONCURRENCY);
   const steps: Step[] = [{ op: 'repeat', times: perRun, steps: [{ op: 'http', method: 'GET', path: PATH }] }, { op: 'end' }];
-  const answers = await Promise.all(Array.from({ length: CONCURRENCY }, (_, i) => stack.client.execute(`${prefix}${i}`, steps)));
+  const answers = await Promise.all(Array.from({ length: CONCURRENCY }, (_, i) => stack.load.execute(`${prefix}${i}`, steps)));
   const refused = answers.filter((a) => a.status !== 202);
   if (refused.length > 0)
     throw new Error(
@@ -45,7 +45,7 @@ export const relay: Scenario = {
   async run(ctx): Promise<ScenarioOutcome> {
     const actions = ctx.options.runs ?? this.defaultRuns;
     const perRound = Math.max(CONCURRENCY, Math.round(actions / ROUNDS));
-    const stack = await startStack(ctx.env, { connections: CONCURRENCY });
+    const stack = await startBenchStack(ctx.env, { connections: CONCURRENCY });
     try {
       const direct = (n: number) =>
         stack.workflow.query('directRelay', { ownerUrl: stack.owner.address, path: PATH, concurrency: CONCURRENCY, actions: n, token: OWNER_OAUTH_TOKEN }, 300_000);

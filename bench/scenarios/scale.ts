@@ -22,11 +22,14 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Step } from '../../sandbox/scenario';
-import { GatewayProcess, gatewayMainJs, metricTotal, scriptCommands } from '../processes/gateway-process';
+import type { GatewayChild } from '../../stack/gateway-child';
+import { metricTotal } from '../../stack/metric-text';
+import { waitUntil } from '../../stack/wait';
 import { ExecuteClient, closedLoop } from '../clients/load';
-import { commandDelta, waitUntil } from '../processes/procs';
+import { commandDelta } from '../measure/bench-redis';
+import { scriptCommands } from '../measure/script-commands';
 import { formatBytes, type Scenario, type ScenarioOutcome } from '../scenario';
-import { startSimulators } from '../processes/stack';
+import { gatewayMainJs, startBenchStack } from '../bench-stack';
 import { round } from '../measure/stats';
 
 const PROCESSES = 3;
@@ -58,7 +61,7 @@ interface RenewalCounts {
   late: number | undefined;
 }
 
-async function renewalCounts(gateways: GatewayProcess[]): Promise<RenewalCounts> {
+async function renewalCounts(gateways: readonly GatewayChild[]): Promise<RenewalCounts> {
   const texts = await Promise.all(gateways.map((g) => g.metrics()));
   const sum = (labels: Record<string, string>): number => texts.reduce((n, t) => n + (metricTotal(t, 'longrun_lock_operations_total', { op: 'renew', ...labels }) ?? 0), 0);
   const lates = texts.map((t) => metricTotal(t, 'longrun_lease_renewals_late_total'));
@@ -89,24 +92,14 @@ export const scale: Scenario = {
   async run(ctx): Promise<ScenarioOutcome> {
     const runs = ctx.options.runs ?? this.defaultRuns;
     const { redis } = ctx.env;
-    await redis.flush();
-    const sims = await startSimulators(ctx.env);
-    const gateways: GatewayProcess[] = [];
+    const stack = await startBenchStack(ctx.env, {
+      replicas: Array.from({ length: PROCESSES }, (_, i) => `scale-${i}`),
+      gatewayEnv: { LONGRUN_MAX_DETACHED_RUNS: String(runs + WARM_RUNS + 100) },
+    });
+    const gateways = stack.replicas;
     const clients: ExecuteClient[] = [];
     try {
-      for (const gateway of await Promise.all(
-        Array.from({ length: PROCESSES }, (_, i) =>
-          GatewayProcess.start({
-            ownerUrl: sims.owner.address,
-            redisUrl: redis.url,
-            secretFile: ctx.env.secretFile,
-            env: { LONGRUN_MAX_DETACHED_RUNS: String(runs + WARM_RUNS + 100), LONGRUN_REPLICA_ID: `scale-${i}` },
-          }),
-        ),
-      )) {
-        gateways.push(gateway);
-        clients.push(new ExecuteClient(gateway.url, RAMP_CONCURRENCY));
-      }
+      for (const gateway of gateways) clients.push(new ExecuteClient(gateway.url, RAMP_CONCURRENCY));
       ctx.log(`${PROCESSES} gateways (${gatewayMainJs}), lease ${LEASE_TTL_MS} ms, hold window ${HOLD_WINDOW_MS} ms`);
 
       // What Redis costs with the gateways connected and nothing held (its own cron, the stop poll's timer idle).
@@ -121,7 +114,7 @@ export const scale: Scenario = {
       const ramps = await Promise.all(clients.map((c, g) => ramp(c, `scale-run-${g}-`, runs)));
       const accepted = ramps.reduce((n, r) => n + r.accepted, 0);
       ctx.log(`${accepted} runs accepted in ${Math.round(performance.now() - started)} ms (failures ${JSON.stringify(ramps.map((r) => r.failures))})`);
-      await waitUntil(async () => (await sims.workflow.query('callCounts', { prefix: 'scale-run-' })).withAction >= accepted, 60_000, 'every run to get its first action');
+      await waitUntil(async () => (await stack.workflow.query('callCounts', { prefix: 'scale-run-' })).withAction >= accepted, 60_000, 'every run to get its first action');
       await sleep(500);
       const after = await Promise.all(gateways.map(async (g) => ({ heap: await g.gc(), rss: g.rss() })));
       const perRun = (read: (m: (typeof after)[number]) => number): number => after.reduce((n, m, i) => n + read(m) - read(before[i] as typeof m), 0) / accepted;
@@ -138,7 +131,7 @@ export const scale: Scenario = {
       const windowS = (performance.now() - windowStarted) / 1_000;
       const commands = commandDelta(commandsBefore, await redis.commands());
       const renewalsAfter = await renewalCounts(gateways);
-      const open = (await sims.workflow.query('callCounts', { prefix: 'scale-' })).open;
+      const open = (await stack.workflow.query('callCounts', { prefix: 'scale-' })).open;
 
       const inScripts = scriptCommands(gatewayMainJs, ['coordination']);
       const scriptCalls = Object.entries(commands.byName).reduce((n, [name, calls]) => n + (inScripts.has(name) ? calls : 0), 0);
@@ -187,8 +180,7 @@ export const scale: Scenario = {
       };
     } finally {
       await Promise.allSettled(clients.map((c) => c.close()));
-      await Promise.allSettled(gateways.map((g) => g.kill()));
-      await sims.close();
+      await stack.close();
     }
   },
 };

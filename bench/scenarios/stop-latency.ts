@@ -10,9 +10,9 @@ import { request } from 'undici';
 import { signOwnerJwt } from '../../src/core/jwt';
 import type { Step } from '../../sandbox/scenario';
 import { closedLoop } from '../clients/load';
-import { waitUntil } from '../processes/procs';
+import { waitUntil } from '../../stack/wait';
 import { formatMs, type Scenario, type ScenarioOutcome } from '../scenario';
-import { startStack, type Stack } from '../processes/stack';
+import { startBenchStack, type BenchStack } from '../bench-stack';
 import { percentile, round } from '../measure/stats';
 
 const held: Step[] = [{ op: 'checkpoint', text: 'holding' }, { op: 'hang' }];
@@ -23,7 +23,7 @@ const TARGET_P99_MS = 1_000;
 
 type Mode = 'key' | 'endpoint';
 
-async function endpointAvailable(stack: Stack, secret: Buffer): Promise<{ ok: boolean; why: string }> {
+async function endpointAvailable(stack: BenchStack, secret: Buffer): Promise<{ ok: boolean; why: string }> {
   const jwt = await signOwnerJwt(secret, 'stop-probe-none');
   const res = await request(`${stack.gateway.url}/internal/workflows/stop-probe-none/stop`, { method: 'POST', headers: { authorization: `Bearer ${jwt}` } });
   const text = await res.body.text();
@@ -41,7 +41,7 @@ export const stopLatency: Scenario = {
   defaultRuns: 200,
   async run(ctx): Promise<ScenarioOutcome> {
     const samples = ctx.options.runs ?? this.defaultRuns;
-    const stack = await startStack(ctx.env, { connections: 100 });
+    const stack = await startBenchStack(ctx.env, { connections: 100 });
     try {
       const endpoint = await endpointAvailable(stack, ctx.env.secret);
       if (!endpoint.ok) ctx.log(`stop endpoint not measured: probe answered ${endpoint.why}`);
@@ -50,9 +50,9 @@ export const stopLatency: Scenario = {
 
       let accepted = 0;
       await closedLoop(plan.length, 100, async (i) => {
-        if ((await stack.client.execute(plan[i]?.id ?? '', held)).status === 202) accepted += 1;
+        if ((await stack.load.execute(plan[i]?.id ?? '', held)).status === 202) accepted += 1;
       });
-      if (accepted !== plan.length) throw new Error(`only ${accepted} of ${plan.length} runs were accepted: ${stack.gateway.output()}`);
+      if (accepted !== plan.length) throw new Error(`only ${accepted} of ${plan.length} runs were accepted: ${stack.gateway.logs()}`);
 
       // One owner token per workflow (the internal routes refuse a token for another), signed before the clock starts.
       const tokens = new Map<string, string>();

@@ -14,7 +14,8 @@
  */
 import { OtlpReceiver } from '../../sandbox/otlp-receiver';
 import type { Scenario, ScenarioOutcome } from '../scenario';
-import { startSimulators, startStack, type Simulators, type Stack } from '../processes/stack';
+import { startStack, type Stack } from '../../stack';
+import { benchStackOptions, startBenchStack, type BenchStack } from '../bench-stack';
 import { median, ratio, round } from '../measure/stats';
 import { BURST_SIZE, emptyTally, gatewayBurst } from './accept-burst';
 import { throughLongrun } from './relay';
@@ -26,7 +27,7 @@ const RELAYS_PER_EXECUTE = 10;
 
 interface Arm {
   name: 'off' | 'on' | 'baseline';
-  stack: Stack;
+  stack: BenchStack;
   cpuPerExecute: number[];
   cpuPer1000Actions: number[];
   errors: number;
@@ -44,15 +45,17 @@ export const tracing: Scenario = {
     const receiver = await OtlpReceiver.start({ keep: false });
     const baselineJs = process.env['BENCH_GATEWAY_BASELINE'];
     const arms: Arm[] = [];
-    let simulators: Simulators | undefined;
+    /** The simulators every arm shares (a stack of no gateway), so that only the gateways differ. */
+    let shared: Stack<'process', 'process'> | undefined;
     const arm = async (name: Arm['name'], gatewayEnv: Record<string, string>, mainJs?: string): Promise<void> => {
+      const simulators = (shared as Stack<'process', 'process'>).simulators;
       // Redis was emptied once, before any gateway: a flush now would fence the ones started.
-      const stack = await startStack(ctx.env, { connections: 256, gatewayEnv, flush: false, simulators, ...(mainJs ? { mainJs } : {}) });
+      const stack = await startBenchStack(ctx.env, { name: `tracing-${name}`, connections: 256, gatewayEnv, flush: false, simulators, ...(mainJs ? { mainJs } : {}) });
       arms.push({ name, stack, cpuPerExecute: [], cpuPer1000Actions: [], errors: 0 });
     };
     try {
       await ctx.env.redis.flush();
-      simulators = await startSimulators(ctx.env);
+      shared = await startStack({ ...benchStackOptions(ctx.env), replicas: 0 });
       if (baselineJs) await arm('baseline', {}, baselineJs);
       // Off as by default: no endpoint (one inherited from the environment is blanked).
       await arm('off', { OTEL_EXPORTER_OTLP_ENDPOINT: '', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: '' });
@@ -122,7 +125,7 @@ export const tracing: Scenario = {
       };
     } finally {
       await Promise.allSettled(arms.map((a) => a.stack.close()));
-      await Promise.allSettled([simulators?.close(), receiver.close()]);
+      await Promise.allSettled([shared?.close(), receiver.close()]);
     }
   },
 };

@@ -26,19 +26,22 @@
  * is held). The driver (this process) opens every client socket on both sides; only the
  * gateway's and the raw holder's memory are measured.
  */
+import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type WebSocket from 'ws';
 import { WEBSOCKET_PATH } from '../../src/websocket/route';
 import { OWNER_OAUTH_TOKEN, WEBSOCKET_PREAUTH } from '../../sandbox/owner-sim';
 import type { Step } from '../../sandbox/scenario';
-import { metricSample } from '../processes/gateway-process';
-import { IpcChild } from '../processes/ipc';
+import { metricSample } from '../../stack/metric-text';
+import { IpcChild } from '../../stack/ipc';
 import { closedLoop, openWsSession } from '../clients/load';
 import { compareMemory, perRun, sampler, type PerRun } from '../measure/memory-per-run';
-import { CpuMeter, DEPLOYED_ALLOCATOR_ENV, DEPLOYED_NODE_ARGS, commandDelta } from '../processes/procs';
+import { DEPLOYED_ALLOCATOR_ENV, DEPLOYED_NODE_ARGS } from '../../stack/deployed-runtime';
+import { CpuMeter } from '../../stack/process-stats';
+import { commandDelta } from '../measure/bench-redis';
 import type { RawWsHolderQueries } from '../baselines/raw-ws-holder';
 import { formatBytes, formatMs, loopLagP99Ms, type Scenario, type ScenarioContext, type ScenarioOutcome } from '../scenario';
-import { startStack, type Stack } from '../processes/stack';
+import { startBenchStack, type BenchStack } from '../bench-stack';
 import { round } from '../measure/stats';
 
 const WARM_SESSIONS = 200;
@@ -90,8 +93,8 @@ interface RawFigures {
   cpuHold: Record<string, number>;
 }
 
-async function measureRaw(ctx: ScenarioContext, stack: Stack, sessions: number): Promise<RawFigures> {
-  const holder = await IpcChild.start<RawWsHolderQueries>('raw-ws holder', 'baselines/raw-ws-holder.js', {
+async function measureRaw(ctx: ScenarioContext, stack: BenchStack, sessions: number): Promise<RawFigures> {
+  const holder = await IpcChild.start<RawWsHolderQueries>('raw-ws holder', path.join(__dirname, '..', 'baselines', 'raw-ws-holder.js'), {
     execArgv: ['--expose-gc', ...DEPLOYED_NODE_ARGS],
     env: {
       ...DEPLOYED_ALLOCATOR_ENV,
@@ -144,7 +147,7 @@ export const wsCapacity: Scenario = {
   onlyWhenNamed: true,
   async run(ctx): Promise<ScenarioOutcome> {
     const sessions = ctx.options.runs ?? this.defaultRuns;
-    const stack = await startStack(ctx.env, {
+    const stack = await startBenchStack(ctx.env, {
       gatewayEnv: { LONGRUN_MAX_WS_SESSIONS: String(sessions + WARM_SESSIONS + 100) },
       connections: RAMP_CONCURRENCY,
     });
@@ -161,7 +164,7 @@ export const wsCapacity: Scenario = {
         () => stack.gateway.rss(),
       );
       const warm = await rampSessions(stack.gateway.url, 'wscap-warm-', WARM_SESSIONS, held);
-      if (warm.opened !== WARM_SESSIONS) throw new Error(`warm-up: ${JSON.stringify(warm.failures)} of ${WARM_SESSIONS} not opened: ${stack.gateway.output()}`);
+      if (warm.opened !== WARM_SESSIONS) throw new Error(`warm-up: ${JSON.stringify(warm.failures)} of ${WARM_SESSIONS} not opened: ${stack.gateway.logs()}`);
       const before = await sample(true);
       await stack.gateway.metrics(); // resets the loop-delay histogram: the next read covers the ramp
       const commandsBefore = await ctx.env.redis.commands();

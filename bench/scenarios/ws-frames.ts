@@ -52,11 +52,12 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Step } from '../../sandbox/scenario';
 import { WEBSOCKET_PREAUTH } from '../../sandbox/owner-sim';
 import { answeredStep, FrameSession, holdStep, type FrameCounts } from '../clients/frames-client';
-import { GatewayProcess, gatewayMainJs, scriptCommands } from '../processes/gateway-process';
+import type { GatewayChild } from '../../stack/gateway-child';
+import { scriptCommands } from '../measure/script-commands';
 import { addReadings, clientCounts, emptyReading, PhaseMeters, total, type Reading } from '../measure/phase-meters';
-import { waitUntil } from '../processes/procs';
+import { waitUntil } from '../../stack/wait';
 import type { Scenario, ScenarioOutcome } from '../scenario';
-import { startSimulators } from '../processes/stack';
+import { gatewayMainJs, startBenchStack } from '../bench-stack';
 import { round } from '../measure/stats';
 
 const PREFIX = 'wsframes-';
@@ -128,7 +129,7 @@ const typicalTurn: Step[] = [
 
 interface Stage {
   urls: string[];
-  gateways: readonly GatewayProcess[];
+  gateways: readonly GatewayChild[];
   meters: PhaseMeters;
 }
 
@@ -261,19 +262,12 @@ export const wsFrames: Scenario = {
     const frames = ctx.options.runs ?? this.defaultRuns;
     const framesPerSession = Math.max(1, Math.ceil(frames / (SESSIONS * ROUNDS)));
     const { redis } = ctx.env;
-    await redis.flush();
-    const sims = await startSimulators(ctx.env);
-    const gateways: GatewayProcess[] = [];
+    const stack = await startBenchStack(ctx.env, { replicas: ['frames-0', 'frames-1'] });
+    const gateways = stack.replicas;
     try {
-      await sims.owner.query('configure', { workflowId: WEBSOCKET_PREAUTH, config: { lockConcurrentFlow: true, actorId: ACTOR } });
-      const started = await Promise.allSettled(
-        [0, 1].map((i) => GatewayProcess.start({ ownerUrl: sims.owner.address, redisUrl: redis.url, secretFile: ctx.env.secretFile, env: { LONGRUN_REPLICA_ID: `frames-${i}` } })),
-      );
-      // Each one started is killed below, even when the other did not start.
-      for (const s of started) if (s.status === 'fulfilled') gateways.push(s.value);
-      const notStarted = started.find((s): s is PromiseRejectedResult => s.status === 'rejected');
-      if (notStarted) throw notStarted.reason;
-      const pids = { ...Object.fromEntries(gateways.map((g, i) => [`gateway_${i}`, g.pid])), owner_sim: sims.owner.pid, workflow_sim: sims.workflow.pid, driver: process.pid };
+      await stack.owner.query('configure', { workflowId: WEBSOCKET_PREAUTH, config: { lockConcurrentFlow: true, actorId: ACTOR } });
+      // Redis is metered apart (PhaseMeters: INFO cpu).
+      const pids = Object.fromEntries(Object.entries(stack.pids()).filter(([name]) => name !== 'redis'));
       const stage: Stage = { urls: gateways.map((g) => g.url), gateways, meters: new PhaseMeters(redis, pids) };
       ctx.log(`2 gateways (${gatewayMainJs}); ${ROUNDS} passes per path of ${SESSIONS} sessions × ${framesPerSession} frames per phase`);
 
@@ -305,7 +299,7 @@ export const wsFrames: Scenario = {
       }
       const typical = { direct: await typicalPass(stage, 'direct'), bridged: await typicalPass(stage, 'bridged') };
 
-      const calls = await sims.workflow.query('answers', { prefix: PREFIX });
+      const calls = await stack.workflow.query('answers', { prefix: PREFIX });
       const protocolErrors = calls.flatMap((c) => c.protocolErrors.map((e) => `${c.workflowId}: ${e}`));
       if (protocolErrors.length > 0) throw new Error(`the service saw protocol errors: ${protocolErrors.slice(0, 3).join('; ')}`);
 
@@ -425,8 +419,7 @@ export const wsFrames: Scenario = {
         },
       };
     } finally {
-      await Promise.allSettled(gateways.map((g) => g.kill()));
-      await sims.close();
+      await stack.close();
     }
   },
 };

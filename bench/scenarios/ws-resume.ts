@@ -34,13 +34,15 @@
  */
 import { WEBSOCKET_PREAUTH } from '../../sandbox/owner-sim';
 import { workhorseKeys } from '../../src/redis/keys';
-import { GatewayProcess, gatewayMainJs, metricTotal } from '../processes/gateway-process';
+import type { GatewayChild } from '../../stack/gateway-child';
+import { metricTotal } from '../../stack/metric-text';
 import { closedLoop } from '../clients/load';
-import { CpuMeter, commandDelta, waitUntil } from '../processes/procs';
+import { waitUntil } from '../../stack/wait';
+import { commandDelta } from '../measure/bench-redis';
 import { reattachKinds, runSession, type ReattachKind, type SessionPlan, type SessionRecord } from '../clients/resume-client';
 import { countActions } from '../measure/resume-ledger';
 import { formatMs, type Scenario, type ScenarioOutcome } from '../scenario';
-import { startSimulators } from '../processes/stack';
+import { gatewayMainJs, startBenchStack } from '../bench-stack';
 import { median, percentile, ratio, round } from '../measure/stats';
 
 const GATEWAYS = 2;
@@ -114,7 +116,7 @@ function summary(samples: readonly number[]): { n: number; p50: number; p99: num
   return { n: samples.length, p50: percentile(samples, 50), p99: percentile(samples, 99) };
 }
 
-async function gatewayCounts(gateways: GatewayProcess[]): Promise<Record<string, number>> {
+async function gatewayCounts(gateways: readonly GatewayChild[]): Promise<Record<string, number>> {
   const texts = await Promise.all(gateways.map((g) => g.metrics()));
   const sum = (name: string, labels: Record<string, string> = {}): number => texts.reduce((n, t) => n + (metricTotal(t, name, labels) ?? 0), 0);
   const out: Record<string, number> = { parked: sum('longrun_websocket_parked_total') };
@@ -135,29 +137,18 @@ export const wsResume: Scenario = {
   async run(ctx): Promise<ScenarioOutcome> {
     const sessions = ctx.options.runs ?? this.defaultRuns;
     const { redis } = ctx.env;
-    await redis.flush();
-    const sims = await startSimulators(ctx.env);
-    const gateways: GatewayProcess[] = [];
+    const stack = await startBenchStack(ctx.env, {
+      replicas: Array.from({ length: GATEWAYS }, (_, i) => `resume-${i}`),
+      gatewayEnv: {
+        LONGRUN_WS_RESUME_WINDOW_MS: String(RESUME_WINDOW_MS),
+        // Liveness traffic as a client sees it, short; the drops are terminates, seen at once.
+        LONGRUN_WS_PING_MS: '2000',
+        LONGRUN_WS_PONG_TIMEOUT_MS: '5000',
+      },
+    });
+    const gateways = stack.replicas;
     try {
-      await sims.owner.query('configure', { workflowId: WEBSOCKET_PREAUTH, config: { lockConcurrentFlow: true, actorId: ACTOR } });
-      for (const gateway of await Promise.all(
-        Array.from({ length: GATEWAYS }, (_, i) =>
-          GatewayProcess.start({
-            ownerUrl: sims.owner.address,
-            redisUrl: redis.url,
-            secretFile: ctx.env.secretFile,
-            env: {
-              LONGRUN_REPLICA_ID: `resume-${i}`,
-              LONGRUN_WS_RESUME_WINDOW_MS: String(RESUME_WINDOW_MS),
-              // Liveness traffic as a client sees it, short; the drops are terminates, seen at once.
-              LONGRUN_WS_PING_MS: '2000',
-              LONGRUN_WS_PONG_TIMEOUT_MS: '5000',
-            },
-          }),
-        ),
-      )) {
-        gateways.push(gateway);
-      }
+      await stack.owner.query('configure', { workflowId: WEBSOCKET_PREAUTH, config: { lockConcurrentFlow: true, actorId: ACTOR } });
       ctx.log(
         `${GATEWAYS} gateways (${gatewayMainJs}); ${sessions} sessions dropping ${DROP_TARGETS.length} times each every ${SEGMENT_ACTIONS} actions, ${CONCURRENCY} at a time`,
       );
@@ -171,13 +162,8 @@ export const wsResume: Scenario = {
       const warmFailed = warm.records.filter((r) => r.end !== '1000').length;
       ctx.log(`warm-up: ${warm.records.length} sessions, ${warmFailed} did not end 1000`);
       const commandsBefore = await redis.commands();
-      const cpu = new CpuMeter({
-        ...Object.fromEntries(gateways.map((g, i) => [`gateway_${i}`, g.pid])),
-        owner_sim: sims.owner.pid,
-        workflow_sim: sims.workflow.pid,
-        redis: redis.pid,
-        driver: process.pid,
-      }).start();
+      // gateway_0, gateway_1, owner_sim, workflow_sim, redis, driver.
+      const cpu = stack.cpu();
       const started = performance.now();
       const { records, skipped } = await runAll(planned, urls, bridge, SESSIONS_BUDGET_MS);
       const elapsedMs = performance.now() - started;
@@ -186,12 +172,12 @@ export const wsResume: Scenario = {
       const commands = commandDelta(commandsBefore, await redis.commands());
 
       // Every call ended (a session that gave up leaves its run parked until its window: not waited for).
-      await waitUntil(async () => (await sims.workflow.query('callCounts', { prefix: PREFIX })).open === 0, 5_000, 'every call to end').catch((err: unknown) =>
+      await waitUntil(async () => (await stack.workflow.query('callCounts', { prefix: PREFIX })).open === 0, 5_000, 'every call to end').catch((err: unknown) =>
         ctx.log((err as Error).message),
       );
-      const calls = await sims.workflow.query('answers', { prefix: PREFIX });
+      const calls = await stack.workflow.query('answers', { prefix: PREFIX });
       const ledger = countActions([...warm.records, ...records], calls);
-      const open = (await sims.workflow.query('callCounts', { prefix: PREFIX })).open;
+      const open = (await stack.workflow.query('callCounts', { prefix: PREFIX })).open;
       const locksLeft = await redis.count(workhorseKeys.lock(`${PREFIX}*`));
       const recordsLeft = await redis.count(workhorseKeys.run(`${PREFIX}*`));
       const runsLeft = (await Promise.all(gateways.map((g) => g.runsInFlight()))).reduce((a, b) => a + b, 0);
@@ -330,8 +316,7 @@ export const wsResume: Scenario = {
         },
       };
     } finally {
-      await Promise.allSettled(gateways.map((g) => g.kill()));
-      await sims.close();
+      await stack.close();
     }
   },
 };

@@ -17,8 +17,8 @@ import { gatewayConfig, loadConfig } from '../../src/config';
 import { createLogger } from '../../src/core/log';
 import { startSandbox } from '../../sandbox/sandbox';
 import type { Step } from '../../sandbox/scenario';
+import { startRedis } from '../../stack/redis-server';
 import { Dispatcher, type DispatcherEvent } from './dispatcher';
-import { startLocalRedis, type LocalRedis } from './redis-server';
 import { segmentEndRoute } from './segment-end-route';
 
 const RUN_LIMIT_MS = 2_000;
@@ -53,9 +53,13 @@ function describe(event: DispatcherEvent): string {
 }
 
 async function main(): Promise<void> {
-  let redis: LocalRedis;
-  if (process.env['REDIS_URL']) redis = { url: process.env['REDIS_URL'], stop: async () => undefined };
-  else redis = await startLocalRedis();
+  // A throwaway redis-server (the tests' own, marked as a new store), unless REDIS_URL names one.
+  const given = process.env['REDIS_URL'];
+  const redis = given
+    ? { url: given, stop: async () => undefined }
+    : await startRedis().catch((err: unknown) => {
+        throw new Error(`${(err as Error).message}; or set REDIS_URL`);
+      });
   print(`redis at ${redis.url}`);
   const env = loadConfig({
     LONGRUN_LISTEN: '127.0.0.1:0',

@@ -9,7 +9,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
 import { fromRoot } from '../../src/core/paths';
-import { freePort } from './ports';
+import { freePort } from '../../stack/ports';
 
 export interface EverythingServer {
   /** The MCP endpoint, http://127.0.0.1:<port>/mcp. */

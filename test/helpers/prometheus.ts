@@ -11,7 +11,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { request } from 'undici';
-import { freePort } from './ports';
+import { freePort } from '../../stack/ports';
 
 export interface Sample {
   name: string;

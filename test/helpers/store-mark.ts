@@ -4,7 +4,7 @@
  * LONGRUN_* variables (none of this process's).
  */
 import path from 'node:path';
-import { startChild } from './child';
+import { startChild } from '../../stack/child';
 
 export const MAIN = path.resolve(__dirname, '../../dist/src/main.js');
 

@@ -14,7 +14,7 @@ import { maxmemoryPolicies } from '../../src/coordination/eviction-check';
 import { fromRoot } from '../../src/core/paths';
 import { baseResources, containerEnv, findResource, gatewayContainer, readYaml, type Deployment } from '../helpers/deploy';
 import { findBinary, parseExposition, skipReason, type Sample } from '../helpers/prometheus';
-import { startStack, type Stack } from '../helpers/stack';
+import { startStack, type Stack } from '../../stack';
 
 const RULES = fromRoot('deploy/prometheus/longrun-rules.yml');
 const RULE_TESTS = fromRoot('deploy/prometheus/longrun-rules.test.yml');
@@ -117,7 +117,7 @@ describe('the rules against what the gateway exports', () => {
 
   beforeAll(async () => {
     // Beside a Redis: what the gateway says of its lock store is exported only then.
-    stack = await startStack({ redis: true });
+    stack = await startStack({ redis: 'own' });
     ({ samples, types } = parseExposition(await stack.metrics()));
   });
 

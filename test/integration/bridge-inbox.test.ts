@@ -15,7 +15,7 @@ import { inboxKey } from '../../src/redis/keys';
 import type { BridgeMessage } from '../../src/websocket/bridge/protocol';
 import { luaCommand } from '../../src/redis/scripts';
 import { parseRedisUrl } from '../../src/redis/url';
-import { startRedis, type RedisServer } from '../helpers/redis';
+import { startRedis, type RedisServer } from '../../stack/redis-server';
 
 let server: RedisServer;
 let redis: Redis;

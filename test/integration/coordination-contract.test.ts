@@ -11,7 +11,7 @@ import { MemoryBackend } from '../../src/coordination/memory-backend';
 import { RedisBackend } from '../../src/coordination/redis-backend';
 import { parseRedisUrl } from '../../src/redis/url';
 import { coordinationContract } from '../helpers/coordination-contract';
-import { startRedis, type RedisServer } from '../helpers/redis';
+import { startRedis, type RedisServer } from '../../stack/redis-server';
 
 let redis: RedisServer | undefined;
 

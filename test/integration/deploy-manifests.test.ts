@@ -54,7 +54,7 @@ import {
   type Kustomization,
   type Resource,
 } from '../helpers/deploy';
-import { removeSecretFile, writeSecretFile } from '../helpers/secret';
+import { removeSecretFile, writeSecretFile } from '../../stack/secret';
 
 /** A model class of kubernetes-models: constructed from an object, validate() throws. */
 type Model = new (data: never) => { apiVersion: string; kind: string; validate(): void };

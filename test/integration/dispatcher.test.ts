@@ -17,9 +17,9 @@ import type { CallRecord, WorkflowSimulatorOptions } from '../../sandbox/workflo
 import { Dispatcher, STUCK_WORKFLOW_MS, type DispatcherEvent, type DispatcherOptions } from '../../examples/dispatcher/dispatcher';
 import type { Turn } from '../../examples/dispatcher/owner-state';
 import { segmentEndRoute } from '../../examples/dispatcher/segment-end-route';
-import { startRedis, type RedisServer } from '../helpers/redis';
-import { testSecret } from '../helpers/secret';
-import { startStack, type Stack } from '../helpers/stack';
+import { startRedis, type RedisServer } from '../../stack/redis-server';
+import { testSecret } from '../../stack/secret';
+import { startStack, type Stack } from '../../stack';
 
 const RUN_LIMIT_MS = 1_000;
 const PREFIX = 'dispatcher-test';
@@ -47,7 +47,7 @@ async function startFleet(
 ) {
   const stack = await startStack({
     preauth: { detached: true },
-    redisUrl: redis.url,
+    redis: { url: redis.url },
     env: { LONGRUN_RUN_LIMIT_MS: String(RUN_LIMIT_MS), LONGRUN_LEASE_TTL_MS: '1500', ...options.env },
     ...(options.workflow ? { workflow: options.workflow } : {}),
   });

@@ -10,14 +10,14 @@ import type { MemoryBackend } from '../../src/coordination/memory-backend';
 import { OWNER_OAUTH_TOKEN } from '../../sandbox/owner-sim';
 import { scenarioMetadata, type Step } from '../../sandbox/scenario';
 import { verifyJwt, WORKHORSE_ISSUER } from '../../src/core/jwt';
-import { testSecret } from '../helpers/secret';
-import { metricValue, ndjsonLines, startStack, type Stack } from '../helpers/stack';
+import { testSecret } from '../../stack/secret';
+import { metricValue, ndjsonLines, startStack, type Stack } from '../../stack';
 
 let stack: Stack | undefined;
 const cleanups: Array<() => Promise<void> | void> = [];
 
 afterEach(async () => {
-  // A stack started with `redis: true` also closes its client and stops its redis-server.
+  // A stack started with `redis: 'own'` also closes its client and stops its redis-server.
   await stack?.close();
   stack = undefined;
   for (const cleanup of cleanups.splice(0)) await cleanup();
@@ -291,7 +291,7 @@ describe('the status table, each row from its real cause', () => {
 
 describe('the lock (LockConcurrentFlow)', () => {
   it('two concurrent executes for one workflow: exactly one 200 stream and one 409', async () => {
-    stack = await startStack({ redis: true, preauth: blocking });
+    stack = await startStack({ redis: 'own', preauth: blocking });
     const steps: Step[] = [{ op: 'checkpoint', text: 'a' }, { op: 'wait', ms: 500 }, { op: 'end' }];
     const results = await Promise.all([stack.executeText('40', { steps }), stack.executeText('40', { steps })]);
     const statuses = results.map((r) => r.status).sort();
@@ -303,7 +303,7 @@ describe('the lock (LockConcurrentFlow)', () => {
   });
 
   it('the caller hanging up cancels the stream and releases the lock', async () => {
-    stack = await startStack({ redis: true, preauth: blocking });
+    stack = await startStack({ redis: 'own', preauth: blocking });
     const abort = new AbortController();
     const res = await stack.execute('41', { steps: [{ op: 'checkpoint', text: 'a' }, { op: 'hang' }], signal: abort.signal });
     expect(res.statusCode).toBe(200);
@@ -317,7 +317,7 @@ describe('the lock (LockConcurrentFlow)', () => {
   });
 
   it('Redis stopped: a blocking execute still runs without the lock, logged and counted', async () => {
-    stack = await startStack({ redis: true, preauth: blocking });
+    stack = await startStack({ redis: 'own', preauth: blocking });
     await stack.redis!.stop();
     const res = await stack.executeText('42');
     expect(res.status).toBe(200);

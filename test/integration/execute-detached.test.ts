@@ -7,13 +7,13 @@ import { request } from 'undici';
 import { lockKey } from '../../src/redis/keys';
 import { signOwnerJwt } from '../../src/core/jwt';
 import type { Step } from '../../sandbox/scenario';
-import { testSecret } from '../helpers/secret';
-import { metricValue, startStack, type Stack } from '../helpers/stack';
+import { testSecret } from '../../stack/secret';
+import { metricValue, startStack, type Stack } from '../../stack';
 
 let stack: Stack | undefined;
 
 afterEach(async () => {
-  // A stack started with `redis: true` also stops its redis-server and client.
+  // A stack started with `redis: 'own'` also stops its redis-server and client.
   await stack?.close();
   stack = undefined;
 });
@@ -32,7 +32,7 @@ describe('detached mode is the owner’s decision', () => {
 
 describe('acceptance', () => {
   it('answers 202 on the first action, well before the accept wait, and the turn completes after the caller left', async () => {
-    stack = await startStack({ redis: true, preauth: detached, env: { LONGRUN_ACCEPT_WAIT_MS: '5000' } });
+    stack = await startStack({ redis: 'own', preauth: detached, env: { LONGRUN_ACCEPT_WAIT_MS: '5000' } });
     const steps: Step[] = [
       { op: 'wait', ms: 150 },
       { op: 'checkpoint', text: 'first' },
@@ -66,7 +66,7 @@ describe('acceptance', () => {
   });
 
   it('answers 202 after the accept wait when the service stays silent, and the first action is still served', async () => {
-    stack = await startStack({ redis: true, preauth: detached, env: { LONGRUN_ACCEPT_WAIT_MS: '200' } });
+    stack = await startStack({ redis: 'own', preauth: detached, env: { LONGRUN_ACCEPT_WAIT_MS: '200' } });
     const steps: Step[] = [{ op: 'wait', ms: 1_500 }, { op: 'http', path: '/api/v4/projects/3' }, { op: 'end' }];
     const started = performance.now();
     const res = await stack.executeText('102', { steps });
@@ -80,7 +80,7 @@ describe('acceptance', () => {
   });
 
   it('a stream that ends cleanly before acceptance answers 200 finished and releases the lock', async () => {
-    stack = await startStack({ redis: true, preauth: detached });
+    stack = await startStack({ redis: 'own', preauth: detached });
     const res = await stack.executeText('103', { steps: [{ op: 'end' }] });
     expect(res.status).toBe(200);
     expect(JSON.parse(res.text)).toMatchObject({ status: 'finished', workflow_id: '103' });
@@ -88,7 +88,7 @@ describe('acceptance', () => {
   });
 
   it('quota and invalid-argument rejections after a successful send are 403 and 400, never 202, and release the lock', async () => {
-    stack = await startStack({ redis: true, preauth: detached });
+    stack = await startStack({ redis: 'own', preauth: detached });
     const quota = await stack.executeText('104', {
       steps: [
         { op: 'wait', ms: 50 },
@@ -113,7 +113,7 @@ describe('acceptance', () => {
 
 describe('the lock is always taken for detached runs', () => {
   it('100 concurrent executes for one workflow start exactly one run', async () => {
-    stack = await startStack({ redis: true, preauth: detached });
+    stack = await startStack({ redis: 'own', preauth: detached });
     // The run outlives the burst, so no execute can legitimately start a second one.
     const steps: Step[] = [{ op: 'checkpoint', text: 'go' }, { op: 'hang' }];
     const results = await Promise.all(Array.from({ length: 100 }, () => stack!.executeText('110', { steps })));
@@ -123,7 +123,7 @@ describe('the lock is always taken for detached runs', () => {
   });
 
   it('Redis unreachable: 503 LOCK_UNAVAILABLE with Retry-After and no stream opened', async () => {
-    stack = await startStack({ redis: true, preauth: detached });
+    stack = await startStack({ redis: 'own', preauth: detached });
     await stack.redis!.stop();
     const res = await stack.executeText('111');
     expect(res.status).toBe(503);
@@ -135,7 +135,7 @@ describe('the lock is always taken for detached runs', () => {
   });
 
   it('taken: 409 WORKFLOW_LOCKED', async () => {
-    stack = await startStack({ redis: true, preauth: detached });
+    stack = await startStack({ redis: 'own', preauth: detached });
     await stack.client!.set(lockKey('112'), 'someone-else', 'PX', 60_000);
     const res = await stack.executeText('112');
     expect(res.status).toBe(409);
@@ -148,7 +148,7 @@ describe('the run limit and the stop handshake', () => {
   const hang: Step[] = [{ op: 'checkpoint', text: 'working' }, { op: 'hang' }];
 
   it('the public service (default allowlist): WORKHORSE_SERVER_SHUTDOWN sent, acked UNAVAILABLE, lock released, run_limit callback, the workflow still resumable', async () => {
-    stack = await startStack({ redis: true, preauth: detached, env: { LONGRUN_RUN_LIMIT_MS: '500' } });
+    stack = await startStack({ redis: 'own', preauth: detached, env: { LONGRUN_RUN_LIMIT_MS: '500' } });
     const res = await stack.executeText('120', { steps: hang });
     expect(res.status).toBe(202);
     await stack.owner.waitFor(() => stack!.owner.segmentEnds.length === 1, 5_000, 'segment end');
@@ -166,7 +166,7 @@ describe('the run limit and the stop handshake', () => {
   it('a service that allowlists WORKHORSE_RUN_LIMIT, configured so: that word sent, acked OK, still released', async () => {
     const allowlist = ['WORKHORSE_SERVER_SHUTDOWN', 'WORKHORSE_WEBSOCKET_PING_FAILED', 'WORKHORSE_RUN_LIMIT'];
     stack = await startStack({
-      redis: true,
+      redis: 'own',
       preauth: detached,
       workflow: { infraStopReasons: allowlist },
       env: { LONGRUN_RUN_LIMIT_MS: '500', LONGRUN_WORKFLOW_INFRA_STOP_REASONS: allowlist.join(',') },
@@ -182,7 +182,7 @@ describe('the run limit and the stop handshake', () => {
   });
 
   it('a service that ignores stops: cancelled after the ack timeout, still released', async () => {
-    stack = await startStack({ redis: true, preauth: detached, env: { LONGRUN_RUN_LIMIT_MS: '500', LONGRUN_STOP_ACK_TIMEOUT_MS: '300' } });
+    stack = await startStack({ redis: 'own', preauth: detached, env: { LONGRUN_RUN_LIMIT_MS: '500', LONGRUN_STOP_ACK_TIMEOUT_MS: '300' } });
     stack.workflow.ignoreStops = true;
     const started = performance.now();
     expect((await stack.executeText('122', { steps: hang })).status).toBe(202);
@@ -196,7 +196,7 @@ describe('the run limit and the stop handshake', () => {
   });
 
   it('does not wait out the ack timeout when the call ends at once', async () => {
-    stack = await startStack({ redis: true, preauth: detached, env: { LONGRUN_RUN_LIMIT_MS: '500', LONGRUN_STOP_ACK_TIMEOUT_MS: '10000' } });
+    stack = await startStack({ redis: 'own', preauth: detached, env: { LONGRUN_RUN_LIMIT_MS: '500', LONGRUN_STOP_ACK_TIMEOUT_MS: '10000' } });
     const started = performance.now();
     expect((await stack.executeText('123', { steps: hang })).status).toBe(202);
     await stack.owner.waitFor(() => stack!.owner.segmentEnds.length === 1, 5_000, 'segment end');
@@ -206,7 +206,7 @@ describe('the run limit and the stop handshake', () => {
 
 describe('the per-process cap', () => {
   it('over LONGRUN_MAX_DETACHED_RUNS → 503 CAPACITY_EXHAUSTED with Retry-After; slots come back when runs end', async () => {
-    stack = await startStack({ redis: true, preauth: detached, env: { LONGRUN_MAX_DETACHED_RUNS: '2' } });
+    stack = await startStack({ redis: 'own', preauth: detached, env: { LONGRUN_MAX_DETACHED_RUNS: '2' } });
     const hold: Step[] = [{ op: 'checkpoint', text: 'x' }, { op: 'hang' }];
     expect((await stack.executeText('130', { steps: hold })).status).toBe(202);
     expect((await stack.executeText('131', { steps: hold })).status).toBe(202);

@@ -9,7 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { LongrunClient, LongrunError, systemClock, type RetryClock } from '@longrun/client';
 import { RAILS_EXECUTE_RATE_LIMIT, RATE_LIMITED_BODY } from '../../sandbox/owner-sim';
 import { scenarioMetadata, type Step } from '../../sandbox/scenario';
-import { startStack, type Stack } from '../helpers/stack';
+import { startStack, type Stack } from '../../stack';
 
 let stack: Stack | undefined;
 const clients: LongrunClient[] = [];

@@ -8,7 +8,7 @@ import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import { plainExecuteWorkflowId } from '../../src/http/execute-route';
 import { scenarioMetadata } from '../../sandbox/scenario';
-import { startStack, type Stack } from '../helpers/stack';
+import { startStack, type Stack } from '../../stack';
 
 let stack: Stack | undefined;
 

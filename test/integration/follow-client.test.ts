@@ -7,7 +7,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { LongrunClient, LongrunError, type FollowEvent } from '@longrun/client';
 import type { Step } from '../../sandbox/scenario';
-import { startStack, type Stack } from '../helpers/stack';
+import { startStack, type Stack } from '../../stack';
 
 let stack: Stack | undefined;
 const clients: LongrunClient[] = [];
@@ -48,7 +48,7 @@ const consecutive = (events: FollowEvent[]): boolean => {
 describe('follow()', () => {
   it('yields the runs’ events, typed, and ends after idle', async () => {
     // The follow from an id starts after the run ended: it waits this long for the next, then ends idle.
-    stack = await startStack({ redis: true, preauth: { detached: true }, env: { LONGRUN_LOG_LEVEL: 'warn', LONGRUN_FOLLOW_IDLE_MS: '400' } });
+    stack = await startStack({ redis: 'own', preauth: { detached: true }, env: { LONGRUN_LOG_LEVEL: 'warn', LONGRUN_FOLLOW_IDLE_MS: '400' } });
     const client = clientFor(stack.url);
     const id = newWorkflow();
     await detached(client, id, [
@@ -79,8 +79,8 @@ describe('follow()', () => {
   });
 
   it('reopens a stream that dropped (its replica drained) on the next endpoint, by Last-Event-ID: every event once, in order', async () => {
-    stack = await startStack({ redis: true, preauth: { detached: true }, env: { LONGRUN_LOG_LEVEL: 'warn', LONGRUN_REPLICA_ID: 'holder' } });
-    const peer = await stack.peer({ LONGRUN_REPLICA_ID: 'drained' });
+    stack = await startStack({ redis: 'own', preauth: { detached: true }, env: { LONGRUN_LOG_LEVEL: 'warn', LONGRUN_REPLICA_ID: 'holder' } });
+    const peer = await stack.startReplica({ env: { LONGRUN_REPLICA_ID: 'drained' } });
     const s = stack;
     const id = newWorkflow();
     await detached(clientFor(s.url), id, [
@@ -116,7 +116,7 @@ describe('follow()', () => {
   });
 
   it('throws the owner’s refusal (not retried) and the caller’s abort', async () => {
-    stack = await startStack({ redis: true, preauth: { detached: true }, env: { LONGRUN_LOG_LEVEL: 'warn' } });
+    stack = await startStack({ redis: 'own', preauth: { detached: true }, env: { LONGRUN_LOG_LEVEL: 'warn' } });
     const client = clientFor(stack.url);
     const denied = newWorkflow();
     stack.owner.configure(denied, { deny: { status: 403, body: '{"message":"403 Forbidden"}' } });

@@ -14,7 +14,7 @@ import { WEBSOCKET_PREAUTH } from '../../sandbox/owner-sim';
 import type { Step } from '../../sandbox/scenario';
 import { INTEREST_TTL_MS } from '../../src/follow/hub';
 import { followPath, firstGap, openSse, type SseEvent, type SseStream } from '../helpers/sse';
-import { metricValue, ndjsonLines, startStack, type Peer, type Stack } from '../helpers/stack';
+import { metricValue, ndjsonLines, startStack, type Replica, type Stack } from '../../stack';
 import { openSession, resume, runsState, start } from '../helpers/ws-session';
 
 let stack: Stack | undefined;
@@ -31,7 +31,7 @@ afterEach(async () => {
 });
 
 async function followStack(env: Record<string, string> = {}, redis = true): Promise<Stack> {
-  stack = await startStack({ redis, preauth: { detached: true }, env: { LONGRUN_LOG_LEVEL: 'warn', ...env } });
+  stack = await startStack({ redis: redis ? 'own' : 'none', preauth: { detached: true }, env: { LONGRUN_LOG_LEVEL: 'warn', ...env } });
   return stack;
 }
 
@@ -41,7 +41,7 @@ async function follow(base: { url: string }, workflowId: string, query = '', hea
   return stream;
 }
 
-async function detached(s: Stack | Peer, workflowId: string, steps: Step[], goal = 'test goal'): Promise<string> {
+async function detached(s: Stack | Replica, workflowId: string, steps: Step[], goal = 'test goal'): Promise<string> {
   const res = await request(`${s.url}/api/v4/ai/duo_workflows/workflows/${workflowId}/execute`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
@@ -273,7 +273,7 @@ describe('across segments and replicas', () => {
 
   it('open the follow, then dispatch: the run from its `run` event on, its first checkpoint included, on the follow’s replica and on another', async () => {
     const s = await followStack({ LONGRUN_REPLICA_ID: 'follow-a' });
-    const peer = await s.peer({ LONGRUN_REPLICA_ID: 'follow-b' });
+    const peer = await s.startReplica({ env: { LONGRUN_REPLICA_ID: 'follow-b' } });
     const turn: Step[] = [{ op: 'checkpoint', text: 'first' }, { op: 'checkpoint', text: 'second' }, { op: 'checkpoint', text: 'last', status: 'FINISHED' }, { op: 'end' }];
     // The follow on A, each run on A, then B, then B again after a finished run of the workflow was followed.
     for (const [runOn, id] of [
@@ -312,7 +312,7 @@ describe('across segments and replicas', () => {
 
   it('after a resumable end the stream stays open and follows the next run on another replica, until a final end', async () => {
     const s = await followStack({ LONGRUN_RUN_LIMIT_MS: '1200', LONGRUN_REPLICA_ID: 'follow-a' });
-    const peer = await s.peer({ LONGRUN_REPLICA_ID: 'follow-b', LONGRUN_RUN_LIMIT_MS: '60000' });
+    const peer = await s.startReplica({ env: { LONGRUN_REPLICA_ID: 'follow-b', LONGRUN_RUN_LIMIT_MS: '60000' } });
     const id = newWorkflow();
     const turn: Step[] = [{ op: 'turn', checkpoints: 12, intervalMs: 200 }, { op: 'end' }];
     // The owner dispatches the next segment to the other replica.
@@ -356,7 +356,7 @@ describe('across segments and replicas', () => {
 
   it('what the channel lost while a replica’s subscription was down is read from the log: no gap, no repeat', async () => {
     const s = await followStack({ LONGRUN_REPLICA_ID: 'holder' });
-    const peer = await s.peer({ LONGRUN_REPLICA_ID: 'follower' });
+    const peer = await s.startReplica({ env: { LONGRUN_REPLICA_ID: 'follower' } });
     const id = newWorkflow();
     await detached(s, id, [
       { op: 'checkpoint', text: 'start' },
@@ -386,7 +386,7 @@ describe('across segments and replicas', () => {
 
   it('a follow on one replica follows a run on another: the holder is found by its interest, not asked', async () => {
     const s = await followStack({ LONGRUN_REPLICA_ID: 'holder' });
-    const peer = await s.peer({ LONGRUN_REPLICA_ID: 'follower' });
+    const peer = await s.startReplica({ env: { LONGRUN_REPLICA_ID: 'follower' } });
     const id = newWorkflow();
     await detached(s, id, [{ op: 'checkpoint', text: 'one' }, { op: 'wait', ms: 500 }, { op: 'checkpoint', text: 'two', status: 'FINISHED' }, { op: 'end' }]);
     const stream = await follow(peer, id);

@@ -15,7 +15,7 @@ import { FOLLOW_PATH } from '../../src/follow/route';
 import { EXECUTE_PATH } from '../../src/http/execute-route';
 import { WEBSOCKET_PATH } from '../../src/websocket/route';
 import { PREFIX, gitlabDuoWorkflowsRoutes, readFrom, type GitLabRoute } from '../fixtures/gitlab-duo-workflows-routes';
-import { startStack, type Stack } from '../helpers/stack';
+import { startStack, type Stack } from '../../stack';
 
 const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
 const WORKFLOW = '42';
@@ -89,7 +89,7 @@ describe('a gateway beside GitLab', () => {
   let stack: Stack;
 
   beforeAll(async () => {
-    stack = await startStack({ redis: false, env: { LONGRUN_LOG_LEVEL: 'warn' } });
+    stack = await startStack({ redis: 'none', env: { LONGRUN_LOG_LEVEL: 'warn' } });
     // The owner refuses: what reaches a longrun route is answered with the owner's 403, never a 404 of longrun's.
     const deny = { deny: { status: 403, body: '{"message":"403 Forbidden"}' } };
     stack.owner.configure(WORKFLOW, deny);

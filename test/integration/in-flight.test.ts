@@ -10,9 +10,9 @@ import { LongrunClient } from '@longrun/client';
 import { McpServerSimulator } from '../../sandbox/mcp-sim';
 import type { SegmentEnd } from '../../sandbox/owner-sim';
 import { scenarioMetadata, type Step } from '../../sandbox/scenario';
-import { startRedis, type RedisServer } from '../helpers/redis';
-import { testSecret } from '../helpers/secret';
-import { startStack, type Stack } from '../helpers/stack';
+import { startRedis, type RedisServer } from '../../stack/redis-server';
+import { testSecret } from '../../stack/secret';
+import { startStack, type Stack } from '../../stack';
 
 let stack: Stack | undefined;
 let client: LongrunClient | undefined;
@@ -34,7 +34,7 @@ async function start(options: { redis?: boolean; env?: Record<string, string>; m
     preauth: { detached: true, ...(options.mcpUrl ? { mcpServers: { sim: { URL: options.mcpUrl, Tools: ['slow'] } } } : {}) },
     // The simulated MCP server listens on loopback.
     env: { LONGRUN_LEASE_TTL_MS: '600', LONGRUN_MCP_ALLOW_PRIVATE: 'true', ...options.env },
-    ...(redis ? { redisUrl: redis.url } : {}),
+    ...(redis ? { redis: { url: redis.url } } : {}),
   });
   client = new LongrunClient({ url: stack.url, secret: testSecret });
   return { stack, client };
@@ -136,7 +136,7 @@ describe('an answer written after the stop is in flight, whatever becomes of it'
       redisClient = new Redis(redis.url);
       stack = await startStack({
         preauth: { detached: true },
-        redisUrl: redis.url,
+        redis: { url: redis.url },
         workflow: { stopEndDelayMs: kind === 'lock_lost' ? 3_000 : 1_500 },
         env: { ...stops[kind].env },
       });

@@ -11,7 +11,7 @@ import { LeaseKeeper } from '../../src/coordination/lease-keeper';
 import { BATCH_LEASES, RedisBackend } from '../../src/coordination/redis-backend';
 import { lockKey } from '../../src/redis/keys';
 import { parseRedisUrl } from '../../src/redis/url';
-import { startRedis, type RedisServer } from '../helpers/redis';
+import { startRedis, type RedisServer } from '../../stack/redis-server';
 
 const LEASES = 500;
 const TTL_MS = 3_000;

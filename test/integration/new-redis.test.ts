@@ -11,8 +11,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type WebSocket from 'ws';
 import { LongrunClient, LongrunError, LongrunSession, type SessionClose, type SessionEvent } from '@longrun/client';
 import { scenarioMetadata } from '../../sandbox/scenario';
-import { startRedis, type RedisServer, type RedisServerOptions } from '../helpers/redis';
-import { metricValue, startStack, type Stack } from '../helpers/stack';
+import { startRedis, type RedisServer, type RedisServerOptions } from '../../stack/redis-server';
+import { metricValue, startStack, type Stack } from '../../stack';
 import { openSession, start } from '../helpers/ws-session';
 
 const cleanup: Array<() => Promise<unknown> | unknown> = [];
@@ -29,7 +29,7 @@ async function redisServer(options: RedisServerOptions = {}): Promise<RedisServe
 }
 
 async function stackOn(redisUrl: string, leaseTtlMs: number): Promise<Stack> {
-  const stack = await startStack({ redisUrl, preauth: { detached: true, lockConcurrentFlow: true }, env: { LONGRUN_LEASE_TTL_MS: String(leaseTtlMs) } });
+  const stack = await startStack({ redis: { url: redisUrl }, preauth: { detached: true, lockConcurrentFlow: true }, env: { LONGRUN_LEASE_TTL_MS: String(leaseTtlMs) } });
   cleanup.push(() => stack.close());
   return stack;
 }

@@ -14,7 +14,7 @@ import { OWNER_OAUTH_TOKEN } from '../../sandbox/owner-sim';
 import type { Step } from '../../sandbox/scenario';
 import { version } from '../../src/core/version';
 import { findBinary, parseExposition, promtoolCheckMetrics, seriesKey, skipReason, type Sample } from '../helpers/prometheus';
-import { startStack, type Stack } from '../helpers/stack';
+import { startStack, type Stack } from '../../stack';
 
 /** Secrets the caller sends; each must reach the owner and never a log line. */
 const callerSecrets = {

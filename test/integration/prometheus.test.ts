@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { afterEach, expect, it } from 'vitest';
 import { fromRoot } from '../../src/core/paths';
 import { findBinary, skipReason, startPrometheus, type PrometheusServer } from '../helpers/prometheus';
-import { startStack, type Stack } from '../helpers/stack';
+import { startStack, type Stack } from '../../stack';
 
 let stack: Stack | undefined;
 let prometheus: PrometheusServer | undefined;

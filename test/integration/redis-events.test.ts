@@ -5,8 +5,8 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { startRedis, type RedisServer } from '../helpers/redis';
-import { metricValue, startStack, type Stack } from '../helpers/stack';
+import { startRedis, type RedisServer } from '../../stack/redis-server';
+import { metricValue, startStack, type Stack } from '../../stack';
 
 let stack: Stack | undefined;
 let redis: RedisServer | undefined;
@@ -23,7 +23,7 @@ const events = (text: string, connection: string, event: string): number => metr
 describe('Redis connection events', () => {
   it('are counted and logged (once per outage) while Redis is down, and its return is seen', async () => {
     redis = await startRedis();
-    stack = await startStack({ redisUrl: redis.url });
+    stack = await startStack({ redis: { url: redis.url } });
     let metrics = await stack.metrics();
     expect(events(metrics, 'commands', 'ready')).toBe(1);
     expect(events(metrics, 'subscriber', 'ready')).toBe(1);

@@ -5,8 +5,8 @@
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import net from 'node:net';
 import { Redis } from 'ioredis';
-import { freePort } from '../helpers/ports';
-import { startRedis, type RedisServer } from '../helpers/redis';
+import { freePort } from '../../stack/ports';
+import { startRedis, type RedisServer } from '../../stack/redis-server';
 
 function alive(pid: number): boolean {
   try {

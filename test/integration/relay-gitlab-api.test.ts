@@ -16,8 +16,8 @@ import { OWNER_OAUTH_TOKEN } from '../../sandbox/owner-sim';
 import type { Step } from '../../sandbox/scenario';
 import { request } from 'undici';
 import { WORKHORSE_ISSUER, signJwt, verifyJwt } from '../../src/core/jwt';
-import { testSecret } from '../helpers/secret';
-import { startStack, type Stack } from '../helpers/stack';
+import { testSecret } from '../../stack/secret';
+import { startStack, type Stack } from '../../stack';
 
 let stack: Stack | undefined;
 

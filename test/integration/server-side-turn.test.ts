@@ -13,7 +13,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { OWNER_OAUTH_TOKEN } from '../../sandbox/owner-sim';
 import { scenarioMetadata, type Step } from '../../sandbox/scenario';
 import { SERVER_SIDE_CLIENT_TYPE, SERVER_SIDE_CLIENT_VERSION, serverSideTurn, type ServerSideTurn } from '../helpers/server-side-caller';
-import { startStack, type Stack } from '../helpers/stack';
+import { startStack, type Stack } from '../../stack';
 
 let stack: Stack | undefined;
 
@@ -43,7 +43,7 @@ const lines = (body: string): string[] => body.split('\n').slice(0, -1);
 
 describe('a server-side turn', () => {
   it('streams as BuildHTTP does: 200 application/x-ndjson, chunked, checkpoints only, one protojson Action a line, keepalive lines while quiet', async () => {
-    stack = await startStack({ redis: true, preauth: RAILS_PREAUTH, env: { LONGRUN_KEEPALIVE_MS: '100', LONGRUN_LOG_LEVEL: 'warn' } });
+    stack = await startStack({ redis: 'own', preauth: RAILS_PREAUTH, env: { LONGRUN_KEEPALIVE_MS: '100', LONGRUN_LOG_LEVEL: 'warn' } });
     const steps: Step[] = [
       { op: 'checkpoint', text: 'reading the thread' },
       { op: 'http', method: 'GET', path: '/api/v4/projects/7' },
@@ -96,14 +96,14 @@ describe('a server-side turn', () => {
   });
 
   it('a turn that ends before any checkpoint is an empty 200: success, and the workflow’s status decides', async () => {
-    stack = await startStack({ redis: true, preauth: RAILS_PREAUTH, env: { LONGRUN_LOG_LEVEL: 'warn' } });
+    stack = await startStack({ redis: 'own', preauth: RAILS_PREAUTH, env: { LONGRUN_LOG_LEVEL: 'warn' } });
     const result = await turn(stack, '5302', [{ op: 'end' }]);
     expect(result).toMatchObject({ status: 200, outcome: { kind: 'success' }, actions: 0, keepalives: 0, body: '' });
     expect(result.headers['content-type']).toBe('application/x-ndjson');
   });
 
   it('a failure after the first line only ends the stream: the caller keeps its 200 and what it counted', async () => {
-    stack = await startStack({ redis: true, preauth: RAILS_PREAUTH, env: { LONGRUN_LOG_LEVEL: 'warn' } });
+    stack = await startStack({ redis: 'own', preauth: RAILS_PREAUTH, env: { LONGRUN_LOG_LEVEL: 'warn' } });
     const result = await turn(stack, '5303', [
       { op: 'checkpoint', text: 'started' },
       { op: 'wait', ms: 50 },
@@ -150,7 +150,7 @@ describe('a server-side turn', () => {
       ],
       ['the service unavailable: 502', () => undefined, [{ op: 'fail', code: 'UNAVAILABLE', message: 'down' }], 502, { kind: 'error', reason: 'execute_workflow_failed' }],
     ])('%s', async (_case, arrange, steps, status, outcome) => {
-      stack = await startStack({ redis: true, preauth: RAILS_PREAUTH, env: { LONGRUN_LOG_LEVEL: 'warn', LONGRUN_KEEPALIVE_MS: '50' } });
+      stack = await startStack({ redis: 'own', preauth: RAILS_PREAUTH, env: { LONGRUN_LOG_LEVEL: 'warn', LONGRUN_KEEPALIVE_MS: '50' } });
       await arrange(stack, '5310');
       const result = await turn(stack, '5310', steps);
       expect(result.status).toBe(status);

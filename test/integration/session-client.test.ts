@@ -13,7 +13,7 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import { LongrunSession, type LongrunSessionOptions, type SessionAction, type SessionClose, type SessionEvent } from '@longrun/client';
 import { WEBSOCKET_PREAUTH } from '../../sandbox/owner-sim';
 import { scenarioMetadata, type Step } from '../../sandbox/scenario';
-import { startStack, type Stack } from '../helpers/stack';
+import { startStack, type Stack } from '../../stack';
 
 let stack: Stack | undefined;
 const sessions: LongrunSession[] = [];
@@ -31,7 +31,7 @@ afterEach(async () => {
 
 async function sessionStack(): Promise<Stack> {
   stack = await startStack({
-    redis: true,
+    redis: 'own',
     env: {
       LONGRUN_WS_PING_MS: '100',
       LONGRUN_WS_PONG_TIMEOUT_MS: '400',

@@ -21,20 +21,20 @@ import { signOwnerJwt } from '../../src/core/jwt';
 import type { SegmentEnd } from '../../sandbox/owner-sim';
 import type { Step } from '../../sandbox/scenario';
 import type { WorkflowSimulatorOptions } from '../../sandbox/workflow-sim';
-import { testSecret } from '../helpers/secret';
-import { metricValue, startStack, type Stack } from '../helpers/stack';
+import { testSecret } from '../../stack/secret';
+import { metricValue, startStack, type Stack } from '../../stack';
 
 let stack: Stack | undefined;
 
 afterEach(async () => {
-  // A stack started with `redis: true` also closes its client and stops its redis-server.
+  // A stack started with `redis: 'own'` also closes its client and stops its redis-server.
   await stack?.close();
   stack = undefined;
 });
 
 /** A stack on its own redis-server whose workflow service ends the call OK when a stop arrives. */
 function crossingStack(env: Record<string, string> = {}, workflow: WorkflowSimulatorOptions = { endsCrossingStops: true }): Promise<Stack> {
-  return startStack({ redis: true, preauth: { detached: true, lockConcurrentFlow: true }, env, workflow });
+  return startStack({ redis: 'own', preauth: { detached: true, lockConcurrentFlow: true }, env, workflow });
 }
 
 /** A turn that sent its last checkpoint (with `status`) and waits to be stopped. */

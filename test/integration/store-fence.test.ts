@@ -13,7 +13,7 @@ import { LockStoreFenced, type LeaseRefresh } from '../../src/coordination/backe
 import { RedisBackend } from '../../src/coordination/redis-backend';
 import { parseRedisUrl } from '../../src/redis/url';
 import { markNewStore } from '../../src/coordination/store-mark';
-import { resume, startRedis, type RedisServer, type RedisServerOptions } from '../helpers/redis';
+import { resume, startRedis, type RedisServer, type RedisServerOptions } from '../../stack/redis-server';
 
 const MARKER = 'longrun:store';
 const refresh: LeaseRefresh = { runId: 'run' };

@@ -12,9 +12,9 @@ import { request } from 'undici';
 import type WebSocket from 'ws';
 import { OWNER_OAUTH_TOKEN, WEBSOCKET_PREAUTH } from '../../sandbox/owner-sim';
 import type { Step } from '../../sandbox/scenario';
-import { ownerJwt } from '../helpers/replicas';
+import { ownerJwt } from '../../stack';
 import { detachedExecuteTree, leaks, spanNamed, SpanCapture, tree, type SpanRecord } from '../helpers/spans';
-import { startStack, type Stack } from '../helpers/stack';
+import { startStack, type Stack } from '../../stack';
 import { openSession, resume, runsState, start, type Client } from '../helpers/ws-session';
 
 let stack: Stack | undefined;
@@ -218,9 +218,9 @@ describe('a WebSocket run', () => {
   it('re-attached through another replica: the claim carries the session’s span and the answer the run’s, so each replica’s span links to the other’s', async () => {
     const holder = new SpanCapture();
     const other = new SpanCapture();
-    stack = await startStack({ redis: true, tracing: holder.tracing, env: { ...ENV, LONGRUN_REPLICA_ID: 'replica-a' } });
+    stack = await startStack({ redis: 'own', tracing: holder.tracing, env: { ...ENV, LONGRUN_REPLICA_ID: 'replica-a' } });
     stack.owner.configure(WEBSOCKET_PREAUTH, { lockConcurrentFlow: true, actorId: 'user-9' });
-    const peer = await stack.peer({ LONGRUN_REPLICA_ID: 'replica-b' }, other.tracing);
+    const peer = await stack.startReplica({ env: { LONGRUN_REPLICA_ID: 'replica-b' }, tracing: other.tracing });
     await parkAndResume(stack, stack, peer, 'trace-ws-2');
     const onHolder = await spansUntil(holder, (all) => all.some((s) => s.name === 'workflow run'));
     const onOther = await spansUntil(other, (all) => all.some((s) => s.name === 'GET /api/v4/ai/duo_workflows/ws'));

@@ -11,24 +11,20 @@ import type WebSocket from 'ws';
 import { inboxKey } from '../../src/redis/keys';
 import { WEBSOCKET_PREAUTH } from '../../sandbox/owner-sim';
 import type { Step } from '../../sandbox/scenario';
-import { startRedisCluster, type RedisClusterTopology } from '../helpers/redis-cluster';
-import { startSentinelTopology, type SentinelTopology } from '../helpers/sentinel';
-import { metricValue, startStack, type Stack } from '../helpers/stack';
+import { metricValue, startStack, type Stack, type StackRedis } from '../../stack';
+import type { RedisClusterTopology } from '../../stack/redis-cluster';
+import type { SentinelTopology } from '../../stack/redis-sentinel';
 import { openSession, resume, runsState, start, type Client } from '../helpers/ws-session';
 
 let stack: Stack | undefined;
-let cluster: RedisClusterTopology | undefined;
-let sentinel: SentinelTopology | undefined;
 const clients: WebSocket[] = [];
 const open = (s: { url: string }): Promise<Client> => openSession(s.url, clients);
 
 afterEach(async () => {
   for (const ws of clients.splice(0)) ws.terminate();
+  // The stack stops the Cluster or the Sentinel topology it started.
   await stack?.close();
   stack = undefined;
-  await Promise.allSettled([cluster?.stop(), sentinel?.stop()]);
-  cluster = undefined;
-  sentinel = undefined;
 });
 
 const ENV = {
@@ -47,11 +43,11 @@ const twoReads: Step[] = [
 ];
 
 /** Parks `id` on the stack's gateway (replica-a) and bridges a resume on a second replica to it; returns the bridged client and the first action. */
-async function bridged(env: Record<string, string>, id: string): Promise<{ s: Stack; client: Client; read: Record<string, unknown> }> {
-  stack = await startStack({ redisUrl: env['LONGRUN_REDIS_URL'] as string, env: { ...ENV, ...env, LONGRUN_REPLICA_ID: 'replica-a' } });
+async function bridged(redis: StackRedis, id: string): Promise<{ s: Stack; client: Client; read: Record<string, unknown> }> {
+  stack = await startStack({ redis, env: { ...ENV, LONGRUN_REPLICA_ID: 'replica-a' } });
   const s = stack;
   s.owner.configure(WEBSOCKET_PREAUTH, { lockConcurrentFlow: true, actorId: 'user-7' });
-  const b = await s.peer({ LONGRUN_REPLICA_ID: 'replica-b' });
+  const b = await s.startReplica({ env: { LONGRUN_REPLICA_ID: 'replica-b' } });
   const first = await open(s);
   first.send(start(id, twoReads));
   const read = await first.next('runReadFile');
@@ -74,10 +70,10 @@ async function finish(client: Client, read: Record<string, unknown>): Promise<vo
 
 describe('bridges on a Redis Cluster and behind Sentinel', () => {
   it('Redis Cluster: the replicas’ inboxes are hash-tagged keys of their own slots; the bridged turn finishes', async () => {
-    cluster = await startRedisCluster();
+    const { s, client, read } = await bridged({ cluster: true }, '7101');
+    const cluster = s.cluster as RedisClusterTopology;
     const slots = await Promise.all([cluster.keyslot(inboxKey('replica-a')), cluster.keyslot(inboxKey('replica-b'))]);
     expect(slots[0]).not.toBe(slots[1]);
-    const { s, client, read } = await bridged({ LONGRUN_REDIS_URL: cluster.url, LONGRUN_REDIS_KEYS: 'cluster' }, '7101');
     await finish(client, read);
     expect(s.workflow.callsFor('7101')).toHaveLength(1);
     expect(s.workflow.callsFor('7101')[0]).toMatchObject({ protocolErrors: [], ended: { how: 'ok' } });
@@ -85,9 +81,8 @@ describe('bridges on a Redis Cluster and behind Sentinel', () => {
   });
 
   it('Sentinel: a failover while a session is bridged costs no resume — the bridge goes on or the reconnect re-attaches', async () => {
-    sentinel = await startSentinelTopology();
-    const topology = sentinel;
-    const { s, client, read } = await bridged({ LONGRUN_REDIS_URL: topology.url }, '7102');
+    const { s, client, read } = await bridged({ sentinel: {} }, '7102');
+    const topology = s.sentinel as SentinelTopology;
     const old = await topology.primaryPort();
     await topology.failover();
     await topology.waitForNewPrimary(old as number, 20_000);

@@ -13,8 +13,8 @@ import { inboxKey } from '../../src/redis/keys';
 import { lockKey } from '../../src/redis/keys';
 import { WEBSOCKET_PREAUTH, type PreauthConfig } from '../../sandbox/owner-sim';
 import type { Step } from '../../sandbox/scenario';
-import { resume as resumeRedis } from '../helpers/redis';
-import { metricValue, startStack, type Peer, type Stack } from '../helpers/stack';
+import { resume as resumeRedis } from '../../stack/redis-server';
+import { metricValue, startStack, type Replica, type Stack } from '../../stack';
 import { kindOf, openSession, resume, runsState, start, type Client } from '../helpers/ws-session';
 
 let stack: Stack | undefined;
@@ -37,10 +37,10 @@ const ENV = {
 };
 
 /** The holder (replica-a, the stack's gateway) and another replica (replica-b) on the same services and Redis. */
-async function twoReplicas(preauth: PreauthConfig = { lockConcurrentFlow: true, actorId: 'user-7' }): Promise<{ s: Stack; b: Peer }> {
-  stack = await startStack({ redis: true, env: { ...ENV, LONGRUN_REPLICA_ID: 'replica-a' } });
+async function twoReplicas(preauth: PreauthConfig = { lockConcurrentFlow: true, actorId: 'user-7' }): Promise<{ s: Stack; b: Replica }> {
+  stack = await startStack({ redis: 'own', env: { ...ENV, LONGRUN_REPLICA_ID: 'replica-a' } });
   stack.owner.configure(WEBSOCKET_PREAUTH, preauth);
-  const b = await stack.peer({ LONGRUN_REPLICA_ID: 'replica-b' });
+  const b = await stack.startReplica({ env: { LONGRUN_REPLICA_ID: 'replica-b' } });
   return { s: stack, b };
 }
 
@@ -252,10 +252,10 @@ describe('a reconnect on another replica is bridged to the run parked on its hol
   it('a bridged client that never reads: the holder pauses at the high-water mark (nothing piles up in Redis or either replica) and the run ends at the write timeout', async () => {
     // Pongs are waited for longer than the write: the stall, not the silence, ends it.
     const slow = { LONGRUN_WS_WRITE_TIMEOUT_MS: '1500', LONGRUN_WS_PONG_TIMEOUT_MS: '10000' };
-    stack = await startStack({ redis: true, env: { ...ENV, ...slow, LONGRUN_REPLICA_ID: 'replica-a' } });
+    stack = await startStack({ redis: 'own', env: { ...ENV, ...slow, LONGRUN_REPLICA_ID: 'replica-a' } });
     stack.owner.configure(WEBSOCKET_PREAUTH, { lockConcurrentFlow: true, actorId: 'user-7' });
     const s = stack;
-    const b = await s.peer({ ...slow, LONGRUN_REPLICA_ID: 'replica-b' });
+    const b = await s.startReplica({ env: { ...slow, LONGRUN_REPLICA_ID: 'replica-b' } });
     const id = '7011';
     const big: Step = { op: 'repeat', times: 300, steps: [{ op: 'checkpoint', bytes: 100_000 }] };
     const readA = await parkOn(s, id, [{ op: 'client', action: { runReadFile: { filepath: 'a.txt' } }, expect: { plainTextResponse: { response: 'A' } } }, big, { op: 'hang' }]);

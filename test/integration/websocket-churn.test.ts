@@ -10,7 +10,7 @@ import { readdirSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { scenarioMetadata } from '../../sandbox/scenario';
-import { metricValue, startStack, type Stack } from '../helpers/stack';
+import { metricValue, startStack, type Stack } from '../../stack';
 
 const SESSIONS = 1_000;
 const CONCURRENCY = 25;
@@ -22,7 +22,7 @@ const RESUME_WINDOW_MS = 300;
 
 beforeAll(async () => {
   stack = await startStack({
-    redis: true,
+    redis: 'own',
     preauth: { lockConcurrentFlow: true },
     env: { LONGRUN_STOP_ACK_TIMEOUT_MS: '2000', LONGRUN_LOG_LEVEL: 'warn', LONGRUN_WS_RESUME_WINDOW_MS: String(RESUME_WINDOW_MS) },
   });

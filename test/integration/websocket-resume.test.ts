@@ -14,7 +14,7 @@ import { lockKey } from '../../src/redis/keys';
 import { WEBSOCKET_PREAUTH, type PreauthConfig } from '../../sandbox/owner-sim';
 import type { Step } from '../../sandbox/scenario';
 import type { CallRecord, WorkflowSimulatorOptions } from '../../sandbox/workflow-sim';
-import { metricValue, startStack, type Stack } from '../helpers/stack';
+import { metricValue, startStack, type Stack } from '../../stack';
 import { kindOf, openSession, resume, runsState, start, type Client } from '../helpers/ws-session';
 
 let stack: Stack | undefined;
@@ -33,7 +33,7 @@ async function resumeStack(
   workflow?: WorkflowSimulatorOptions,
 ): Promise<Stack> {
   stack = await startStack({
-    redis: true,
+    redis: 'own',
     ...(workflow ? { workflow } : {}),
     env: { LONGRUN_WS_PING_MS: '100', LONGRUN_WS_PONG_TIMEOUT_MS: '400', LONGRUN_WS_RESUME_WINDOW_MS: '3000', LONGRUN_STOP_ACK_TIMEOUT_MS: '2000', ...env },
   });

@@ -15,7 +15,7 @@ import { WEBSOCKET_PREAUTH } from '../../sandbox/owner-sim';
 import { scenarioMetadata, type Step } from '../../sandbox/scenario';
 import type { CallRecord } from '../../sandbox/workflow-sim';
 import { McpServerSimulator } from '../../sandbox/mcp-sim';
-import { metricValue, startStack, type Stack, type StackOptions } from '../helpers/stack';
+import { metricValue, startStack, type Stack, type StackOptions } from '../../stack';
 
 let stack: Stack | undefined;
 const clients: WebSocket[] = [];
@@ -40,7 +40,7 @@ const FAST = {
 };
 
 async function wsStack(options: StackOptions = {}): Promise<Stack> {
-  stack = await startStack({ redis: true, preauth: { lockConcurrentFlow: true }, ...options, env: { ...FAST, ...options.env } });
+  stack = await startStack({ redis: 'own', preauth: { lockConcurrentFlow: true }, ...options, env: { ...FAST, ...options.env } });
   return stack;
 }
 
@@ -260,7 +260,7 @@ describe('a session', () => {
 
   it('Redis down: a session with LockConcurrentFlow runs without the lock (Workhorse parity)', async () => {
     stack = await startStack({
-      redisUrl: 'redis://127.0.0.1:1',
+      redis: { url: 'redis://127.0.0.1:1' },
       preauth: { lockConcurrentFlow: true },
       env: { ...FAST, LONGRUN_REDIS_CONNECT_TIMEOUT_MS: '200', LONGRUN_REDIS_COMMAND_TIMEOUT_MS: '200' },
     });

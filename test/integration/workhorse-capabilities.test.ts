@@ -14,7 +14,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type WebSocket from 'ws';
 import { scenarioMetadata, type Step } from '../../sandbox/scenario';
 import type { CallRecord } from '../../sandbox/workflow-sim';
-import { startStack, type Stack } from '../helpers/stack';
+import { startStack, type Stack } from '../../stack';
 import { openSession, start } from '../helpers/ws-session';
 
 /** Workhorse's ClientCapabilities, in its order (websocket.go, 04e80ac). */
@@ -55,7 +55,7 @@ async function callOf(s: Stack, id: string): Promise<CallRecord> {
 
 describe('the WebSocket route', () => {
   it('passes the ten client capabilities Workhorse allows, in its order, then the six server ones; nothing else', async () => {
-    stack = await startStack({ redis: false, preauth: { serverCapabilities: OWNER_SERVER } });
+    stack = await startStack({ redis: 'none', preauth: { serverCapabilities: OWNER_SERVER } });
     const session = await openSession(stack.url, clients);
     session.send(start('6101', STEPS, { clientCapabilities: ANNOUNCED_CLIENT }));
     expect(await session.closed).toEqual({ code: 1000, reason: '' });
@@ -64,7 +64,7 @@ describe('the WebSocket route', () => {
   });
 
   it('each of the three the newest Workhorse added passes alone', async () => {
-    stack = await startStack({ redis: false, preauth: { serverCapabilities: [] } });
+    stack = await startStack({ redis: 'none', preauth: { serverCapabilities: [] } });
     for (const [i, capability] of ['grep_fixed_strings', 'read_file_image', 'auto_mode'].entries()) {
       const id = String(6110 + i);
       const session = await openSession(stack.url, clients);
@@ -80,7 +80,7 @@ describe('the execute route', () => {
     ['blocking', false],
     ['detached', true],
   ] as const)('%s: announces no client capability, whatever the body lists; the owner’s server ones pass Workhorse’s allowlist', async (_transport, detached) => {
-    stack = await startStack({ redis: true, preauth: { detached, serverCapabilities: OWNER_SERVER } });
+    stack = await startStack({ redis: 'own', preauth: { detached, serverCapabilities: OWNER_SERVER } });
     const res = await stack.executeText('6120', { body: { goal: 'go', workflowMetadata: scenarioMetadata(STEPS), clientCapabilities: ANNOUNCED_CLIENT } });
     expect(res.status).toBe(detached ? 202 : 200);
     const call = await callOf(stack, '6120');

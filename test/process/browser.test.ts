@@ -23,8 +23,8 @@ import { createLogger } from '../../src/core/log';
 import { CHAT_PATH, DROP_PATH, chatUrl } from '../../sandbox/chat-page';
 import { sandboxTurn, startSandbox, type Sandbox } from '../../sandbox/sandbox';
 import type { CallRecord } from '../../sandbox/workflow-sim';
-import { startRedis } from '../helpers/redis';
-import { metricValue, startStack } from '../helpers/stack';
+import { startRedis } from '../../stack/redis-server';
+import { metricValue, startStack } from '../../stack';
 
 /** Debian's `chromium` (scripts/ensure-test-deps.sh installs it). */
 const CHROMIUM = '/usr/bin/chromium';

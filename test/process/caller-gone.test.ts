@@ -15,19 +15,17 @@ import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
 import { lockKey } from '../../src/redis/keys';
-import { OwnerServiceSimulator } from '../../sandbox/owner-sim';
 import { scenarioMetadata, type Step } from '../../sandbox/scenario';
-import { WorkflowServiceSimulator } from '../../sandbox/workflow-sim';
-import { startReplica, type Replica } from '../helpers/replicas';
-import { removeSecretFile, testSecret, writeSecretFile } from '../helpers/secret';
-import { metricValue, startStack, type Stack } from '../helpers/stack';
+import type { WorkflowServiceSimulator } from '../../sandbox/workflow-sim';
+import { metricValue, startStack, type Stack } from '../../stack';
+import type { GatewayChild as Replica } from '../../stack/gateway-child';
 
 let stack: Stack | undefined;
 const cleanups: Array<() => Promise<unknown> | unknown> = [];
 
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-  // A stack started with `redis: true` also stops its redis-server (resumed first) and client.
+  // A stack started with `redis: 'own'` also stops its redis-server (resumed first) and client.
   await stack?.close();
   stack = undefined;
 });
@@ -87,7 +85,7 @@ function executeLines(s: Stack): Array<Record<string, unknown>> {
 
 describe('a blocking caller that hangs up', () => {
   it('during preauth: nothing is opened, nothing is taken, one CLIENT_GONE line', async () => {
-    stack = await startStack({ redis: true, preauth: blocking });
+    stack = await startStack({ redis: 'own', preauth: blocking });
     stack.owner.configure('61', { ...blocking, delayMs: 800 });
     await hangUpAfter(stack, '61', 150, [{ op: 'checkpoint' }, { op: 'hang' }]);
     // Well past the moment the owner would have answered.
@@ -100,7 +98,7 @@ describe('a blocking caller that hangs up', () => {
   });
 
   it('while the lock is being taken (Redis paused): the late lock is given back, no stream is opened', async () => {
-    stack = await startStack({ redis: true, preauth: blocking, env: { LONGRUN_REDIS_COMMAND_TIMEOUT_MS: '3000' } });
+    stack = await startStack({ redis: 'own', preauth: blocking, env: { LONGRUN_REDIS_COMMAND_TIMEOUT_MS: '3000' } });
     process.kill(stack.redis!.pid as number, 'SIGSTOP');
     const hungUp = hangUpAfter(stack, '62', 300, [{ op: 'checkpoint' }, { op: 'hang' }]);
     await sleep(800);
@@ -113,7 +111,7 @@ describe('a blocking caller that hangs up', () => {
   });
 
   it('after the stream opened, before the first line: the call is cancelled and the lock released', async () => {
-    stack = await startStack({ redis: true, preauth: blocking });
+    stack = await startStack({ redis: 'own', preauth: blocking });
     const abort = new AbortController();
     const pending = stack.execute('63', { steps: [{ op: 'wait', ms: 10_000 }, { op: 'checkpoint' }, { op: 'end' }], signal: abort.signal }).catch(() => undefined);
     await stack.workflow.waitFor(() => stack!.workflow.callsFor('63').length === 1, 5_000, 'call opened');
@@ -124,7 +122,7 @@ describe('a blocking caller that hangs up', () => {
   });
 
   it('20 hang-ups at scattered moments leave no run, lock or stream behind', async () => {
-    stack = await startStack({ redis: true, preauth: blocking });
+    stack = await startStack({ redis: 'own', preauth: blocking });
     const ids = Array.from({ length: 20 }, (_, i) => `64${String(i).padStart(2, '0')}`);
     ids.forEach((id, i) => stack!.owner.configure(id, { ...blocking, delayMs: (i * 37) % 120 }));
     const steps: Step[] = [{ op: 'wait', ms: 100 }, { op: 'checkpoint', text: 'one' }, { op: 'wait', ms: 100 }, { op: 'checkpoint', text: 'two' }, { op: 'hang' }];
@@ -143,29 +141,25 @@ describe('a blocking caller that hangs up', () => {
 });
 
 describe('a blocking caller that reads nothing', () => {
-  let owner: OwnerServiceSimulator | undefined;
+  let fleet: Stack<'process'> | undefined;
   let workflow: WorkflowServiceSimulator | undefined;
   let replica: Replica | undefined;
-  let secretFile: string | undefined;
 
   afterEach(async () => {
-    await replica?.child.kill();
-    await Promise.allSettled([owner?.close(), workflow?.close(), secretFile ? removeSecretFile(secretFile) : undefined]);
-    replica = owner = workflow = secretFile = undefined;
+    await fleet?.close();
+    fleet = workflow = replica = undefined;
   });
 
   const rssBytes = (pid: number): number => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? NaN) * 1024;
 
   it('holds bounded memory, slows the service through flow control, and is ended after the stall limit', async () => {
-    workflow = await WorkflowServiceSimulator.start();
-    owner = await OwnerServiceSimulator.start({ secret: testSecret, workflowServiceUri: workflow.address, defaults: { detached: false, lockConcurrentFlow: false } });
-    secretFile = await writeSecretFile();
-    replica = await startReplica('slow-reader', {
-      LONGRUN_OWNER_URL: owner.url,
-      LONGRUN_SECRET_FILE: secretFile,
-      LONGRUN_CALLER_STALL_MS: '4000',
-      LONGRUN_LOG_LEVEL: 'info',
+    fleet = await startStack({
+      gateway: 'process',
+      replicas: ['slow-reader'],
+      preauth: { detached: false, lockConcurrentFlow: false },
+      env: { LONGRUN_CALLER_STALL_MS: '4000', LONGRUN_LOG_LEVEL: 'info' },
     });
+    ({ workflow, gateway: replica } = fleet);
     // Warm up: one turn read whole, so the baseline includes a live channel.
     expect((await replica.execute('70', [{ op: 'checkpoint', text: 'warm', bytes: 100_000 }, { op: 'end' }])).status).toBe(200);
     const pid = replica.child.process.pid as number;

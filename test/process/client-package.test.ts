@@ -15,7 +15,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fromRoot } from '../../src/core/paths';
-import { startChild, type Child } from '../helpers/child';
+import { startChild, type Child } from '../../stack/child';
 
 const packageDir = fromRoot('packages/client');
 const clientPackage = JSON.parse(readFileSync(path.join(packageDir, 'package.json'), 'utf8')) as { version: string; dependencies: Record<string, string> };

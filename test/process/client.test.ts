@@ -14,10 +14,10 @@ import { LongrunClient, LongrunError, type Checkpoint, type RetryClock, type Seg
 import { segmentEndMiddleware, segmentEndOf } from '@longrun/client/express';
 import { signJwt, WORKHORSE_ISSUER } from '../../src/core/jwt';
 import { scenarioMetadata, type Step } from '../../sandbox/scenario';
-import { freePort } from '../helpers/ports';
-import { startRedis, type RedisServer } from '../helpers/redis';
-import { testSecret, wrongSecret } from '../helpers/secret';
-import { startStack, type Stack } from '../helpers/stack';
+import { freePort } from '../../stack/ports';
+import { startRedis, type RedisServer } from '../../stack/redis-server';
+import { testSecret, wrongSecret } from '../../stack/secret';
+import { startStack, type Stack } from '../../stack';
 
 const hang: Step[] = [{ op: 'checkpoint', text: 'working' }, { op: 'hang' }];
 const quick: Step[] = [{ op: 'end' }];
@@ -268,7 +268,7 @@ describe('retries that honour Retry-After', () => {
     beforeAll(async () => {
       redis = await startRedis();
       // A short lease: the Redis restarted empty is fenced for one lease TTL (store-fence.lua), and the client waits it out.
-      locked = await startStack({ preauth: { detached: true }, redisUrl: redis.url, env: { LONGRUN_REDIS_CONNECT_TIMEOUT_MS: '300', LONGRUN_LEASE_TTL_MS: '1500' } });
+      locked = await startStack({ preauth: { detached: true }, redis: { url: redis.url }, env: { LONGRUN_REDIS_CONNECT_TIMEOUT_MS: '300', LONGRUN_LEASE_TTL_MS: '1500' } });
     });
     afterAll(async () => {
       await locked.close();

@@ -9,8 +9,8 @@ import path from 'node:path';
 import { gatewayConfig, loadConfig } from '../../src/config';
 import { ConfigError } from '../../src/core/env';
 import { readSecretFile } from '../../src/owner/settings';
-import { startChild } from '../helpers/child';
-import { removeSecretFile, testSecret, writeSecretFile } from '../helpers/secret';
+import { startChild } from '../../stack/child';
+import { removeSecretFile, testSecret, writeSecretFile } from '../../stack/secret';
 
 let secretFile: string;
 let scratch: string;

@@ -19,14 +19,14 @@ import path from 'node:path';
 import Redis from 'ioredis';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DEPLOYED_ALLOCATOR_ENV, DEPLOYED_NODE_ARGS } from '../../bench/processes/procs';
+import { DEPLOYED_ALLOCATOR_ENV, DEPLOYED_NODE_ARGS } from '../../stack/deployed-runtime';
 import { lockKey } from '../../src/redis/keys';
 import { fromRoot } from '../../src/core/paths';
 import { scenarioMetadata } from '../../sandbox/scenario';
 import { version } from '../../src/core/version';
 import { baseResources, containerEnv, findResource, gatewayContainer, parseDockerfile, type Deployment, type DockerInstruction, type DockerStage } from '../helpers/deploy';
-import { testSecret } from '../helpers/secret';
-import { startRedis, type RedisServer } from '../helpers/redis';
+import { testSecret } from '../../stack/secret';
+import { startRedis, type RedisServer } from '../../stack/redis-server';
 
 const dockerfile = parseDockerfile();
 const runtime = dockerfile.stages.at(-1);

@@ -43,16 +43,18 @@ import { Redis } from 'ioredis';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { LongrunClient } from '@longrun/client';
-import { OwnerServiceSimulator } from '../../sandbox/owner-sim';
+import type { OwnerServiceSimulator } from '../../sandbox/owner-sim';
 import type { Step } from '../../sandbox/scenario';
-import { WorkflowServiceSimulator, type CallRecord } from '../../sandbox/workflow-sim';
+import type { WorkflowServiceSimulator, CallRecord } from '../../sandbox/workflow-sim';
 import { Dispatcher, type DispatcherEvent } from '../../examples/dispatcher/dispatcher';
 import type { Turn } from '../../examples/dispatcher/owner-state';
 import { segmentEndRoute } from '../../examples/dispatcher/segment-end-route';
-import { freePort } from '../helpers/ports';
-import { startRedis, type RedisServer } from '../helpers/redis';
-import { lockOperations, startReplica, type Replica } from '../helpers/replicas';
-import { removeSecretFile, testSecret, writeSecretFile } from '../helpers/secret';
+import { startStack, type Stack } from '../../stack';
+import type { GatewayChild as Replica } from '../../stack/gateway-child';
+import { lockOperations } from '../../stack/metric-text';
+import { freePort } from '../../stack/ports';
+import { startRedis, type RedisServer } from '../../stack/redis-server';
+import { testSecret } from '../../stack/secret';
 
 const TURNS = 50;
 const STEPS = 90;
@@ -67,15 +69,14 @@ const WIRE_MS = 5;
 /** When a turn's last step is sent, relative to its call's start: swept across the run limit. */
 const finishAtMs = (turn: number): number => RUN_LIMIT_MS - 40 + 2 * (turn % 21);
 
+let stack: Stack<'process'>;
 let gatewayRedis: RedisServer;
 let queueRedis: RedisServer;
 let redisClient: Redis;
 let owner: OwnerServiceSimulator;
 const services: WorkflowServiceSimulator[] = [];
 const progress = new Map<string, number>();
-let secretFile: string;
 const slots: Array<{ name: string; port: number; replica: Replica | undefined }> = [];
-const retired: Replica[] = [];
 let client: LongrunClient;
 let dispatcher: Dispatcher;
 const events: Array<DispatcherEvent & { at: number }> = [];
@@ -89,26 +90,30 @@ const callsOf = (id: string): CallRecord[] =>
     .sort((a, b) => a.startedAt - b.startedAt);
 
 async function startSlot(slot: (typeof slots)[number]): Promise<void> {
-  slot.replica = await startReplica(slot.name, {
-    LONGRUN_LISTEN: `127.0.0.1:${slot.port}`,
-    LONGRUN_OWNER_URL: owner.url,
-    LONGRUN_SECRET_FILE: secretFile,
-    LONGRUN_REDIS_URL: gatewayRedis.url,
-    LONGRUN_RUN_LIMIT_MS: String(RUN_LIMIT_MS),
-    LONGRUN_LEASE_TTL_MS: String(LEASE_TTL_MS),
-    LONGRUN_STOP_ACK_TIMEOUT_MS: '1000',
-    LONGRUN_DRAIN_TIMEOUT_MS: '4000',
-    LONGRUN_REDIS_CONNECT_TIMEOUT_MS: '500',
-  });
+  slot.replica = await stack.startReplica({ name: slot.name, port: slot.port });
 }
 
 beforeAll(async () => {
-  [gatewayRedis, queueRedis] = await Promise.all([startRedis(), startRedis()]);
+  queueRedis = await startRedis();
+  stack = await startStack({
+    gateway: 'process',
+    replicas: 0,
+    redis: 'own',
+    workflow: { progress, front: { latencyMs: WIRE_MS } },
+    preauth: { detached: true },
+    env: {
+      LONGRUN_RUN_LIMIT_MS: String(RUN_LIMIT_MS),
+      LONGRUN_LEASE_TTL_MS: String(LEASE_TTL_MS),
+      LONGRUN_STOP_ACK_TIMEOUT_MS: '1000',
+      LONGRUN_DRAIN_TIMEOUT_MS: '4000',
+      LONGRUN_REDIS_CONNECT_TIMEOUT_MS: '500',
+    },
+  });
+  gatewayRedis = stack.redis as RedisServer;
   redisClient = new Redis(gatewayRedis.url, { maxRetriesPerRequest: 1 });
   redisClient.on('error', () => undefined);
-  services.push(await WorkflowServiceSimulator.start({ progress, front: { latencyMs: WIRE_MS } }));
-  owner = await OwnerServiceSimulator.start({ secret: testSecret, workflowServiceUri: service().address, defaults: { detached: true } });
-  secretFile = await writeSecretFile();
+  services.push(stack.workflow);
+  owner = stack.owner;
   for (const name of ['loop-a', 'loop-b', 'loop-c']) slots.push({ name, port: await freePort(), replica: undefined });
   await Promise.all(slots.map(startSlot));
   client = new LongrunClient({
@@ -134,9 +139,9 @@ beforeAll(async () => {
 afterAll(async () => {
   await dispatcher?.close();
   await client?.close();
-  await Promise.allSettled([...slots.map((s) => s.replica?.child.kill()), ...retired.map((r) => r.child.kill())]);
   redisClient?.disconnect();
-  await Promise.allSettled([owner?.close(), ...services.map((s) => s.close()), gatewayRedis?.stop(), queueRedis?.stop(), secretFile ? removeSecretFile(secretFile) : undefined]);
+  // The stack kills every replica it started, retired ones included, and closes its simulators and Redis.
+  await Promise.allSettled([stack?.close(), queueRedis?.stop()]);
 });
 
 /** Restarts the gateways' Redis empty. Swap in a Sentinel failover here once the gateway supports it. */
@@ -144,19 +149,9 @@ async function faultRedis(): Promise<void> {
   await gatewayRedis.restart();
 }
 
+/** The workflow service restarts on its port after 300 ms (keeping its checkpoints: `progress`). */
 async function restartService(): Promise<void> {
-  const old = service();
-  await old.close();
-  await sleep(300);
-  for (let attempt = 1; ; attempt++) {
-    try {
-      services.push(await WorkflowServiceSimulator.start({ port: old.port, progress, front: { latencyMs: WIRE_MS } }));
-      return;
-    } catch (err) {
-      if (attempt >= 20) throw err;
-      await sleep(100);
-    }
-  }
+  services.push(await stack.restartWorkflow({ downMs: 300 }));
 }
 
 interface Fault {
@@ -219,7 +214,6 @@ describe('the dispatch loop under faults', () => {
     faults.push({ name: 'drain (SIGTERM replica A)', at: Date.now(), hit: (c) => c.stopReasons.includes('WORKHORSE_SERVER_SHUTDOWN') && endReasonOf(c) === 'drain', cuts: 5 });
     drained.child.process.kill('SIGTERM');
     expect(await drained.child.exited(10_000)).toBe(0);
-    retired.push(drained);
     await startSlot(a);
 
     // 2. A crash: replica B is killed — no drain, no callbacks — and replaced.
@@ -235,7 +229,6 @@ describe('the dispatch loop under faults', () => {
     });
     killed.child.process.kill('SIGKILL');
     await killed.child.exited(5_000);
-    retired.push(killed);
     await startSlot(b);
 
     // 3. The workflow service restarts (keeping its checkpoints), once the killed runs are

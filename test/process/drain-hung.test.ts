@@ -5,45 +5,45 @@
  * still exits 0 within its drain budget — no connection or queued command keeps it alive.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { OwnerServiceSimulator } from '../../sandbox/owner-sim';
+import type { OwnerServiceSimulator } from '../../sandbox/owner-sim';
 import type { Step } from '../../sandbox/scenario';
-import { WorkflowServiceSimulator } from '../../sandbox/workflow-sim';
-import { resume, startRedis, type RedisServer } from '../helpers/redis';
-import { startReplica, type Replica } from '../helpers/replicas';
-import { removeSecretFile, testSecret, writeSecretFile } from '../helpers/secret';
+import type { WorkflowServiceSimulator } from '../../sandbox/workflow-sim';
+import { startStack, type Stack } from '../../stack';
+import type { GatewayChild as Replica } from '../../stack/gateway-child';
+import type { RedisServer } from '../../stack/redis-server';
 
 const DRAIN_TIMEOUT_MS = 2_000;
 const hang: Step[] = [{ op: 'checkpoint', text: 'working' }, { op: 'hang' }];
 
+let stack: Stack<'process'> | undefined;
 let redis: RedisServer | undefined;
 let owner: OwnerServiceSimulator | undefined;
 let workflow: WorkflowServiceSimulator | undefined;
 let replica: Replica | undefined;
-let secretFile: string | undefined;
 
 afterEach(async () => {
-  await replica?.child.kill();
-  resume(redis);
-  await Promise.allSettled([redis?.stop(), owner?.close(), workflow?.close(), secretFile ? removeSecretFile(secretFile) : undefined]);
-  redis = owner = workflow = replica = secretFile = undefined;
+  // The stack's own redis-server is resumed (a test may have paused it) before it is stopped.
+  await stack?.close();
+  stack = redis = owner = workflow = replica = undefined;
 });
 
 async function gatewayWithRuns(runs: number): Promise<Replica> {
-  redis = await startRedis();
-  workflow = await WorkflowServiceSimulator.start({ ignoreStops: true });
-  owner = await OwnerServiceSimulator.start({ secret: testSecret, workflowServiceUri: workflow.address, defaults: { detached: true } });
-  owner.hangSegmentEnds = true;
-  secretFile = await writeSecretFile();
-  replica = await startReplica('hung-drain', {
-    LONGRUN_OWNER_URL: owner.url,
-    LONGRUN_SECRET_FILE: secretFile,
-    LONGRUN_REDIS_URL: redis.url,
-    LONGRUN_DRAIN_TIMEOUT_MS: String(DRAIN_TIMEOUT_MS),
-    LONGRUN_STOP_ACK_TIMEOUT_MS: '10000',
-    // As in production, a Redis command gives up well inside the drain budget (2 s of 8 s).
-    LONGRUN_REDIS_COMMAND_TIMEOUT_MS: '500',
-    LONGRUN_LOG_LEVEL: 'info',
+  stack = await startStack({
+    gateway: 'process',
+    replicas: ['hung-drain'],
+    redis: 'own',
+    workflow: { ignoreStops: true },
+    preauth: { detached: true },
+    env: {
+      LONGRUN_DRAIN_TIMEOUT_MS: String(DRAIN_TIMEOUT_MS),
+      LONGRUN_STOP_ACK_TIMEOUT_MS: '10000',
+      // As in production, a Redis command gives up well inside the drain budget (2 s of 8 s).
+      LONGRUN_REDIS_COMMAND_TIMEOUT_MS: '500',
+      LONGRUN_LOG_LEVEL: 'info',
+    },
   });
+  ({ redis, owner, workflow, gateway: replica } = stack);
+  owner.hangSegmentEnds = true;
   const statuses = await Promise.all(Array.from({ length: runs }, (_, i) => replica!.execute(`95${i}`, hang).then((r) => r.status)));
   expect(statuses).toEqual(Array.from({ length: runs }, () => 202));
   return replica;

@@ -7,18 +7,18 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { request } from 'undici';
 import { lockKey, workhorseKeys } from '../../src/redis/keys';
-import { OwnerServiceSimulator } from '../../sandbox/owner-sim';
+import type { OwnerServiceSimulator } from '../../sandbox/owner-sim';
 import { scenarioMetadata, type Step } from '../../sandbox/scenario';
-import { WorkflowServiceSimulator } from '../../sandbox/workflow-sim';
-import { startRedis, type RedisServer } from '../helpers/redis';
-import { Replicas, type Replica } from '../helpers/replicas';
-import { removeSecretFile, testSecret, writeSecretFile } from '../helpers/secret';
+import type { WorkflowServiceSimulator } from '../../sandbox/workflow-sim';
+import { startStack, type Stack } from '../../stack';
+import type { GatewayChild as Replica } from '../../stack/gateway-child';
+import { startRedis, type RedisServer } from '../../stack/redis-server';
 
 let redis: RedisServer;
 let client: Redis;
+let stack: Stack<'process'> | undefined;
 let owner: OwnerServiceSimulator;
 let workflow: WorkflowServiceSimulator;
-let secretFile: string;
 let nextWorkflow = 5_000;
 
 const hang: Step[] = [{ op: 'checkpoint', text: 'working' }, { op: 'hang' }];
@@ -27,32 +27,30 @@ beforeAll(async () => {
   redis = await startRedis();
   client = new Redis(redis.url);
   client.on('error', () => undefined);
-  secretFile = await writeSecretFile();
 });
 
 afterAll(async () => {
   client.disconnect();
-  await Promise.allSettled([redis.stop(), removeSecretFile(secretFile)]);
+  await redis.stop();
 });
-
-/** drain-a, drain-b, …: on this test's simulators, the file's secret and Redis. */
-const replicas = new Replicas('drain', () => ({
-  LONGRUN_OWNER_URL: owner.url,
-  LONGRUN_SECRET_FILE: secretFile,
-  LONGRUN_REDIS_URL: redis.url,
-  LONGRUN_LOG_LEVEL: 'info',
-}));
 
 afterEach(async () => {
-  await replicas.killAll();
-  owner.onSegmentEnd = undefined;
-  await Promise.allSettled([owner.close(), workflow.close()]);
+  await stack?.close();
+  stack = undefined;
 });
 
+/** drain-a, drain-b, …: on this test's simulators and the file's Redis. */
 async function setup(env: Record<string, string> = {}, count = 1): Promise<Replica[]> {
-  workflow = await WorkflowServiceSimulator.start();
-  owner = await OwnerServiceSimulator.start({ secret: testSecret, workflowServiceUri: workflow.address, defaults: { detached: true } });
-  return replicas.start(count, env);
+  stack = await startStack({
+    gateway: 'process',
+    replicas: count,
+    name: 'drain',
+    redis: { url: redis.url },
+    preauth: { detached: true },
+    env: { LONGRUN_LOG_LEVEL: 'info', ...env },
+  });
+  ({ owner, workflow } = stack);
+  return [...stack.replicas];
 }
 
 async function startRuns(replica: Replica, n: number, steps: Step[] = hang): Promise<string[]> {

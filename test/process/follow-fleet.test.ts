@@ -9,12 +9,10 @@
  * without missing or repeating an event of the first's.
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { OwnerServiceSimulator } from '../../sandbox/owner-sim';
+import type { OwnerServiceSimulator } from '../../sandbox/owner-sim';
 import type { Step } from '../../sandbox/scenario';
-import { WorkflowServiceSimulator } from '../../sandbox/workflow-sim';
-import { startRedis, type RedisServer } from '../helpers/redis';
-import { Replicas, type Replica } from '../helpers/replicas';
-import { removeSecretFile, testSecret, writeSecretFile } from '../helpers/secret';
+import { startStack, type Stack } from '../../stack';
+import type { GatewayChild as Replica } from '../../stack/gateway-child';
 import { followPath, firstGap, openSse, type SseEvent, type SseStream } from '../helpers/sse';
 
 const STEPS = 60;
@@ -22,33 +20,31 @@ const STEP_MS = 100;
 const WORKFLOW = '4242';
 const turn: Step[] = [{ op: 'turn', checkpoints: STEPS, intervalMs: STEP_MS, write: { method: 'POST', path: '/api/v4/echo' } }, { op: 'end' }];
 
-let redis: RedisServer;
+let stack: Stack<'process'>;
 let owner: OwnerServiceSimulator;
-let workflow: WorkflowServiceSimulator;
-let secretFile: string;
-const replicas = new Replicas('follow', () => ({
-  LONGRUN_OWNER_URL: owner.url,
-  LONGRUN_SECRET_FILE: secretFile,
-  LONGRUN_REDIS_URL: redis.url,
-  LONGRUN_RUN_LIMIT_MS: '2500',
-  LONGRUN_LEASE_TTL_MS: '3000',
-  LONGRUN_STOP_ACK_TIMEOUT_MS: '1000',
-  LONGRUN_DRAIN_TIMEOUT_MS: '4000',
-  LONGRUN_FOLLOW_IDLE_MS: '15000',
-}));
 const streams: SseStream[] = [];
 
 beforeAll(async () => {
-  redis = await startRedis();
-  workflow = await WorkflowServiceSimulator.start();
-  owner = await OwnerServiceSimulator.start({ secret: testSecret, workflowServiceUri: workflow.address, defaults: { detached: true } });
-  secretFile = await writeSecretFile();
+  stack = await startStack({
+    gateway: 'process',
+    replicas: 0,
+    name: 'follow',
+    redis: 'own',
+    preauth: { detached: true },
+    env: {
+      LONGRUN_RUN_LIMIT_MS: '2500',
+      LONGRUN_LEASE_TTL_MS: '3000',
+      LONGRUN_STOP_ACK_TIMEOUT_MS: '1000',
+      LONGRUN_DRAIN_TIMEOUT_MS: '4000',
+      LONGRUN_FOLLOW_IDLE_MS: '15000',
+    },
+  });
+  ({ owner } = stack);
 });
 
 afterAll(async () => {
   for (const s of streams) s.close();
-  await replicas.killAll();
-  await Promise.allSettled([owner.close(), workflow.close(), redis.stop(), removeSecretFile(secretFile)]);
+  await stack?.close();
 });
 
 async function follow(replica: Replica, headers: Record<string, string> = {}): Promise<SseStream> {
@@ -61,7 +57,7 @@ async function follow(replica: Replica, headers: Record<string, string> = {}): P
 const view = (events: readonly SseEvent[]): Array<[number | undefined, string, string]> => events.map((e) => [e.id, e.event, e.data]);
 
 it('a follower sees one gap-free stream across a run limit, a drain of the holder and moves between replicas; one on the drained replica resumes elsewhere without a loss or a repeat', async () => {
-  const [a, b, c] = (await replicas.start(3)) as [Replica, Replica, Replica];
+  const [a, b, c] = (await stack.startReplicas(3)) as [Replica, Replica, Replica];
   const alive = new Set([a, b, c]);
   const order = [a, b, c];
   const dispatched: string[] = [];

@@ -9,8 +9,8 @@ import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
-import { startChild, type Child } from '../helpers/child';
-import { metricValue } from '../helpers/stack';
+import { startChild, type Child } from '../../stack/child';
+import { metricValue } from '../../stack';
 
 const root = path.resolve(__dirname, '../..');
 const children: Child[] = [];

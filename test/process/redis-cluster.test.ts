@@ -1,6 +1,6 @@
 /**
  * Redis Cluster (LONGRUN_REDIS_KEYS=cluster), against a real cluster of three primaries
- * and three replicas (test/helpers/redis-cluster.ts): hash slots as the server computes
+ * and three replicas (stack/redis-cluster.ts): hash slots as the server computes
  * them, the coordination contract (batches spanning every primary included), and three
  * gateway processes — stops across replicas and slots, the actor cap, and a primary
  * failover (CLUSTER FAILOVER), then a primary killed (SIGKILL), while runs are held and
@@ -14,13 +14,13 @@ import { hashSlot } from '../../src/redis/hash-slot';
 import { clusterKeys } from '../../src/redis/keys';
 import { RedisBackend } from '../../src/coordination/redis-backend';
 import { parseRedisUrl } from '../../src/redis/url';
-import { OwnerServiceSimulator } from '../../sandbox/owner-sim';
+import type { OwnerServiceSimulator } from '../../sandbox/owner-sim';
 import type { Step } from '../../sandbox/scenario';
-import { WorkflowServiceSimulator } from '../../sandbox/workflow-sim';
+import type { WorkflowServiceSimulator } from '../../sandbox/workflow-sim';
+import { startStack, type Stack } from '../../stack';
+import type { GatewayChild as Replica } from '../../stack/gateway-child';
+import { startRedisCluster, type RedisClusterTopology } from '../../stack/redis-cluster';
 import { coordinationContract } from '../helpers/coordination-contract';
-import { startRedisCluster, type RedisClusterTopology } from '../helpers/redis-cluster';
-import { Replicas, type Replica } from '../helpers/replicas';
-import { removeSecretFile, testSecret, writeSecretFile } from '../helpers/secret';
 import { storeMark } from '../helpers/store-mark';
 
 let cluster: RedisClusterTopology;
@@ -108,36 +108,37 @@ describe('coordination backend contract: redis cluster', () => {
 describe('gateways on a Redis Cluster', () => {
   const LEASE_TTL_MS = 6_000;
   const hang: Step[] = [{ op: 'checkpoint', text: 'working' }, { op: 'hang' }];
+  let stack: Stack<'process'>;
   let owner: OwnerServiceSimulator;
   let workflow: WorkflowServiceSimulator;
-  let secretFile: string;
   let next = 70_000;
   const newWorkflow = (): string => String(next++);
 
+  /** cluster-a, cluster-b, …: started by each test on this block's simulators, secret and the Cluster above; killed after it. */
   beforeAll(async () => {
-    workflow = await WorkflowServiceSimulator.start();
-    owner = await OwnerServiceSimulator.start({ secret: testSecret, workflowServiceUri: workflow.address, defaults: { detached: true } });
-    secretFile = await writeSecretFile();
+    stack = await startStack({
+      gateway: 'process',
+      replicas: 0,
+      name: 'cluster',
+      redis: { url: cluster.url },
+      preauth: { detached: true },
+      env: {
+        LONGRUN_REDIS_KEYS: 'cluster',
+        LONGRUN_LEASE_TTL_MS: String(LEASE_TTL_MS),
+        // Under the lease keeper's attempt timeout (TTL/6 = 1 s), as the defaults are (2 s under
+        // 10 s), so a renewal to the killed primary fails before it is given up.
+        LONGRUN_REDIS_COMMAND_TIMEOUT_MS: '800',
+        LONGRUN_STOP_ACK_TIMEOUT_MS: '1000',
+      },
+    });
+    ({ owner, workflow } = stack);
   });
 
   afterAll(async () => {
-    await Promise.allSettled([owner?.close(), workflow?.close(), removeSecretFile(secretFile)]);
+    await stack?.close();
   });
 
-  /** cluster-a, cluster-b, …: on the owner, secret and Cluster above; killed after each test. */
-  const replicas = new Replicas('cluster', () => ({
-    LONGRUN_OWNER_URL: owner.url,
-    LONGRUN_SECRET_FILE: secretFile,
-    LONGRUN_REDIS_KEYS: 'cluster',
-    LONGRUN_REDIS_URL: cluster.url,
-    LONGRUN_LEASE_TTL_MS: String(LEASE_TTL_MS),
-    // Under the lease keeper's attempt timeout (TTL/6 = 1 s), as the defaults are (2 s under
-    // 10 s), so a renewal to the killed primary fails before it is given up.
-    LONGRUN_REDIS_COMMAND_TIMEOUT_MS: '800',
-    LONGRUN_STOP_ACK_TIMEOUT_MS: '1000',
-  }));
-
-  afterEach(() => replicas.killAll());
+  afterEach(() => stack.closeReplicas());
 
   /** Workflows whose keys live on each of the three primaries, `perPrimary` of each. */
   async function workflowsOnEveryPrimary(perPrimary: number): Promise<Map<number, string[]>> {
@@ -168,7 +169,7 @@ describe('gateways on a Redis Cluster', () => {
    * keeps trying to start every held workflow until stop() (which answers their statuses).
    */
   async function holdWithContenders() {
-    const gateways = (await replicas.start(3)) as [Replica, Replica, Replica];
+    const gateways = (await stack.startReplicas(3)) as [Replica, Replica, Replica];
     const byPrimary = await workflowsOnEveryPrimary(4);
     const held = [...byPrimary.values()].flat();
     for (const [i, id] of held.entries()) expect((await (gateways[i % 3] as Replica).execute(id, hang)).status).toBe(202);
@@ -206,7 +207,7 @@ describe('gateways on a Redis Cluster', () => {
   }
 
   it('a stop sent to one replica reaches the run on another, whichever primary holds its keys; a stop key set directly is polled', async () => {
-    const [a, b] = (await replicas.start(2, { LONGRUN_STOP_POLL_MS: '300' })) as [Replica, Replica];
+    const [a, b] = (await stack.startReplicas(2, { LONGRUN_STOP_POLL_MS: '300' })) as [Replica, Replica];
     const client = cluster.client();
     for (const ids of (await workflowsOnEveryPrimary(1)).values()) {
       const id = ids[0] as string;
@@ -227,7 +228,7 @@ describe('gateways on a Redis Cluster', () => {
   });
 
   it('the per-actor cap holds across replicas and slots', async () => {
-    const [a, b, c] = (await replicas.start(3, { LONGRUN_MAX_RUNS_PER_ACTOR: '2' })) as [Replica, Replica, Replica];
+    const [a, b, c] = (await stack.startReplicas(3, { LONGRUN_MAX_RUNS_PER_ACTOR: '2' })) as [Replica, Replica, Replica];
     const ids = [newWorkflow(), newWorkflow(), newWorkflow()];
     for (const id of ids) owner.configure(id, { detached: true, actorId: 'cluster-user' });
     expect((await a.execute(ids[0] as string, hang)).status).toBe(202);

@@ -7,49 +7,47 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, onTes
 import { Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { lockKey, workhorseKeys } from '../../src/redis/keys';
-import { OwnerServiceSimulator } from '../../sandbox/owner-sim';
+import type { OwnerServiceSimulator } from '../../sandbox/owner-sim';
 import type { Step } from '../../sandbox/scenario';
-import { WorkflowServiceSimulator } from '../../sandbox/workflow-sim';
-import { startRedis, type RedisServer } from '../helpers/redis';
-import { Replicas, type Replica } from '../helpers/replicas';
-import { removeSecretFile, testSecret, writeSecretFile } from '../helpers/secret';
+import type { WorkflowServiceSimulator } from '../../sandbox/workflow-sim';
+import { startStack, type Stack } from '../../stack';
+import type { GatewayChild as Replica } from '../../stack/gateway-child';
+import type { RedisServer } from '../../stack/redis-server';
 
 const LEASE_TTL_MS = 1_500;
 
+let stack: Stack<'process'>;
 let redis: RedisServer;
 let client: Redis;
 let owner: OwnerServiceSimulator;
 let workflow: WorkflowServiceSimulator;
-let secretFile: string;
 let nextWorkflow = 1_000;
 
 const hang: Step[] = [{ op: 'checkpoint', text: 'working' }, { op: 'hang' }];
 const newWorkflow = (): string => String(nextWorkflow++);
 
+/** replica-a, replica-b, …: started by each test on the file's owner, secret and Redis; killed after it. */
 beforeAll(async () => {
-  redis = await startRedis();
+  stack = await startStack({
+    gateway: 'process',
+    replicas: 0,
+    name: 'replica',
+    redis: 'own',
+    preauth: { detached: true },
+    env: { LONGRUN_LEASE_TTL_MS: String(LEASE_TTL_MS), LONGRUN_STOP_ACK_TIMEOUT_MS: '1000' },
+  });
+  ({ owner, workflow } = stack);
+  redis = stack.redis as RedisServer;
   client = new Redis(redis.url, { maxRetriesPerRequest: 1 });
   client.on('error', () => undefined);
-  workflow = await WorkflowServiceSimulator.start();
-  owner = await OwnerServiceSimulator.start({ secret: testSecret, workflowServiceUri: workflow.address, defaults: { detached: true } });
-  secretFile = await writeSecretFile();
 });
 
 afterAll(async () => {
-  client.disconnect();
-  await Promise.allSettled([owner.close(), workflow.close(), redis.stop(), removeSecretFile(secretFile)]);
+  client?.disconnect();
+  await stack?.close();
 });
 
-/** replica-a, replica-b, …: on the file's owner, secret and Redis; killed after each test. */
-const replicas = new Replicas('replica', () => ({
-  LONGRUN_OWNER_URL: owner.url,
-  LONGRUN_SECRET_FILE: secretFile,
-  LONGRUN_REDIS_URL: redis.url,
-  LONGRUN_LEASE_TTL_MS: String(LEASE_TTL_MS),
-  LONGRUN_STOP_ACK_TIMEOUT_MS: '1000',
-}));
-
-afterEach(() => replicas.killAll());
+afterEach(() => stack.closeReplicas());
 
 function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] as number;
@@ -59,7 +57,7 @@ describe('exclusivity across replicas', () => {
   it('300 executes for 10 workflows raced across three replicas start exactly 10 runs', async () => {
     // A lease long enough that renewals survive the burst on a loaded 2-core machine:
     // this test is about exclusivity at admission, not about lease expiry.
-    const [a, b, c] = await replicas.start(3, { LONGRUN_LEASE_TTL_MS: '6000' });
+    const [a, b, c] = await stack.startReplicas(3, { LONGRUN_LEASE_TTL_MS: '6000' });
     const ids = Array.from({ length: 10 }, newWorkflow);
     const targets = [a, b, c] as Replica[];
     const results = await Promise.all(Array.from({ length: 300 }, (_, i) => (targets[i % 3] as Replica).execute(ids[i % 10] as string, hang)));
@@ -73,7 +71,7 @@ describe('exclusivity across replicas', () => {
 
 describe('the stop signal', () => {
   it('a stop sent to replica A reaches the run on replica C; the record and lock are gone after', async () => {
-    const [a, b, c] = (await replicas.start(3)) as [Replica, Replica, Replica];
+    const [a, b, c] = (await stack.startReplicas(3)) as [Replica, Replica, Replica];
     const latencies: number[] = [];
     for (let i = 0; i < 20; i++) {
       const id = newWorkflow();
@@ -99,7 +97,7 @@ describe('the stop signal', () => {
   });
 
   it('a stop key set by the owner directly stops the run (pub/sub or poll)', async () => {
-    const [a] = (await replicas.start(1, { LONGRUN_STOP_POLL_MS: '300' })) as [Replica];
+    const [a] = (await stack.startReplicas(1, { LONGRUN_STOP_POLL_MS: '300' })) as [Replica];
     const id = newWorkflow();
     expect((await a.execute(id, hang)).status).toBe(202);
     await client.set(workhorseKeys.stop(id), 'OWNER_CANCEL', 'PX', 600_000);
@@ -109,7 +107,7 @@ describe('the stop signal', () => {
   });
 
   it('no run in flight: 409 NOT_CANCELLABLE and nothing is set; internal routes need the owner JWT', async () => {
-    const [a] = (await replicas.start(1)) as [Replica];
+    const [a] = (await stack.startReplicas(1)) as [Replica];
     const id = newWorkflow();
     const stop = await a.stop(id);
     expect(stop.status).toBe(409);
@@ -126,7 +124,7 @@ describe('the stop signal', () => {
   });
 
   it('a stop seen before acceptance answers 409 STOPPED and the stop is sent', async () => {
-    const [a, b] = (await replicas.start(2, { LONGRUN_ACCEPT_WAIT_MS: '5000' })) as [Replica, Replica];
+    const [a, b] = (await stack.startReplicas(2, { LONGRUN_ACCEPT_WAIT_MS: '5000' })) as [Replica, Replica];
     const id = newWorkflow();
     const pending = a.execute(id, [{ op: 'wait', ms: 4_000 }, { op: 'end' }]);
     await workflow.waitFor(() => workflow.callsFor(id).length === 1, 5_000, 'call start');
@@ -162,7 +160,7 @@ describe('keyspace notifications: longrun does not reconfigure a Redis it does n
   });
 
   it('by default the server keeps its configuration, and an explicit stop still arrives through pub/sub', async () => {
-    const [a] = (await replicas.start(1, slow)) as [Replica];
+    const [a] = (await stack.startReplicas(1, slow)) as [Replica];
     expect(await notifyFlags()).toBe('');
     const id = newWorkflow();
     expect((await a.execute(id, hang)).status).toBe(202);
@@ -172,14 +170,14 @@ describe('keyspace notifications: longrun does not reconfigure a Redis it does n
   });
 
   it('LONGRUN_REDIS_CONFIGURE_NOTIFICATIONS=true sets them, and a stop key set directly is seen at once', async () => {
-    const [a] = (await replicas.start(1, { ...slow, LONGRUN_REDIS_CONFIGURE_NOTIFICATIONS: 'true' })) as [Replica];
+    const [a] = (await stack.startReplicas(1, { ...slow, LONGRUN_REDIS_CONFIGURE_NOTIFICATIONS: 'true' })) as [Replica];
     expect(await notifyFlags()).toMatch(/^(?=.*K)(?=.*\$).*$/);
     expect(await stopSeenWithin(a, 3_000)).toBe(true);
   });
 
   it('a server configured by its operator is used as it is, without CONFIG SET', async () => {
     await client.config('SET', 'notify-keyspace-events', 'KA');
-    const [a] = (await replicas.start(1, slow)) as [Replica];
+    const [a] = (await stack.startReplicas(1, slow)) as [Replica];
     expect(await stopSeenWithin(a, 3_000)).toBe(true);
     expect(await notifyFlags()).toBe('AK');
   });
@@ -187,7 +185,7 @@ describe('keyspace notifications: longrun does not reconfigure a Redis it does n
 
 describe('leases', () => {
   it('SIGKILL a replica holding runs: its locks expire within one lease TTL and a new execute succeeds elsewhere', async () => {
-    const [a, b] = (await replicas.start(2)) as [Replica, Replica];
+    const [a, b] = (await stack.startReplicas(2)) as [Replica, Replica];
     const ids = [newWorkflow(), newWorkflow(), newWorkflow()];
     for (const id of ids) expect((await a.execute(id, hang)).status).toBe(202);
     expect((await b.execute(ids[0] as string, hang)).status).toBe(409);
@@ -201,7 +199,7 @@ describe('leases', () => {
   });
 
   it('a lease taken over by another token stops the first run (lock_lost, sent as WORKHORSE_SERVER_SHUTDOWN to the public service)', async () => {
-    const [a] = (await replicas.start(1)) as [Replica];
+    const [a] = (await stack.startReplicas(1)) as [Replica];
     const id = newWorkflow();
     expect((await a.execute(id, hang)).status).toBe(202);
     await client.set(lockKey(id), 'intruder-token', 'PX', 60_000);
@@ -214,7 +212,7 @@ describe('leases', () => {
   });
 
   it('Redis paused briefly: leases survive and runs go on', async () => {
-    const [a] = (await replicas.start(1)) as [Replica];
+    const [a] = (await stack.startReplicas(1)) as [Replica];
     const id = newWorkflow();
     expect((await a.execute(id, hang)).status).toBe(202);
     process.kill(redis.pid as number, 'SIGSTOP');
@@ -230,7 +228,7 @@ describe('leases', () => {
   });
 
   it('Redis paused past the lease: the run stops (lock_lost) before the lease expires, never beside a second holder', async () => {
-    const [a, b] = (await replicas.start(2)) as [Replica, Replica];
+    const [a, b] = (await stack.startReplicas(2)) as [Replica, Replica];
     const id = newWorkflow();
     expect((await a.execute(id, hang)).status).toBe(202);
     const acceptedAt = Date.now();
@@ -252,7 +250,7 @@ describe('leases', () => {
 
   it('Redis restarted empty mid-run: the holder takes its lost lock back under the store fence and its run goes on; starts elsewhere are refused meanwhile, never run beside it', async () => {
     onTestFinished(waitOutFence);
-    const [a, b] = (await replicas.start(2)) as [Replica, Replica];
+    const [a, b] = (await stack.startReplicas(2)) as [Replica, Replica];
     const id = newWorkflow();
     expect((await a.execute(id, hang)).status).toBe(202);
     await redis.restart();
@@ -299,7 +297,7 @@ describe('leases', () => {
     // A longer lease here: the restarted store is fenced until it is a lease TTL old, and B
     // must reach it before that on a loaded machine (the holder stays paused until it does).
     const leaseTtlMs = 4_000;
-    const [a, b] = (await replicas.start(2, { LONGRUN_LEASE_TTL_MS: String(leaseTtlMs) })) as [Replica, Replica];
+    const [a, b] = (await stack.startReplicas(2, { LONGRUN_LEASE_TTL_MS: String(leaseTtlMs) })) as [Replica, Replica];
     const id = newWorkflow();
     expect((await a.execute(id, hang)).status).toBe(202);
     const holder = a.child.process.pid as number;
@@ -336,7 +334,7 @@ async function waitOutFence(): Promise<void> {
 
 describe('the per-actor cap across replicas', () => {
   it('a replica that dies does not leak its actor slots: they expire with its leases', async () => {
-    const [a, b] = (await replicas.start(2, { LONGRUN_MAX_RUNS_PER_ACTOR: '1' })) as [Replica, Replica];
+    const [a, b] = (await stack.startReplicas(2, { LONGRUN_MAX_RUNS_PER_ACTOR: '1' })) as [Replica, Replica];
     const [first, second] = [newWorkflow(), newWorkflow()];
     for (const id of [first, second]) owner.configure(id, { detached: true, actorId: 'user-dies' });
     expect((await a.execute(first, hang)).status).toBe(202);
@@ -347,7 +345,7 @@ describe('the per-actor cap across replicas', () => {
   });
 
   it('LONGRUN_MAX_RUNS_PER_ACTOR=2: the third run of an actor on any replica is 429 ACTOR_LIMIT; a slot frees when a run ends', async () => {
-    const [a, b, c] = (await replicas.start(3, { LONGRUN_MAX_RUNS_PER_ACTOR: '2' })) as [Replica, Replica, Replica];
+    const [a, b, c] = (await stack.startReplicas(3, { LONGRUN_MAX_RUNS_PER_ACTOR: '2' })) as [Replica, Replica, Replica];
     const ids = [newWorkflow(), newWorkflow(), newWorkflow()];
     for (const id of ids) owner.configure(id, { detached: true, actorId: 'user-42' });
     expect((await a.execute(ids[0] as string, hang)).status).toBe(202);

@@ -33,14 +33,15 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { OwnerServiceSimulator } from '../../sandbox/owner-sim';
+import type { OwnerServiceSimulator } from '../../sandbox/owner-sim';
 import type { Step } from '../../sandbox/scenario';
-import { WorkflowServiceSimulator, type CallRecord } from '../../sandbox/workflow-sim';
+import type { WorkflowServiceSimulator, CallRecord } from '../../sandbox/workflow-sim';
 import { signJwt, signOwnerJwt, WORKHORSE_ISSUER } from '../../src/core/jwt';
-import { startRedis, type RedisServer } from '../helpers/redis';
-import { startReplica, type Replica } from '../helpers/replicas';
+import { startStack, type Stack } from '../../stack';
+import type { GatewayChild as Replica } from '../../stack/gateway-child';
+import type { RedisServer } from '../../stack/redis-server';
 import { RubyDispatcher, type RubyEvent } from '../helpers/ruby-dispatcher';
-import { removeSecretFile, testSecret, wrongSecret, writeSecretFile } from '../helpers/secret';
+import { testSecret, wrongSecret } from '../../stack/secret';
 
 const RUN_LIMIT_MS = 1_500;
 /** The watchdog's period and confirmation (DISPATCHER_WATCH_PERIOD_S, DISPATCHER_LOST_CONFIRM_S), scaled down with the run limit. */
@@ -75,10 +76,10 @@ interface Callback {
   dropped?: boolean;
 }
 
+let stack: Stack<'process'>;
 let redis: RedisServer;
 let workflow: WorkflowServiceSimulator;
 let owner: OwnerServiceSimulator;
-let secretFile: string;
 let gateway: Replica;
 let ruby: RubyDispatcher;
 const callbacks: Callback[] = [];
@@ -139,20 +140,13 @@ async function postCallback(workflowId: string, body: string, headers: Record<st
 }
 
 beforeAll(async () => {
-  redis = await startRedis();
-  workflow = await WorkflowServiceSimulator.start();
-  owner = await OwnerServiceSimulator.start({ secret: testSecret, workflowServiceUri: workflow.address, defaults: { detached: true } });
-  secretFile = await writeSecretFile();
-  gateway = await startReplica('ruby-dispatcher', {
-    LONGRUN_OWNER_URL: owner.url,
-    LONGRUN_SECRET_FILE: secretFile,
-    LONGRUN_REDIS_URL: redis.url,
-    LONGRUN_RUN_LIMIT_MS: String(RUN_LIMIT_MS),
-  });
+  stack = await startStack({ gateway: 'process', replicas: ['ruby-dispatcher'], redis: 'own', preauth: { detached: true }, env: { LONGRUN_RUN_LIMIT_MS: String(RUN_LIMIT_MS) } });
+  ({ workflow, owner, gateway } = stack);
+  redis = stack.redis as RedisServer;
   // A job per turn at once: rb-stopd's execute waits on its slow preauth.
   ruby = await RubyDispatcher.start({
     gatewayUrl: gateway.url,
-    secretFile,
+    secretFile: stack.secretFile,
     env: { DISPATCHER_CONCURRENCY: '8', DISPATCHER_WATCH_PERIOD_S: String(WATCH_PERIOD_S), DISPATCHER_LOST_CONFIRM_S: String(LOST_CONFIRM_S) },
   });
   // The owner's router: segment ends go to the Ruby endpoint, headers and body as sent.
@@ -219,8 +213,7 @@ afterAll(async () => {
     'test-results/ruby-dispatcher.json',
     JSON.stringify({ events: ruby?.events, stderr: ruby?.stderr(), callbacks, calls: workflow?.calls.map((c) => ({ ...c, actionResponses: c.actionResponses.length })) }, null, 1),
   );
-  await gateway?.child.kill();
-  await Promise.allSettled([owner?.close(), workflow?.close(), redis?.stop(), secretFile ? removeSecretFile(secretFile) : undefined]);
+  await stack?.close();
 });
 
 describe('the Ruby reference dispatcher against the built gateway', () => {

@@ -18,13 +18,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { lockKey } from '../../src/redis/keys';
 import { RedisBackend } from '../../src/coordination/redis-backend';
 import { parseRedisUrl } from '../../src/redis/url';
-import { OwnerServiceSimulator } from '../../sandbox/owner-sim';
+import type { OwnerServiceSimulator } from '../../sandbox/owner-sim';
 import type { Step } from '../../sandbox/scenario';
-import { WorkflowServiceSimulator, type CallRecord } from '../../sandbox/workflow-sim';
-import { startReplica, type Replica } from '../helpers/replicas';
-import { holdPort } from '../helpers/ports';
-import { removeSecretFile, testSecret, writeSecretFile } from '../helpers/secret';
-import { startSentinelTopology, type SentinelTopology } from '../helpers/sentinel';
+import type { WorkflowServiceSimulator, CallRecord } from '../../sandbox/workflow-sim';
+import { startStack, type Stack } from '../../stack';
+import type { GatewayChild as Replica } from '../../stack/gateway-child';
+import { holdPort } from '../../stack/ports';
+import { startSentinelTopology, type SentinelTopology } from '../../stack/redis-sentinel';
 import { storeMark } from '../helpers/store-mark';
 
 /**
@@ -44,23 +44,23 @@ const PROBE_EVERY_MS = 200;
 /** Generous: a failover here takes 1-3 s; a loaded machine may take much longer. */
 const RECOVERY_DEADLINE_MS = 25_000;
 
+let stack: Stack<'process'>;
 let owner: OwnerServiceSimulator;
 let workflow: WorkflowServiceSimulator;
-let secretFile: string;
 let topology: SentinelTopology | undefined;
 let gateways: Replica[] = [];
 
 const hold: Step[] = [{ op: 'checkpoint', text: 'holding' }, { op: 'hang' }];
 const short: Step[] = [{ op: 'checkpoint', text: 'probe' }, { op: 'end' }];
 
+/** The file's simulators and secret; each test's gateways on its own topology. */
 beforeAll(async () => {
-  workflow = await WorkflowServiceSimulator.start();
-  owner = await OwnerServiceSimulator.start({ secret: testSecret, workflowServiceUri: workflow.address, defaults: { detached: true } });
-  secretFile = await writeSecretFile();
+  stack = await startStack({ gateway: 'process', replicas: 0, preauth: { detached: true } });
+  ({ owner, workflow } = stack);
 });
 
 afterAll(async () => {
-  await Promise.allSettled([owner.close(), workflow.close(), removeSecretFile(secretFile)]);
+  await stack?.close();
 });
 
 /** Ports of killed data nodes, kept from other tests' servers until the test ends. */
@@ -68,23 +68,24 @@ const heldPorts: Array<{ close(): Promise<void> }> = [];
 
 afterEach(async () => {
   await Promise.allSettled(heldPorts.splice(0).map((p) => p.close()));
-  await Promise.allSettled(gateways.map((g) => g.child.kill()));
+  await stack.closeReplicas();
   gateways = [];
   await topology?.stop();
   topology = undefined;
 });
 
 async function startGateway(name: string, url: string, leaseTtlMs: number, env: Record<string, string> = {}): Promise<Replica> {
-  const gateway = await startReplica(name, {
-    LONGRUN_OWNER_URL: owner.url,
-    LONGRUN_SECRET_FILE: secretFile,
-    LONGRUN_REDIS_URL: url,
-    LONGRUN_LEASE_TTL_MS: String(leaseTtlMs),
-    // Under the lease keeper's attempt timeout (TTL/6), as the defaults are (2 s under 10 s).
-    LONGRUN_REDIS_COMMAND_TIMEOUT_MS: String(Math.floor(leaseTtlMs / 8)),
-    LONGRUN_STOP_ACK_TIMEOUT_MS: '1000',
-    LONGRUN_LOG_LEVEL: 'info',
-    ...env,
+  const gateway = await stack.startReplica({
+    name,
+    env: {
+      LONGRUN_REDIS_URL: url,
+      LONGRUN_LEASE_TTL_MS: String(leaseTtlMs),
+      // Under the lease keeper's attempt timeout (TTL/6), as the defaults are (2 s under 10 s).
+      LONGRUN_REDIS_COMMAND_TIMEOUT_MS: String(Math.floor(leaseTtlMs / 8)),
+      LONGRUN_STOP_ACK_TIMEOUT_MS: '1000',
+      LONGRUN_LOG_LEVEL: 'info',
+      ...env,
+    },
   });
   gateways.push(gateway);
   return gateway;

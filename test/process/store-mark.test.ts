@@ -10,10 +10,10 @@ import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import { lockKey } from '../../src/redis/keys';
 import { scenarioMetadata } from '../../sandbox/scenario';
-import { startChild } from '../helpers/child';
-import { freePort, holdPort } from '../helpers/ports';
-import { startRedis, type RedisServer } from '../helpers/redis';
-import { startStack } from '../helpers/stack';
+import { startChild } from '../../stack/child';
+import { freePort, holdPort } from '../../stack/ports';
+import { startRedis, type RedisServer } from '../../stack/redis-server';
+import { startStack } from '../../stack';
 import { MAIN, storeMark } from '../helpers/store-mark';
 
 const cleanup: Array<() => Promise<unknown> | unknown> = [];
@@ -36,7 +36,7 @@ describe('longrun store mark', () => {
       stdout: `longrun store mark: ${redis.url} is marked as a new store: gateways grant its first locks at once\n  127.0.0.1:${redis.port}  marked\n`,
       stderr: '',
     });
-    const stack = await startStack({ redisUrl: redis.url, preauth: { detached: true }, env: { LONGRUN_LEASE_TTL_MS: '60000' } });
+    const stack = await startStack({ redis: { url: redis.url }, preauth: { detached: true }, env: { LONGRUN_LEASE_TTL_MS: '60000' } });
     cleanup.push(() => stack.close());
     const res = await stack.executeText('marked-1', {
       rawBody: JSON.stringify({ goal: 'g', workflowMetadata: scenarioMetadata([{ op: 'checkpoint', text: 'x' }, { op: 'end' }]) }),

@@ -8,17 +8,17 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { OwnerServiceSimulator } from '../../sandbox/owner-sim';
+import type { OwnerServiceSimulator } from '../../sandbox/owner-sim';
 import { WorkflowServiceSimulator } from '../../sandbox/workflow-sim';
-import { startReplica, type Replica } from '../helpers/replicas';
-import { removeSecretFile, testSecret, writeSecretFile } from '../helpers/secret';
+import { startStack, type Stack } from '../../stack';
+import type { GatewayChild as Replica } from '../../stack/gateway-child';
 
 let dir: string;
+let stack: Stack<'process'> | undefined;
 let secure: WorkflowServiceSimulator;
 let plain: WorkflowServiceSimulator;
 let owner: OwnerServiceSimulator;
 let replica: Replica;
-let secretFile: string;
 
 beforeAll(async () => {
   dir = mkdtempSync(path.join(os.tmpdir(), 'longrun-tls-'));
@@ -29,16 +29,22 @@ beforeAll(async () => {
     ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '1', '-subj', '/CN=localhost', '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1'],
     { stdio: 'ignore' },
   );
-  secure = await WorkflowServiceSimulator.start({ tls: { key: readFileSync(key), cert: readFileSync(cert) } });
   plain = await WorkflowServiceSimulator.start();
-  owner = await OwnerServiceSimulator.start({ secret: testSecret, workflowServiceUri: `localhost:${secure.port}`, defaults: { detached: false, secure: true } });
-  secretFile = await writeSecretFile();
-  replica = await startReplica('tls', { LONGRUN_OWNER_URL: owner.url, LONGRUN_SECRET_FILE: secretFile, GRPC_DEFAULT_SSL_ROOTS_FILE_PATH: cert });
+  // The owner names the TLS workflow service by the certificate's name.
+  stack = await startStack({
+    gateway: 'process',
+    replicas: ['tls'],
+    workflow: { tls: { key: readFileSync(key), cert: readFileSync(cert) } },
+    workflowHost: 'localhost',
+    preauth: { detached: false, secure: true },
+    env: { GRPC_DEFAULT_SSL_ROOTS_FILE_PATH: cert },
+  });
+  ({ owner, workflow: secure, gateway: replica } = stack);
 });
 
 afterAll(async () => {
-  await replica?.child.kill();
-  await Promise.allSettled([owner?.close(), secure?.close(), plain?.close(), removeSecretFile(secretFile)]);
+  await stack?.close();
+  await plain?.close();
   rmSync(dir, { recursive: true, force: true });
 });
 

@@ -9,54 +9,44 @@
  * and nothing else: the run completes, the drain ends in time.
  */
 import { randomBytes } from 'node:crypto';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { request } from 'undici';
-import { OWNER_OAUTH_TOKEN, OwnerServiceSimulator } from '../../sandbox/owner-sim';
+import { OWNER_OAUTH_TOKEN, type OwnerServiceSimulator } from '../../sandbox/owner-sim';
 import { scenarioMetadata, type Step } from '../../sandbox/scenario';
-import { WorkflowServiceSimulator } from '../../sandbox/workflow-sim';
+import type { WorkflowServiceSimulator } from '../../sandbox/workflow-sim';
 import { OtlpReceiver } from '../../sandbox/otlp-receiver';
-import { freePort } from '../helpers/ports';
-import { Replicas, type Replica } from '../helpers/replicas';
-import { removeSecretFile, testSecret, writeSecretFile } from '../helpers/secret';
+import { freePort } from '../../stack/ports';
 import { detachedExecuteTree, leaks, spanNamed, tree, type SpanRecord } from '../helpers/spans';
-import { metricValue } from '../helpers/stack';
+import { metricValue, startStack, type Stack } from '../../stack';
+import type { GatewayChild as Replica } from '../../stack/gateway-child';
 
+let stack: Stack<'process'> | undefined;
 let owner: OwnerServiceSimulator;
 let workflow: WorkflowServiceSimulator;
-let secretFile: string;
 let receiver: OtlpReceiver | undefined;
 
-beforeAll(async () => {
-  secretFile = await writeSecretFile();
-});
-
-afterAll(async () => {
-  await removeSecretFile(secretFile);
-});
-
-const replicas = new Replicas('trace', () => ({
-  LONGRUN_OWNER_URL: owner.url,
-  LONGRUN_SECRET_FILE: secretFile,
-  LONGRUN_LOG_LEVEL: 'info',
-  LONGRUN_DRAIN_TIMEOUT_MS: '3000',
-  // Batches every 100 ms rather than 5 s: the test waits less.
-  OTEL_BSP_SCHEDULE_DELAY: '100',
-}));
-
+/** trace-a: on this test's simulators. */
 async function setup(env: Record<string, string>): Promise<Replica> {
-  workflow = await WorkflowServiceSimulator.start();
-  owner = await OwnerServiceSimulator.start({
-    secret: testSecret,
-    workflowServiceUri: workflow.address,
-    defaults: { detached: true, lockConcurrentFlow: true, mcpServers: { gitlab: { Tools: ['echo'] } } },
+  stack = await startStack({
+    gateway: 'process',
+    name: 'trace',
+    preauth: { detached: true, lockConcurrentFlow: true, mcpServers: { gitlab: { Tools: ['echo'] } } },
+    env: {
+      LONGRUN_LOG_LEVEL: 'info',
+      LONGRUN_DRAIN_TIMEOUT_MS: '3000',
+      // Batches every 100 ms rather than 5 s: the test waits less.
+      OTEL_BSP_SCHEDULE_DELAY: '100',
+      ...env,
+    },
   });
-  const [gateway] = await replicas.start(1, env);
-  return gateway as Replica;
+  ({ owner, workflow } = stack);
+  return stack.gateway;
 }
 
 afterEach(async () => {
-  await replicas.killAll();
-  await Promise.allSettled([owner.close(), workflow.close(), receiver?.close()]);
+  await stack?.close();
+  stack = undefined;
+  await receiver?.close();
   receiver = undefined;
 });
 

@@ -11,14 +11,14 @@ import { afterEach, describe, expect, it } from 'vitest';
 import net from 'node:net';
 import { request } from 'undici';
 import { lockKey } from '../../src/redis/keys';
-import { startStack, type Stack } from '../helpers/stack';
+import { startStack, type Stack } from '../../stack';
 
 let stack: Stack | undefined;
 let blackHole: net.Server | undefined;
 const sockets = new Set<net.Socket>();
 
 afterEach(async () => {
-  // The stack's own redis-server (redis: true) and its client go with it, resumed first.
+  // The stack's own redis-server (redis: 'own') and its client go with it, resumed first.
   await stack?.close();
   stack = undefined;
   for (const socket of sockets) socket.destroy();
@@ -42,7 +42,7 @@ describe('a workflow service that accepts the connection and never answers', () 
     ['detached', true],
     ['blocking', false],
   ])('%s: 502 WORKFLOW_SERVICE_UNAVAILABLE after the stream-open timeout, no run accepted, nothing left taken', async (_label, detached) => {
-    stack = await startStack({ redis: true, preauth: { detached, lockConcurrentFlow: true }, env: { LONGRUN_STREAM_OPEN_TIMEOUT_MS: '800', LONGRUN_ACCEPT_WAIT_MS: '3000' } });
+    stack = await startStack({ redis: 'own', preauth: { detached, lockConcurrentFlow: true }, env: { LONGRUN_STREAM_OPEN_TIMEOUT_MS: '800', LONGRUN_ACCEPT_WAIT_MS: '3000' } });
     stack.owner.configure('90', { detached, lockConcurrentFlow: true, serviceUri: await startBlackHole() });
     const started = performance.now();
     const res = await stack.executeText('90');
@@ -65,7 +65,7 @@ describe('a workflow service that accepts the connection and never answers', () 
 
 describe('a lock acquisition that timed out', () => {
   it('is given back when Redis runs it late: the retry succeeds instead of finding the workflow locked', async () => {
-    stack = await startStack({ redis: true, preauth: { detached: true }, env: { LONGRUN_REDIS_COMMAND_TIMEOUT_MS: '400' } });
+    stack = await startStack({ redis: 'own', preauth: { detached: true }, env: { LONGRUN_REDIS_COMMAND_TIMEOUT_MS: '400' } });
     process.kill(stack.redis!.pid as number, 'SIGSTOP');
     const first = await stack.executeText('91', { steps: [{ op: 'checkpoint' }, { op: 'hang' }] });
     expect(first.status).toBe(503);

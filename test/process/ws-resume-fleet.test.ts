@@ -41,13 +41,14 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
 import WebSocket from 'ws';
 import { LongrunSession, type SessionAction, type SessionClose, type SessionEvent } from '@longrun/client';
-import { OwnerServiceSimulator, WEBSOCKET_PREAUTH } from '../../sandbox/owner-sim';
+import { WEBSOCKET_PREAUTH, type OwnerServiceSimulator } from '../../sandbox/owner-sim';
 import { scenarioMetadata, type Step } from '../../sandbox/scenario';
-import { WorkflowServiceSimulator, type CallRecord } from '../../sandbox/workflow-sim';
-import { freePort } from '../helpers/ports';
-import { startRedis, type RedisServer } from '../helpers/redis';
-import { lockOperations, startReplica, type Replica } from '../helpers/replicas';
-import { removeSecretFile, testSecret, writeSecretFile } from '../helpers/secret';
+import type { WorkflowServiceSimulator, CallRecord } from '../../sandbox/workflow-sim';
+import { startStack, type Stack } from '../../stack';
+import type { GatewayChild as Replica } from '../../stack/gateway-child';
+import { lockOperations } from '../../stack/metric-text';
+import { freePort } from '../../stack/ports';
+import type { RedisServer } from '../../stack/redis-server';
 
 /**
  * Reconnects go to a random replica, and the socket-only drain runs (the bridge of spec §12
@@ -183,37 +184,20 @@ interface Client {
   failure: string | undefined;
 }
 
+let stack: Stack<'process'>;
 let redis: RedisServer;
 let redisClient: Redis;
 let owner: OwnerServiceSimulator;
 let workflow: WorkflowServiceSimulator;
-let secretFile: string;
 const slots: Slot[] = [];
 const retired: Replica[] = [];
 const clients: Client[] = [];
-
-const env = (slot: Slot): Record<string, string> => ({
-  LONGRUN_LISTEN: `127.0.0.1:${slot.port}`,
-  LONGRUN_OWNER_URL: owner.url,
-  LONGRUN_SECRET_FILE: secretFile,
-  LONGRUN_REDIS_URL: redis.url,
-  LONGRUN_LOG_LEVEL: 'info',
-  LONGRUN_LEASE_TTL_MS: String(LEASE_TTL_MS),
-  LONGRUN_WS_PING_MS: '200',
-  // Generous for a loaded 2-core machine; a pong missed only parks a run (the client comes back).
-  LONGRUN_WS_PONG_TIMEOUT_MS: '1500',
-  LONGRUN_WS_CLOSE_TIMEOUT_MS: '1000',
-  LONGRUN_WS_RESUME_WINDOW_MS: String(RESUME_WINDOW_MS),
-  LONGRUN_STOP_ACK_TIMEOUT_MS: '1000',
-  LONGRUN_DRAIN_TIMEOUT_MS: '4000',
-  LONGRUN_REDIS_CONNECT_TIMEOUT_MS: '500',
-});
 
 async function startSlot(slot: Slot): Promise<void> {
   // The port was the previous replica's a moment ago: retry briefly should it not be free yet.
   for (let attempt = 1; ; attempt++) {
     try {
-      slot.replica = await startReplica(slot.name, env(slot));
+      slot.replica = await stack.startReplica({ name: slot.name, port: slot.port });
       slot.up = true;
       return;
     } catch (err) {
@@ -432,14 +416,29 @@ async function heldBy(slot: Slot): Promise<Set<string>> {
 const running = (): number => clients.filter((c) => c.session?.closed === false && !turnDone(c.id)).length;
 
 beforeAll(async () => {
-  redis = await startRedis();
+  stack = await startStack({
+    gateway: 'process',
+    replicas: 0,
+    redis: 'own',
+    env: {
+      LONGRUN_LOG_LEVEL: 'info',
+      LONGRUN_LEASE_TTL_MS: String(LEASE_TTL_MS),
+      LONGRUN_WS_PING_MS: '200',
+      // Generous for a loaded 2-core machine; a pong missed only parks a run (the client comes back).
+      LONGRUN_WS_PONG_TIMEOUT_MS: '1500',
+      LONGRUN_WS_CLOSE_TIMEOUT_MS: '1000',
+      LONGRUN_WS_RESUME_WINDOW_MS: String(RESUME_WINDOW_MS),
+      LONGRUN_STOP_ACK_TIMEOUT_MS: '1000',
+      LONGRUN_DRAIN_TIMEOUT_MS: '4000',
+      LONGRUN_REDIS_CONNECT_TIMEOUT_MS: '500',
+    },
+  });
+  ({ owner, workflow } = stack);
+  redis = stack.redis as RedisServer;
   redisClient = new Redis(redis.url, { maxRetriesPerRequest: 1 });
   redisClient.on('error', () => undefined);
-  workflow = await WorkflowServiceSimulator.start();
-  owner = await OwnerServiceSimulator.start({ secret: testSecret, workflowServiceUri: workflow.address });
   // One actor for every session (the WebSocket preauth is one answer): each re-attaches its own workflow.
   owner.configure(WEBSOCKET_PREAUTH, { lockConcurrentFlow: true, actorId: ACTOR });
-  secretFile = await writeSecretFile();
   for (const name of ['fleet-a', 'fleet-b', 'fleet-c']) slots.push({ name, port: await freePort(), replica: undefined, up: false });
   await Promise.all(slots.map(startSlot));
   // startSlot's attempts fit in it: a hook that timed out would leave replicas starting behind it.
@@ -450,9 +449,9 @@ afterAll(async () => {
     clearTimeout(c.dropTimer);
     c.session?.close();
   }
-  await Promise.allSettled([...slots.map((s) => s.replica?.child.kill()), ...retired.map((r) => r.child.kill())]);
   redisClient?.disconnect();
-  await Promise.allSettled([owner?.close(), workflow?.close(), redis?.stop(), secretFile ? removeSecretFile(secretFile) : undefined]);
+  // Every replica the stack started, retired ones included, then its simulators and Redis.
+  await stack?.close();
 });
 
 describe('WebSocket sessions across a fleet, under faults', () => {

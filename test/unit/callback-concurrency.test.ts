@@ -11,7 +11,7 @@ import type { SegmentEnd } from '@longrun/client';
 import { OwnerClient } from '../../src/owner/owner-client';
 import { Semaphore } from '../../src/core/semaphore';
 import { OwnerServiceSimulator } from '../../sandbox/owner-sim';
-import { testSecret } from '../helpers/secret';
+import { testSecret } from '../../stack/secret';
 
 describe('Semaphore', () => {
   it('grants at most `limit` places, then hands each one given back to the longest waiter', async () => {

@@ -10,7 +10,7 @@ import { decodeJwt } from 'jose';
 import { verifySegmentEnd, type SegmentEnd } from '@longrun/client';
 import { OwnerServiceSimulator } from '../../sandbox/owner-sim';
 import { OwnerClient } from '../../src/owner/owner-client';
-import { testSecret } from '../helpers/secret';
+import { testSecret } from '../../stack/secret';
 
 const closers: Array<() => Promise<unknown>> = [];
 afterEach(async () => {

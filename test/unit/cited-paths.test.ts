@@ -16,6 +16,7 @@ const root = path.resolve(__dirname, '../..');
 const scanned = [
   'src',
   'sandbox',
+  'stack',
   'test',
   'bench',
   'examples',

@@ -19,7 +19,7 @@ import { errorCatalog, type ErrorCode } from '../../src/core/errors';
 import { fromRoot } from '../../src/core/paths';
 import { errorStatus, retryAfterOf } from '../../src/http/error-status';
 import { GatewayMetrics } from '../../src/gateway-metrics';
-import { removeSecretFile, writeSecretFile } from '../helpers/secret';
+import { removeSecretFile, writeSecretFile } from '../../stack/secret';
 
 const doc = (name: string): string => readFileSync(fromRoot('docs', name), 'utf8');
 

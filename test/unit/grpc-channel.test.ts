@@ -12,7 +12,7 @@ import { scenarioMetadata } from '../../sandbox/scenario';
 import { WorkflowServiceSimulator } from '../../sandbox/workflow-sim';
 import { version } from '../../src/core/version';
 import { ChannelPool, type WorkflowCall } from '../../src/workflow/channel-pool';
-import { metricValue, startStack, type Stack } from '../helpers/stack';
+import { metricValue, startStack, type Stack } from '../../stack';
 
 let stack: Stack | undefined;
 const cleanups: Array<() => Promise<void> | void> = [];

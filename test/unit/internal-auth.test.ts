@@ -9,8 +9,8 @@ import { SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { request } from 'undici';
 import { OWNER_ISSUER, signOwnerJwt, WORKHORSE_ISSUER, type OwnerTokenClaims } from '../../src/core/jwt';
-import { testSecret, wrongSecret } from '../helpers/secret';
-import { startStack, type Stack } from '../helpers/stack';
+import { testSecret, wrongSecret } from '../../stack/secret';
+import { startStack, type Stack } from '../../stack';
 
 let stack: Stack;
 const WORKFLOW = '900';

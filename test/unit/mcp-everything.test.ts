@@ -15,8 +15,8 @@ import { GatewayMetrics } from '../../src/gateway-metrics';
 import { McpConnector } from '../../src/mcp/connector';
 import { messageTypes } from '../../src/workflow/contract';
 import { startEverythingServer, type EverythingServer } from '../helpers/mcp-everything';
-import { startStack, type Stack } from '../helpers/stack';
-import { testSecret } from '../helpers/secret';
+import { startStack, type Stack } from '../../stack';
+import { testSecret } from '../../stack/secret';
 
 let everything: EverythingServer;
 /** The server's tools as the SDK's own client lists them (every page). */

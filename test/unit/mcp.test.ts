@@ -17,9 +17,9 @@ import { McpServerSimulator, type McpSimulatorOptions } from '../../sandbox/mcp-
 import { scenarioMetadata, type Step } from '../../sandbox/scenario';
 import { version } from '../../src/core/version';
 import { messageTypes } from '../../src/workflow/contract';
-import { metricValue, ndjsonLines, startStack, type Stack, type StackOptions } from '../helpers/stack';
-import { freePort } from '../helpers/ports';
-import { testSecret } from '../helpers/secret';
+import { metricValue, ndjsonLines, startStack, type Stack, type StackOptions } from '../../stack';
+import { freePort } from '../../stack/ports';
+import { testSecret } from '../../stack/secret';
 
 let stack: Stack | undefined;
 const sims: McpServerSimulator[] = [];

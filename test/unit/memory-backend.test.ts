@@ -6,8 +6,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { request } from 'undici';
 import { MemoryBackend } from '../../src/coordination/memory-backend';
 import { signOwnerJwt } from '../../src/core/jwt';
-import { testSecret } from '../helpers/secret';
-import { startStack, type Stack } from '../helpers/stack';
+import { testSecret } from '../../stack/secret';
+import { startStack, type Stack } from '../../stack';
 
 function fakeClock(): { now(): number; advance(ms: number): void } {
   let t = 1_000_000;

@@ -21,8 +21,8 @@ import { websocketHttpRoutes } from '../../src/websocket/route';
 import { signOwnerJwt } from '../../src/core/jwt';
 import { schemaValidator } from '../helpers/openapi-validator';
 import { followPath, openSse } from '../helpers/sse';
-import { startStack, type Stack } from '../helpers/stack';
-import { testSecret } from '../helpers/secret';
+import { startStack, type Stack } from '../../stack';
+import { testSecret } from '../../stack/secret';
 
 interface Operation {
   responses: Record<string, { headers?: Record<string, { description?: string; required?: boolean; schema?: { const?: string } }>; content?: Record<string, { schema: unknown }> }>;

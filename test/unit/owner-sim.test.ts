@@ -8,7 +8,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Agent, request } from 'undici';
 import { signJwt, OWNER_ISSUER, WORKHORSE_ISSUER } from '../../src/core/jwt';
 import { OWNER_OAUTH_TOKEN, OwnerServiceSimulator, type SegmentEnd } from '../../sandbox/owner-sim';
-import { testSecret, wrongSecret } from '../helpers/secret';
+import { testSecret, wrongSecret } from '../../stack/secret';
 
 const WORKFLOW_URI = '127.0.0.1:50051';
 const PREAUTH_CONTENT_TYPE = 'application/vnd.gitlab-workhorse+json';

@@ -24,8 +24,8 @@ import { signJwt, verifyJwt, WORKHORSE_ISSUER } from '../../src/core/jwt';
 import { userAgent, version } from '../../src/core/version';
 import { RELAY_USER_AGENT, withRelativeRoot } from '../../src/owner/relay-target';
 import type { HttpResponse } from '../../src/workflow/contract';
-import { testSecret, wrongSecret } from '../helpers/secret';
-import { startStack, type Stack } from '../helpers/stack';
+import { testSecret, wrongSecret } from '../../stack/secret';
+import { startStack, type Stack } from '../../stack';
 
 const closers: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
@@ -180,7 +180,9 @@ describe('LONGRUN_RELAY_URL: relays there, preauth and callbacks to LONGRUN_OWNE
 async function stackWithOwnerRoot(root: string, relayUrl: string, preauth = { detached: true }): Promise<Stack> {
   const probe = await stackWith({ preauth, env: { LONGRUN_RELAY_URL: relayUrl } });
   // The same stack's owner, named with the root: a second gateway on it.
-  const peer = await probe.peer({ LONGRUN_OWNER_URL: `${probe.owner.url}${root}`, LONGRUN_RELAY_URL: relayUrl, LONGRUN_LISTEN: '127.0.0.1:0', LONGRUN_OPS_LISTEN: '127.0.0.1:0' });
+  const peer = await probe.startReplica({
+    env: { LONGRUN_OWNER_URL: `${probe.owner.url}${root}`, LONGRUN_RELAY_URL: relayUrl, LONGRUN_LISTEN: '127.0.0.1:0', LONGRUN_OPS_LISTEN: '127.0.0.1:0' },
+  });
   const execute: Stack['execute'] = (id, opts = {}) =>
     request(`${peer.url}/api/v4/ai/duo_workflows/workflows/${id}/execute${opts.query ?? ''}`, {
       method: 'POST',

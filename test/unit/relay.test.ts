@@ -15,8 +15,8 @@ import { networkErrorText } from '../../src/owner/network-errors';
 import { OWNER_OAUTH_TOKEN } from '../../sandbox/owner-sim';
 import type { Step } from '../../sandbox/scenario';
 import type { HttpResponse } from '../../src/workflow/contract';
-import { testSecret } from '../helpers/secret';
-import { metricValue, startStack, type Stack } from '../helpers/stack';
+import { testSecret } from '../../stack/secret';
+import { metricValue, startStack, type Stack } from '../../stack';
 
 let stack: Stack | undefined;
 

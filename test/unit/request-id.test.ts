@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { request, type Dispatcher } from 'undici';
-import { startStack, type Stack } from '../helpers/stack';
+import { startStack, type Stack } from '../../stack';
 
 const valid = /^[A-Za-z0-9_-]{1,64}$/;
 let stack: Stack;

@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import type { SessionRecord } from '../../bench/clients/resume-client';
 import { countActions } from '../../bench/measure/resume-ledger';
-import type { CallAnswers } from '../../bench/processes/sim-protocol';
+import type { CallAnswers } from '../../stack/sim-protocol';
 
 /** A session delivered these (socket, requestID) pairs, and answered each id delivered once per delivery unless `answers` says which. */
 function session(deliveries: Array<[socket: number, id: number]>, answers?: number[]): SessionRecord {

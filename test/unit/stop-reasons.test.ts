@@ -9,7 +9,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { scenarioMetadata, type Step } from '../../sandbox/scenario';
 import { StopReasons } from '../../src/run/stop-reasons';
-import { startStack, type Stack } from '../helpers/stack';
+import { startStack, type Stack } from '../../stack';
 
 let stack: Stack | undefined;
 

@@ -20,7 +20,7 @@ import { actionKinds, messageTypes } from '../../src/workflow/contract';
 import { decodeProtoJson, MAX_JSON_DEPTH } from '../../src/workflow/protojson';
 import { hostileBody, nestedText } from '../helpers/hostile-json';
 import { messageArbitrary, plainOf, toProtoJson, type Plain } from '../helpers/proto-arbitrary';
-import { ndjsonLines, startStack, type Stack } from '../helpers/stack';
+import { ndjsonLines, startStack, type Stack } from '../../stack';
 
 /** Error codes a caller may see from an execute; anything else (INTERNAL above all) is a defect. */
 const executeErrorCodes = new Set(['INVALID_REQUEST', 'WORKFLOW_SERVICE_UNAVAILABLE', 'USAGE_QUOTA_EXCEEDED', 'WORKFLOW_LOCKED']);

@@ -9,10 +9,9 @@
 import { spawn } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Cluster, Redis } from 'ioredis';
-import { freePort } from './ports';
-import { markStore, startRedis, type RedisServer } from './redis';
+import { freePort, HOST } from './ports';
+import { markStore, startRedis, type RedisServer } from './redis-server';
 
-const HOST = '127.0.0.1';
 const READY_TIMEOUT_MS = 20_000;
 
 /** One line of CLUSTER NODES. */

@@ -1,7 +1,8 @@
 /**
- * The shared HS256 secret for tests (docs/spec.md §2): fixed, so a failure reproduces, and
- * written in Workhorse's secret-file format (base64 of 32 bytes) for child-process
- * gateways that read LONGRUN_SECRET_FILE.
+ * The shared HS256 secret (docs/spec.md §2) a stack's gateways, owner and callers sign with:
+ * fixed by default, so a failure reproduces, and written in Workhorse's secret-file format
+ * (base64 of 32 bytes) for the gateways, which read LONGRUN_SECRET_FILE. The one writer of
+ * that file for tests, benchmarks and stacks.
  */
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';

@@ -1,8 +1,9 @@
 /**
- * A real redis-server child process on a loopback port, for lock, lease and stop-signal
- * tests (docs/spec.md §5). Nothing is persisted (`--save ''`, no AOF) and the working directory
- * is a fresh temporary folder, so a test's data dies with its server. Options make it a
- * replica, a password-protected server or a Sentinel (see sentinel.ts).
+ * The one redis-server starter (tests, benchmarks, the example dispatcher's demo): a real
+ * redis-server child process on a loopback port (docs/spec.md §5). Nothing is persisted
+ * (`--save ''`, no AOF) and the working directory is a fresh temporary folder, so its data
+ * dies with it. Options make it a replica, a password-protected server or a Sentinel
+ * (redis-sentinel.ts), or a Cluster node (redis-cluster.ts).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -10,9 +11,9 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { markNewStore } from '../../src/coordination/store-mark';
-import { parseRedisUrl } from '../../src/redis/url';
-import { freePort } from './ports';
+import { markNewStore } from '../src/coordination/store-mark';
+import { parseRedisUrl } from '../src/redis/url';
+import { freePort, HOST } from './ports';
 
 export interface RedisServerOptions {
   /** Extra redis-server arguments, after longrun's defaults (e.g. `['--replicaof', host, port]`). */
@@ -45,7 +46,6 @@ export interface RedisServer {
   restart(): Promise<void>;
 }
 
-const HOST = '127.0.0.1';
 const READY_TIMEOUT_MS = 10_000;
 const KILL_AFTER_MS = 2_000;
 // The port from freePort can be taken by someone else before redis binds it.

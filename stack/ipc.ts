@@ -1,11 +1,12 @@
 /**
- * A typed request/answer channel between the bench driver and a helper process it forks
- * (a simulator, the raw-stream holder): the child's first message says it is ready (and
- * its address); then every question carries an id and gets exactly one answer.
+ * A typed request/answer channel between a driver and a helper process it forks (a
+ * simulator of a stack, a benchmark's raw-stream holder): the child's first message says
+ * it is ready (and its address); then every question carries an id and gets exactly one answer.
  */
 import { fork, type ChildProcess } from 'node:child_process';
-import path from 'node:path';
-import { exitOf, readRss, tailOutput, withTimeout } from './procs';
+import { exitOf, tailOutput } from './child';
+import { readRss } from './process-stats';
+import { withTimeout } from './wait';
 
 /** A map from question kind to its arguments and its answer. */
 export type QueryMap = Record<string, { args: unknown; result: unknown }>;
@@ -50,11 +51,11 @@ export class IpcChild<Q extends QueryMap> {
     });
   }
 
-  /** Forks `dist/bench/<script>` with an IPC channel; resolves once it reports ready. */
-  static async start<Q extends QueryMap>(name: string, script: string, options: { env?: Record<string, string>; execArgv?: string[] } = {}): Promise<IpcChild<Q>> {
-    const child = fork(path.join(__dirname, '..', script), [], {
+  /** Forks the built `script` (a path) with an IPC channel; resolves once it reports ready. */
+  static async start<Q extends QueryMap>(name: string, script: string, options: { env?: Record<string, string>; execArgv?: readonly string[] } = {}): Promise<IpcChild<Q>> {
+    const child = fork(script, [], {
       env: { ...process.env, ...options.env },
-      execArgv: options.execArgv ?? [],
+      execArgv: [...(options.execArgv ?? [])],
       stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
     });
     const output = tailOutput(child);

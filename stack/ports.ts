@@ -1,16 +1,19 @@
 /**
- * Free loopback ports for tests that must pass a port number to something other than
- * a server they listen with themselves (a redis-server child, a gateway child process).
+ * Free loopback ports for what must be given a port number rather than listen on 0 itself
+ * (a redis-server child, a gateway child process).
  */
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
+
+/** Where everything a stack starts listens. */
+export const HOST = '127.0.0.1';
 
 /**
  * A port that was free a moment ago on `host`: bound on port 0, read, closed. Another
  * process may take it before the caller does; callers that spawn a server on it retry
  * on "address in use" rather than trust it blindly.
  */
-export function freePort(host = '127.0.0.1'): Promise<number> {
+export function freePort(host = HOST): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = net.createServer();
     server.unref();
@@ -27,7 +30,7 @@ export function freePort(host = '127.0.0.1'): Promise<number> {
  * the clients and Sentinels still pointed at it would then reach: a listener that resets
  * every connection, as a dead host's port answers. Best effort (taken already: nothing held).
  */
-export function holdPort(port: number, host = '127.0.0.1'): Promise<{ close(): Promise<void> }> {
+export function holdPort(port: number, host = HOST): Promise<{ close(): Promise<void> }> {
   return new Promise((resolve) => {
     const server = net.createServer((socket) => socket.resetAndDestroy());
     const close = (): Promise<void> => new Promise((done) => server.close(() => done()));

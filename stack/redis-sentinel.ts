@@ -6,8 +6,8 @@
  */
 import { Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { freePort } from './ports';
-import { startRedis, type RedisServer } from './redis';
+import { freePort, HOST } from './ports';
+import { startRedis, type RedisServer } from './redis-server';
 
 export interface SentinelTopologyOptions {
   /** The monitored master's name (default `longrun-test`). */
@@ -49,7 +49,6 @@ export interface SentinelTopology {
   stop(): Promise<void>;
 }
 
-const HOST = '127.0.0.1';
 const READY_TIMEOUT_MS = 15_000;
 
 function pairs(reply: unknown): Record<string, string> {

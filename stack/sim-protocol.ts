@@ -1,10 +1,24 @@
 /**
- * What the bench driver may ask a simulator process (sim-process.ts, over ipc.ts): what
- * the simulator recorded, or to do a baseline's work itself.
+ * What a driver may ask a simulator process (sim-process.ts, over ipc.ts): what the
+ * simulator recorded, or to do a benchmark baseline's work itself; and the environment
+ * the process is started with.
  */
-import type { PreauthConfig } from '../../sandbox/owner-sim';
+import type { PreauthConfig } from '../sandbox/owner-sim';
 
 export type SimRole = 'workflow' | 'owner';
+
+/** How simulators.ts tells a simulator process what to be. */
+export interface SimProcessEnv {
+  STACK_SIM_ROLE: SimRole;
+  /** The shared secret, base64 of 32 bytes. */
+  STACK_SIM_SECRET: string;
+  /** JSON: the owner's preauth defaults, or the workflow simulator's options (what JSON carries of them). */
+  STACK_SIM_OPTIONS: string;
+  /** The owner's Service.URI (the owner only). */
+  STACK_SIM_WORKFLOW_URI?: string;
+  /** The port to listen on (the workflow simulator only; default 0). */
+  STACK_SIM_PORT?: string;
+}
 
 /** What the workflow simulator recorded of one call, in a compact, cloneable form. */
 export interface CallSummary {

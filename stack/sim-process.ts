@@ -1,16 +1,15 @@
 /**
- * A simulator in a process of its own (forked through ipc.ts), so that the simulated
- * services never compete with the gateway or the load generator for one event loop.
- * BENCH_SIM_ROLE picks the workflow service or the owner service; BENCH_SECRET is the
- * shared secret (base64); BENCH_WORKFLOW_URI is the owner's Service.URI. The first IPC
- * message is the simulator's address; then the driver's questions are answered by id.
+ * A simulator in a process of its own (forked through ipc.ts by simulators.ts), so that the
+ * simulated services never compete with the gateway or the load generator for one event
+ * loop. Its environment (SimProcessEnv) says which service it is and how it starts. The
+ * first IPC message is the simulator's address; then the driver's questions are answered by id.
  */
 import { Pool } from 'undici';
-import { signJwt, WORKHORSE_ISSUER } from '../../src/core/jwt';
-import { OwnerServiceSimulator } from '../../sandbox/owner-sim';
-import { WorkflowServiceSimulator, type CallRecord } from '../../sandbox/workflow-sim';
+import { signJwt, WORKHORSE_ISSUER } from '../src/core/jwt';
+import { OwnerServiceSimulator, type PreauthConfig } from '../sandbox/owner-sim';
+import { WorkflowServiceSimulator, type CallRecord, type WorkflowSimulatorOptions } from '../sandbox/workflow-sim';
 import { serveIpc, type Handlers } from './ipc';
-import type { CallAnswers, CallCounts, CallSummary, DirectRelayRequest, DirectRelayResult, SimQueries } from './sim-protocol';
+import type { CallAnswers, CallCounts, CallSummary, DirectRelayRequest, DirectRelayResult, SimProcessEnv, SimQueries } from './sim-protocol';
 
 function summarize(call: CallRecord): CallSummary {
   let httpOk = 0;
@@ -89,12 +88,16 @@ async function directRelay(req: DirectRelayRequest, secret: Buffer): Promise<Dir
   return { actions: next, ok, elapsedMs };
 }
 
+const setting = (name: keyof SimProcessEnv): string | undefined => process.env[name];
+
 async function start(): Promise<{ address: string; handlers: Handlers<SimQueries> }> {
-  const secret = Buffer.from(process.env['BENCH_SECRET'] ?? '', 'base64');
-  if (secret.length !== 32) throw new Error('BENCH_SECRET must be base64 of 32 bytes');
-  const role = process.env['BENCH_SIM_ROLE'];
+  const secret = Buffer.from(setting('STACK_SIM_SECRET') ?? '', 'base64');
+  if (secret.length !== 32) throw new Error('STACK_SIM_SECRET must be base64 of 32 bytes');
+  const role = setting('STACK_SIM_ROLE');
+  const options: unknown = JSON.parse(setting('STACK_SIM_OPTIONS') ?? '{}');
   if (role === 'workflow') {
-    const sim = await WorkflowServiceSimulator.start({ host: '127.0.0.1' });
+    // STACK_SIM_PORT: a restarted simulator takes its predecessor's port.
+    const sim = await WorkflowServiceSimulator.start({ ...(options as WorkflowSimulatorOptions), host: '127.0.0.1', port: Number(setting('STACK_SIM_PORT') ?? 0) });
     const matching = (prefix: string): CallRecord[] => sim.calls.filter((c) => c.workflowId.startsWith(prefix));
     return {
       address: sim.address,
@@ -112,14 +115,9 @@ async function start(): Promise<{ address: string; handlers: Handlers<SimQueries
     };
   }
   if (role === 'owner') {
-    const workflowServiceUri = process.env['BENCH_WORKFLOW_URI'];
-    if (!workflowServiceUri) throw new Error('BENCH_WORKFLOW_URI is required for the owner simulator');
-    const sim = await OwnerServiceSimulator.start({
-      secret,
-      workflowServiceUri,
-      host: '127.0.0.1',
-      defaults: { detached: true, lockConcurrentFlow: true },
-    });
+    const workflowServiceUri = setting('STACK_SIM_WORKFLOW_URI');
+    if (!workflowServiceUri) throw new Error('STACK_SIM_WORKFLOW_URI is required for the owner simulator');
+    const sim = await OwnerServiceSimulator.start({ secret, workflowServiceUri, host: '127.0.0.1', defaults: options as PreauthConfig });
     return {
       address: sim.url,
       handlers: {
@@ -147,7 +145,7 @@ async function start(): Promise<{ address: string; handlers: Handlers<SimQueries
       },
     };
   }
-  throw new Error(`BENCH_SIM_ROLE must be workflow or owner, got ${JSON.stringify(role)}`);
+  throw new Error(`STACK_SIM_ROLE must be workflow or owner, got ${JSON.stringify(role)}`);
 }
 
 async function main(): Promise<void> {
