@@ -35,6 +35,8 @@ COPY sandbox ./sandbox
 COPY stack ./stack
 COPY bench ./bench
 COPY examples ./examples
+# The OpenAPI generator: the build writes dist/docs/openapi.json, served at the ops listener's /-/openapi.json.
+COPY openapi ./openapi
 RUN npm run build
 
 FROM ${NODE_IMAGE_NAME}@${NODE_IMAGE_DIGEST} AS deps
@@ -63,7 +65,7 @@ ENV NODE_ENV=production \
 WORKDIR /app
 # Only what runs: the build's output and the production dependencies. dist/ holds the
 # compiled gateway, what it reads at run time beside it (package.json for its version, the
-# gRPC contract, the Lua scripts; scripts/copy-assets.mjs) and the simulators, loaded only
+# gRPC contract, the Lua scripts; scripts/copy-assets.mjs; the OpenAPI description, docs/) and the simulators, loaded only
 # when the image is asked to run as the sandbox (LONGRUN_SANDBOX=true: with NODE_ENV=production
 # a start without LONGRUN_OWNER_URL is refused, docs/configuration.md). Not the benchmarks or the examples; no
 # source folder, no lock file, no npm cache. test/process/deploy-image.test.ts runs
@@ -73,6 +75,7 @@ COPY --from=build /app/dist/package.json ./dist/
 COPY --from=build /app/dist/src ./dist/src
 COPY --from=build /app/dist/sandbox ./dist/sandbox
 COPY --from=build /app/dist/proto ./dist/proto
+COPY --from=build /app/dist/docs ./dist/docs
 # What node_modules holds, by name, version, licence and hash (docs/deploying.md).
 COPY --from=deps /longrun/sbom.cdx.json ./sbom.cdx.json
 # `longrun store mark` and the like: `docker run … longrun store mark`, `kubectl exec … -- longrun …`

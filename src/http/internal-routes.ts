@@ -15,10 +15,13 @@ import { GatewayError } from '../core/errors';
 import { correlation, type Logger } from '../core/log';
 import type { CoordinationBackend, StoredRunRecord } from '../coordination/backend';
 import { verifyOwnerJwt } from '../core/jwt';
-import { STOP_REASON_TOKEN, USER_STOP } from '../run/stop-reasons';
 import { sendError } from './error-response';
 import { readBody } from './read-body';
 import { requestIdFrom } from './request-id';
+import { stopReasonOf } from './stop-request';
+
+/** The largest stop body read (a reason is at most 64 characters). */
+export const STOP_REQUEST_LIMIT = 4_096;
 
 export interface InternalContext {
   secret: Uint8Array;
@@ -64,21 +67,7 @@ export function createInternalRouter(ctx: InternalContext): express.Router {
     const workflowId = req.params['workflow_id'] as string;
     void (async () => {
       // Optional body {"reason": "TOKEN"}: the user reason the run will send.
-      const body = await readBody(req, res, 4_096);
-      let reason = USER_STOP;
-      if (body.length > 0) {
-        let parsed: unknown;
-        try {
-          parsed = JSON.parse(body.toString('utf8'));
-        } catch {
-          throw new GatewayError('INVALID_REQUEST', 'body must be JSON');
-        }
-        const given = (parsed as { reason?: unknown } | null)?.reason;
-        if (given !== undefined) {
-          if (typeof given !== 'string' || !STOP_REASON_TOKEN.test(given)) throw new GatewayError('INVALID_REQUEST', 'reason must match [A-Z][A-Z0-9_]{0,63}');
-          reason = given;
-        }
-      }
+      const reason = stopReasonOf(await readBody(req, res, STOP_REQUEST_LIMIT));
       let requested: boolean;
       try {
         requested = await ctx.backend.requestStop(workflowId, reason, ctx.stopKeyTtlMs);

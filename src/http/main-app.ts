@@ -49,7 +49,8 @@ export function createMainListener(deps: MainAppDeps): RequestListener {
   };
 }
 
-function createMainApp(deps: MainAppDeps): express.Express {
+/** The express app behind the main listener (exported for the test that holds docs/openapi.json to its routes). */
+export function createMainApp(deps: MainAppDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.disable('etag');

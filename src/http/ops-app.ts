@@ -1,6 +1,7 @@
 /**
  * The ops listener (docs/spec.md §1): /metrics, /-/liveness, /-/readiness (503 while draining),
- * /runs (this process's runs in flight, each with its workflow's followers). Like the main listener, every response carries
+ * /runs (this process's runs in flight, each with its workflow's followers), /-/openapi.json
+ * (the OpenAPI description, openapi-route.ts). Like the main listener, every response carries
  * X-Request-Id and anything unmatched is a JSON 404.
  */
 import express from 'express';
@@ -8,6 +9,7 @@ import { GatewayError } from '../core/errors';
 import { collectAndMeasure, compactAndMeasure } from '../core/memory-snapshot';
 import type { Metrics } from '../observability/metrics';
 import type { RunInfo, RunRegistry } from '../run/registry';
+import { serveOpenApi } from './openapi-route';
 import { requestIdMiddleware } from './request-id';
 
 export interface OpsContext {
@@ -57,6 +59,7 @@ export function createOpsApp(ctx: OpsContext): express.Express {
   app.get('/runs', (_req, res) => {
     res.json({ runs: listRuns(ctx) });
   });
+  app.get('/-/openapi.json', serveOpenApi);
   // Benchmarks measure memory per run after a full GC (`?compact`: a compacting one, as on
   // a low-memory notification); only a process started with --expose-gc has one to offer,
   // so production processes never mount the route.

@@ -396,11 +396,12 @@ describe('the Dockerfile', () => {
       ).toBe(false);
   });
 
-  it('copies only the build output, the production dependencies and their SBOM: dist/ (the gateway, what it reads at run time, the simulators), node_modules, sbom.cdx.json and the `longrun` executable', () => {
-    expect([...copied].sort()).toEqual(['dist/package.json', 'dist/proto', 'dist/sandbox', 'dist/src', 'node_modules', 'sbom.cdx.json', 'usr/local/bin/longrun']);
+  it('copies only the build output, the production dependencies and their SBOM: dist/ (the gateway, what it reads at run time, the simulators, the OpenAPI description), node_modules, sbom.cdx.json and the `longrun` executable', () => {
+    expect([...copied].sort()).toEqual(['dist/docs', 'dist/package.json', 'dist/proto', 'dist/sandbox', 'dist/src', 'node_modules', 'sbom.cdx.json', 'usr/local/bin/longrun']);
     // The replay puts absolute destinations under the work dir: usr/ is the image's /usr.
     expect(readdirSync(app).sort()).toEqual(['dist', 'node_modules', 'sbom.cdx.json', 'usr']);
-    expect(readdirSync(path.join(app, 'dist')).sort()).toEqual(['package.json', 'proto', 'sandbox', 'src']);
+    expect(readdirSync(path.join(app, 'dist')).sort()).toEqual(['docs', 'package.json', 'proto', 'sandbox', 'src']);
+    expect(readdirSync(path.join(app, 'dist/docs'))).toEqual(['openapi.json']);
     // What the gateway reads at run time reached dist/ through the build: the Lua scripts beside their modules, the chat page.
     for (const dir of ['coordination', 'follow', 'websocket/bridge']) {
       const lua = readdirSync(fromRoot('src', dir)).filter((f) => f.endsWith('.lua'));
@@ -505,6 +506,12 @@ describe('the gateway started from the image layout with the manifest environmen
     const metrics = await get(`${(gateway as Gateway).opsUrl}/metrics`);
     expect(metrics.status).toBe(200);
     expect(metrics.text).toContain(`longrun_build_info{version="${version}"} 1`);
+  });
+
+  it('serves the OpenAPI description the build generated, equal to the committed docs/openapi.json', async () => {
+    const served = await get(`${(gateway as Gateway).opsUrl}/-/openapi.json`);
+    expect(served.status).toBe(200);
+    expect(served.text).toBe(readFileSync(fromRoot('docs', 'openapi.json'), 'utf8'));
   });
 
   it('as the sandbox, serves the chat page it prints (read from sandbox/chat.html)', async () => {

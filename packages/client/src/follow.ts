@@ -9,38 +9,14 @@
  * position), the retry policy spent on retryable ones, or the caller's signal.
  */
 import type { Dispatcher } from 'undici';
-import { followEventKinds, type InFlightKind, type SegmentEndReason, type FollowEventKind } from './vocabulary';
+import { followEventKinds, type FollowEventKind } from './vocabulary';
 import { abortReason, LongrunError } from './errors';
-import type { Checkpoint } from './ndjson';
+import { followEventDataSchemas, type FollowEvent } from './follow-events';
 import { headerValue } from './responses';
 import { retryDelayMs, withRetries, type RetryClock, type RetryOptions } from './retry';
 import { serverSentEvents } from './sse';
 
-/**
- * Every event the follow route sends, with its data. `id` is the event's own `id:` field, its
- * position in the workflow's log (increasing by one); `idle` has none.
- */
-export type FollowEvent =
-  | { event: 'run'; id: number; data: { run_id: string; transport: string; replica: string; started_at: string; state: string } }
-  /** A newCheckpoint as its ndjson line; `resync`: it stands for events the stream could not give (redraw from it). */
-  | { event: 'checkpoint'; id: number; data: Checkpoint & { resync?: true } }
-  | { event: 'action'; id: number; data: { run_id: string; kind: string; request_id: string } }
-  | { event: 'parked'; id: number; data: { run_id: string; parked_at: string } }
-  | { event: 'attached'; id: number; data: { run_id: string; socket_replica?: string } }
-  | {
-      event: 'end';
-      id: number;
-      data: {
-        run_id: string;
-        reason: SegmentEndReason;
-        in_flight: Array<{ kind: InFlightKind; request_id: string; method: string }>;
-        ended_while_stopping?: true;
-        /** The owner dispatches another segment: the stream follows it. */
-        resumable: boolean;
-      };
-    }
-  /** The last event: no run in flight, and none came within the gateway's LONGRUN_FOLLOW_IDLE_MS. */
-  | { event: 'idle'; id: undefined; data: { workflow_id: string } };
+export type { FollowEvent } from './follow-events';
 
 const kinds: ReadonlySet<string> = new Set<FollowEventKind>(followEventKinds);
 
@@ -76,19 +52,17 @@ function isEventStream(response: Dispatcher.ResponseData): boolean {
 
 function eventOf(event: string, id: string | undefined, data: string, endpoint: string): FollowEvent | undefined {
   if (!kinds.has(event)) return undefined;
-  let parsed: unknown;
+  const unreadable = (cause?: unknown): LongrunError =>
+    new LongrunError('UNEXPECTED_RESPONSE', `an unreadable ${event} event from ${endpoint}`, { status: 200, retryable: false, endpoint, body: data.slice(0, 1_024), cause });
+  let json: unknown;
   try {
-    parsed = JSON.parse(data);
+    json = JSON.parse(data);
   } catch (err) {
-    throw new LongrunError('UNEXPECTED_RESPONSE', `an unreadable ${event} event from ${endpoint}`, {
-      status: 200,
-      retryable: false,
-      endpoint,
-      body: data.slice(0, 1_024),
-      cause: err,
-    });
+    throw unreadable(err);
   }
-  return { event, id: id === undefined || event === 'idle' ? undefined : Number(id), data: parsed } as FollowEvent;
+  const parsed = followEventDataSchemas[event as FollowEventKind].safeParse(json);
+  if (!parsed.success) throw unreadable(parsed.error);
+  return { event, id: id === undefined || event === 'idle' ? undefined : Number(id), data: parsed.data } as FollowEvent;
 }
 
 /** The events of `workflowId`'s runs until `idle`, reopened by Last-Event-ID after each drop. */

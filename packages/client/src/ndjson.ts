@@ -23,7 +23,7 @@ export interface Checkpoint {
 const integerText = z.string().regex(/^-?\d+$/);
 const int32 = z.union([z.number().int(), integerText.transform(Number)]);
 
-const checkpointSchema = z
+export const checkpointSchema = z
   .object({
     requestID: z.string().default(''),
     newCheckpoint: z

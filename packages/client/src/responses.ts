@@ -23,7 +23,7 @@ export interface Answer {
 export const ERROR_BODY_LIMIT = 64 * 1024;
 
 // `fence` is read loosely: a word a newer gateway adds is not a reason to drop the whole body.
-const errorBodySchema = z.object({ error: z.object({ code: z.string(), message: z.string(), retryable: z.boolean(), fence: z.string().optional() }) });
+export const errorBodySchema = z.object({ error: z.object({ code: z.string(), message: z.string(), retryable: z.boolean(), fence: z.string().optional() }) });
 
 export const acceptedSchema = z.object({ status: z.literal('accepted'), workflow_id: z.string(), run_id: z.string(), accepted_on: z.enum(acceptedOn) });
 export const finishedSchema = z.object({ status: z.literal('finished'), workflow_id: z.string(), run_id: z.string() });
