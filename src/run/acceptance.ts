@@ -36,12 +36,16 @@ export function awaitAcceptance(run: AcceptanceSource, acceptWaitMs: number): Pr
       drop?.();
       resolve(acceptance);
     };
-    const timer = setTimeout(() => decide({ kind: 'accepted', on: 'accept_wait_elapsed' }), acceptWaitMs);
+    const timer = acceptWaitMs > 0 ? setTimeout(() => decide({ kind: 'accepted', on: 'accept_wait_elapsed' }), acceptWaitMs) : undefined;
     drop = run.watchAcceptance({
       firstAction: () => decide({ kind: 'accepted', on: 'first_action' }),
       stopped: () => decide({ kind: 'stopped' }),
       ended: (end) => decide({ kind: 'ended', end }),
     });
     if (decided) drop();
+    // The wait was spent before it began (MCP discovery took all of it): what had happened by
+    // now decided above; anything later is not waited for — a 0 ms timer would race the first
+    // action and answer either way.
+    else if (timer === undefined) decide({ kind: 'accepted', on: 'accept_wait_elapsed' });
   });
 }
